@@ -1,0 +1,191 @@
+"""`ShardSet`: one view over every pair of a shard-set directory, with global document numbering.
+
+Also opens a bare Megatron prefix (`dir/name` of `name.bin`/`name.idx`, no manifest) as a set of
+one, so Megatron and NeMo data load unchanged. A remote set (any fsspec URL: gs://, s3://,
+memory://...) is fetched once into a local cache, each file checked against the manifest's
+sha256 before it is used, then memory-mapped like a local one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+
+import numpy as np
+
+from dataset_format.indexed import (
+    FormatError,
+    IndexedDataset,
+    bin_path,
+    file_sha256,
+    idx_path,
+)
+from dataset_format.manifest import MANIFEST_NAME, Manifest
+
+
+def default_cache_dir() -> str:
+    return os.environ.get(
+        "SHARDSMITH_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "shardsmith")
+    )
+
+
+def is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _fetch(fs, url: str, local: str, sha256: str) -> None:
+    """Copy `url` to `local` unless a verified copy is there; verify before it becomes visible."""
+    marker = local + ".sha256"
+    if os.path.exists(local) and os.path.exists(marker):
+        with open(marker) as f:
+            if f.read().strip() == sha256:
+                return
+    tmp = f"{local}.part-{uuid.uuid4().hex[:8]}"
+    fs.get_file(url, tmp)
+    actual = file_sha256(tmp)
+    if sha256 and actual != sha256:
+        os.remove(tmp)
+        raise FormatError(f"{url}: checksum mismatch: manifest says {sha256}, fetched {actual}")
+    os.replace(tmp, local)
+    with open(marker, "w") as f:
+        f.write(sha256 or actual)
+
+
+def fetch_shard_set(url: str, cache_dir: str | None = None) -> str:
+    """Fetch a remote shard set into the local cache (once) and return the local directory."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url.rstrip("/"))
+    with fs.open(f"{root}/{MANIFEST_NAME}", "rb") as f:
+        text = f.read().decode("utf-8")
+    manifest = Manifest.loads(text, f"{url}/{MANIFEST_NAME}")
+    key = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+    local = os.path.join(cache_dir or default_cache_dir(), key)
+    os.makedirs(local, exist_ok=True)
+    for shard in manifest.shards:
+        for ext, digest in ((".idx", shard.idx_sha256), (".bin", shard.bin_sha256)):
+            name = shard.name + ext
+            _fetch(fs, f"{root}/{name}", os.path.join(local, name), digest)
+    if manifest.tokenizer and manifest.tokenizer.file:
+        name = manifest.tokenizer.file
+        _fetch(fs, f"{root}/{name}", os.path.join(local, name), manifest.tokenizer.sha256)
+    tmp = os.path.join(local, f"{MANIFEST_NAME}.tmp-{uuid.uuid4().hex[:8]}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, os.path.join(local, MANIFEST_NAME))  # last: marks the cached copy complete
+    return local
+
+
+class ShardSet:
+    """All shards of a set as one dataset; document i is numbered across shards in manifest order."""
+
+    def __init__(self, path: str, cache_dir: str | None = None):
+        self.path = path
+        local = fetch_shard_set(path, cache_dir) if is_remote(path) else path.removeprefix("file://")
+        self.directory = local
+        if os.path.isdir(local):
+            self.manifest: Manifest | None = Manifest.read(local)
+            self.shards = [IndexedDataset(os.path.join(local, s.name)) for s in self.manifest.shards]
+            for info, shard in zip(self.manifest.shards, self.shards):
+                self._check_against_manifest(info, shard)
+            self.dtype = np.dtype(self.manifest.dtype)
+        elif os.path.exists(idx_path(local)) or os.path.exists(bin_path(local)):
+            self.manifest = None
+            self.shards = [IndexedDataset(local)]
+            self.dtype = self.shards[0].dtype
+            self.directory = os.path.dirname(local)
+        else:
+            raise FormatError(f"{path}: neither a shard-set directory nor a .bin/.idx prefix")
+        mismatched = [s.prefix for s in self.shards if s.dtype != self.dtype]
+        if mismatched:
+            raise FormatError(f"{mismatched[0]}: dtype differs from the set's {self.dtype}")
+        counts = np.array([s.num_documents for s in self.shards], dtype=np.int64)
+        self._first_document = np.concatenate([[0], np.cumsum(counts)])
+        self.num_documents = int(self._first_document[-1])
+        self.num_sequences = sum(s.num_sequences for s in self.shards)
+        self.num_tokens = sum(s.num_tokens for s in self.shards)
+
+    @staticmethod
+    def _check_against_manifest(info, shard: IndexedDataset) -> None:
+        for what, listed, actual in (
+            ("documents", info.documents, shard.num_documents),
+            ("sequences", info.sequences, shard.num_sequences),
+            ("tokens", info.tokens, shard.num_tokens),
+            ("idx bytes", info.idx_bytes, os.path.getsize(idx_path(shard.prefix))),
+        ):
+            if listed != actual:
+                raise FormatError(
+                    f"{shard.prefix}: manifest lists {listed} {what}, the shard has {actual}"
+                )
+
+    @property
+    def tokenizer_path(self) -> str | None:
+        if self.manifest is None or self.manifest.tokenizer is None:
+            return None
+        if not self.manifest.tokenizer.file:
+            return None
+        return os.path.join(self.directory, self.manifest.tokenizer.file)
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(shard index, document number within that shard) of global document i."""
+        i = int(i)
+        if i < 0:
+            i += self.num_documents
+        if not 0 <= i < self.num_documents:
+            raise IndexError(f"{self.path}: document {i} out of range [0, {self.num_documents})")
+        shard = int(np.searchsorted(self._first_document, i, side="right")) - 1
+        return shard, i - int(self._first_document[shard])
+
+    def document(self, i: int) -> np.ndarray:
+        shard, local = self.locate(i)
+        return self.shards[shard].document(local)
+
+    def document_sequences(self, i: int) -> list[np.ndarray]:
+        shard, local = self.locate(i)
+        return self.shards[shard].document_sequences(local)
+
+    def document_lengths(self) -> np.ndarray:
+        if not self.shards:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([s.document_lengths() for s in self.shards])
+
+    def sequence_lengths(self) -> np.ndarray:
+        if not self.shards:
+            return np.zeros(0, dtype=np.int32)
+        return np.concatenate([np.asarray(s.sequence_lengths) for s in self.shards])
+
+    def __len__(self) -> int:
+        return self.num_documents
+
+    def verify(self, checksums: bool = True) -> None:
+        """Every invariant of every shard, and (with a manifest) every checksum; FormatError."""
+        for shard in self.shards:
+            shard.verify()
+        if self.manifest is None:
+            return
+        manifest_path = os.path.join(self.directory, MANIFEST_NAME)
+        for info, shard in zip(self.manifest.shards, self.shards):
+            size = os.path.getsize(bin_path(shard.prefix))
+            if size != info.bin_bytes:
+                raise FormatError(
+                    f"{bin_path(shard.prefix)}: {size} bytes, manifest says {info.bin_bytes}"
+                )
+            if not checksums:
+                continue
+            for path, listed in (
+                (bin_path(shard.prefix), info.bin_sha256),
+                (idx_path(shard.prefix), info.idx_sha256),
+            ):
+                actual = file_sha256(path)
+                if actual != listed:
+                    raise FormatError(
+                        f"{path}: checksum mismatch: {manifest_path} says {listed}, file is {actual}"
+                    )
+        tokenizer = self.manifest.tokenizer
+        if checksums and tokenizer is not None and tokenizer.file:
+            path = os.path.join(self.directory, tokenizer.file)
+            if not os.path.exists(path):
+                raise FormatError(f"{path}: tokenizer file named in the manifest is missing")
+            if tokenizer.sha256 and file_sha256(path) != tokenizer.sha256:
+                raise FormatError(f"{path}: checksum mismatch with {manifest_path}")

@@ -1,0 +1,1 @@
+"""Beam pipelines: raw corpora -> cleaned, deduplicated, tokenized shard sets."""

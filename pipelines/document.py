@@ -1,0 +1,81 @@
+"""The record types that travel through every pipeline stage.
+
+A source yields `Document`s, or `Failure`s for records it could not parse; every stage after it
+takes and returns `Document`s, so each stage can be tested alone and on the DirectRunner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Union
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """One document: a Wikipedia article, a book, a web page, a JSONL record.
+
+    `id` is unique within a run and stable across runs and machines (built from the source and
+    the record's own name, never from a counter that depends on bundle order): it is the sort key
+    that makes shard output deterministic and the tie-breaker of every "keep one" rule.
+    """
+
+    id: str
+    source: str
+    text: str
+    url: str = ""
+    title: str = ""
+    meta: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def with_text(self, text: str) -> "Document":
+        return dataclasses.replace(self, text=text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """A record that could not be read: counted, logged with its location, and the run goes on."""
+
+    location: str  # file path plus an offset, page id or line number
+    reason: str  # short machine-readable reason, the key it is counted under
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadTask:
+    """One unit of reading work that a single worker does: a whole file, or a byte range of one.
+
+    Sources split their input into tasks up front so that reading is spread across workers
+    (one large multistream dump is many tasks, not one).
+    """
+
+    source: str
+    path: str
+    start: int = 0  # byte offset of the first byte to read
+    end: int = -1  # byte offset one past the last byte; -1 = to the end of the file
+    options: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+SourceRecord = Union[Document, Failure]
+
+
+@dataclasses.dataclass(frozen=True)
+class Reject:
+    """A document a filter or dedup step dropped, under a named reason (counted in stats.json;
+    written aside with --keep-rejects so a user can audit the filter)."""
+
+    doc_id: str
+    source: str
+    reason: str  # e.g. "too_short", "language", "gopher_symbol_ratio", "exact_duplicate"
+    detail: str = ""
+    text: str = ""  # the text as it was when rejected, for the audit file
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizedDocument:
+    """A document as token ids: one array per sequence (one per document for GPT, one per sentence
+    with --split-sentences for BERT), ready for the shard writer."""
+
+    id: str
+    source: str
+    sequences: tuple  # tuple[np.ndarray, ...] of integer token ids
+    text_bytes: int = 0  # UTF-8 size of the cleaned text, for throughput and stats

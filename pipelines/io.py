@@ -1,0 +1,58 @@
+"""Opening inputs and listing globs on any filesystem Beam or fsspec knows.
+
+Local paths and Beam's own schemes (gs://, s3://, hdfs://) go through Beam's FileSystems so a
+Dataflow worker needs nothing extra; any other fsspec URL (memory://, http://, ...) goes
+through fsspec. Decompression is done by the sources themselves, so that sizes can be bounded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import BinaryIO
+
+import fsspec
+from apache_beam.io.filesystems import FileSystems
+
+_BEAM_SCHEMES = ("gs://", "s3://", "hdfs://", "azfs://")
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFile:
+    path: str
+    size_bytes: int
+
+
+def _uses_fsspec(path: str) -> bool:
+    return "://" in path and not path.startswith(_BEAM_SCHEMES) and not path.startswith("file://")
+
+
+def match_inputs(pattern: str) -> list[InputFile]:
+    """Every file matching a glob (or a single path), sorted by path so plans are deterministic.
+
+    Raises FileNotFoundError naming the pattern when nothing matches: an empty input is almost
+    always a typo, and a run that silently writes an empty shard set hides it.
+    """
+    if _uses_fsspec(pattern):
+        fs, _, paths = fsspec.get_fs_token_paths(pattern)
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        files = [
+            InputFile(f"{protocol}://{p.split('://')[-1]}", int(fs.size(p) or 0))
+            for p in paths
+            if not fs.isdir(p)
+        ]
+    else:
+        results = FileSystems.match([pattern])[0].metadata_list
+        files = [InputFile(m.path, m.size_in_bytes) for m in results]
+    files.sort(key=lambda f: f.path)
+    if not files:
+        raise FileNotFoundError(f"no input files match {pattern!r}")
+    return files
+
+
+def open_input(path: str) -> BinaryIO:
+    """A binary, forward-readable file object for `path` (raw bytes, no decompression)."""
+    if _uses_fsspec(path):
+        return fsspec.open(path, "rb").open()
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
