@@ -1,0 +1,387 @@
+"""The shard format: round trips, Megatron byte layout, shard sets, and every kind of bad file."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import struct
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dataset_format import (
+    FormatError,
+    IndexedDataset,
+    IndexedDatasetWriter,
+    Manifest,
+    ShardSet,
+    TokenizerInfo,
+    dtype_for_vocab,
+    merge_indexed,
+    shard_info,
+    write_shard_set_manifest,
+)
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+GPT2 = CORPORA / "vocab" / "gpt2"
+
+
+@pytest.fixture(scope="module")
+def gpt2_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE.from_file(str(GPT2 / "vocab.json"), str(GPT2 / "merges.txt")))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+@pytest.fixture(scope="module")
+def book_documents(gpt2_tokenizer):
+    """Real token ids: paragraphs of Alice in Wonderland, one document each, EOD appended."""
+    text = (CORPORA / "books" / "11-0.txt").read_text(encoding="utf-8")
+    paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()][:300]
+    ids = [np.array(e.ids + [50256]) for e in gpt2_tokenizer.encode_batch(paragraphs)]
+    return paragraphs, ids
+
+
+def write_pair(prefix, documents, dtype=np.uint16):
+    with IndexedDatasetWriter(str(prefix), dtype) as writer:
+        for doc in documents:
+            writer.add_document(doc)
+    return str(prefix)
+
+
+def read_megatron_pair(prefix: str):
+    """An independent reader written from the MMIDIDX byte layout alone (not from our code)."""
+    with open(prefix + ".idx", "rb") as f:
+        raw = f.read()
+    assert raw[:9] == b"MMIDIDX\x00\x00"
+    version, code, n_seq, n_doc = struct.unpack_from("<QBQQ", raw, 9)
+    assert version == 1
+    dtype = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 6: "<f8", 7: "<f4", 8: "<u2"}[code]
+    pos = 9 + 8 + 1 + 8 + 8
+    lengths = struct.unpack_from(f"<{n_seq}i", raw, pos)
+    pos += 4 * n_seq
+    pointers = struct.unpack_from(f"<{n_seq}q", raw, pos)
+    pos += 8 * n_seq
+    doc_idx = struct.unpack_from(f"<{n_doc}q", raw, pos)
+    assert pos + 8 * n_doc == len(raw)
+    data = open(prefix + ".bin", "rb").read()
+    itemsize = np.dtype(dtype).itemsize
+    sequences = [
+        np.frombuffer(data[p : p + n * itemsize], dtype=dtype) for p, n in zip(pointers, lengths)
+    ]
+    return [sequences[doc_idx[d] : doc_idx[d + 1]] for d in range(n_doc - 1)]
+
+
+# -- round trips -------------------------------------------------------------------------------
+
+
+def test_real_text_round_trip_and_independent_reader(tmp_path, book_documents, gpt2_tokenizer):
+    paragraphs, ids = book_documents
+    prefix = write_pair(tmp_path / "alice", [[d] for d in ids])
+    ds = IndexedDataset(prefix)
+    assert ds.dtype == np.uint16
+    assert (ds.num_documents, ds.num_sequences) == (len(ids), len(ids))
+    assert ds.num_tokens == sum(len(d) for d in ids)
+    for i in (0, 17, len(ids) - 1):
+        np.testing.assert_array_equal(ds.document(i), ids[i])
+        assert gpt2_tokenizer.decode(ds.document(i)[:-1].tolist()) == paragraphs[i]
+    independent = read_megatron_pair(prefix)
+    assert len(independent) == len(ids)
+    for mine, theirs in zip(ids, independent):
+        np.testing.assert_array_equal(theirs[0], mine)
+
+
+def test_sentences_and_token_spans(tmp_path, book_documents):
+    _, ids = book_documents
+    documents = [[d[: len(d) // 2], d[len(d) // 2 :]] for d in ids[:50]]
+    ds = IndexedDataset(write_pair(tmp_path / "s", documents))
+    assert ds.num_sequences == 100
+    flat = np.concatenate([np.concatenate(d) for d in documents])
+    np.testing.assert_array_equal(ds.tokens(0, ds.num_tokens), flat)
+    np.testing.assert_array_equal(ds.tokens(13, 200), flat[13:213])
+    offsets = ds.document_offsets()
+    for i in (0, 7, 49):
+        parts = ds.document_sequences(i)
+        assert len(parts) == 2
+        np.testing.assert_array_equal(np.concatenate(parts), ds.document(i))
+        np.testing.assert_array_equal(ds.tokens(int(offsets[i]), len(ds.document(i))), ds.document(i))
+    np.testing.assert_array_equal(ds.document_lengths(), [sum(map(len, d)) for d in documents])
+    assert not ds.document(3).flags.owndata  # zero-copy view of the memory map
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.lists(st.integers(0, 2**31 - 1), max_size=12), max_size=4), max_size=20
+    ),
+    st.sampled_from([np.uint16, np.int32, np.int64]),
+)
+def test_round_trip_property(tmp_path_factory, documents, dtype):
+    limit = np.iinfo(dtype).max
+    documents = [[[t % limit for t in seq] for seq in doc] for doc in documents]
+    prefix = str(tmp_path_factory.mktemp("prop") / "p")
+    write_pair(prefix, documents, dtype)
+    ds = IndexedDataset(prefix)
+    ds.verify()
+    assert ds.num_documents == len(documents)
+    for i, doc in enumerate(documents):
+        got = ds.document_sequences(i)
+        assert [s.tolist() for s in got] == doc
+    independent = read_megatron_pair(prefix)
+    assert [[s.tolist() for s in doc] for doc in independent] == documents
+
+
+def test_empty_pair(tmp_path):
+    ds = IndexedDataset(write_pair(tmp_path / "e", []))
+    assert (ds.num_documents, ds.num_sequences, ds.num_tokens) == (0, 0, 0)
+    ds.verify()
+
+
+def test_dtype_for_vocab():
+    assert dtype_for_vocab(50257) == np.uint16
+    assert dtype_for_vocab(65499) == np.uint16
+    assert dtype_for_vocab(65500) == np.int32
+    with pytest.raises(ValueError):
+        dtype_for_vocab(0)
+
+
+def test_ids_that_do_not_fit_are_refused(tmp_path):
+    writer = IndexedDatasetWriter(str(tmp_path / "x"), np.uint16)
+    with pytest.raises(ValueError, match="do not fit uint16"):
+        writer.add_document([[1, 70000]])
+    writer.discard()
+    assert os.listdir(tmp_path) == []
+
+
+# -- crash safety ------------------------------------------------------------------------------
+
+
+def test_writer_never_leaves_a_pair_that_looks_whole(tmp_path, book_documents):
+    _, ids = book_documents
+    with pytest.raises(RuntimeError):
+        with IndexedDatasetWriter(str(tmp_path / "crash"), np.uint16) as writer:
+            writer.add_document([ids[0]])
+            raise RuntimeError("worker died")
+    assert os.listdir(tmp_path) == []
+    writer = IndexedDatasetWriter(str(tmp_path / "half"), np.uint16)
+    writer.add_document([ids[0]])
+    # Mid-write, only temporary names exist; a reader finds no pair.
+    assert all(".tmp-" in name for name in os.listdir(tmp_path))
+    with pytest.raises(FormatError, match="not found"):
+        IndexedDataset(str(tmp_path / "half"))
+    writer.finalize()
+    assert sorted(os.listdir(tmp_path)) == ["half.bin", "half.idx"]
+
+
+# -- shard sets --------------------------------------------------------------------------------
+
+
+def make_set(directory: Path, documents, shards=3, tokenizer_file=None):
+    directory.mkdir(parents=True, exist_ok=True)
+    infos = []
+    per = -(-len(documents) // shards)
+    for k in range(shards):
+        prefix = write_pair(directory / f"shard-{k:05d}", [[d] for d in documents[k * per : (k + 1) * per]])
+        infos.append(shard_info(prefix))
+    tokenizer = TokenizerInfo(
+        file="tokenizer.json", kind="byte-level-bpe", vocab_size=50257, special_ids={"eod": 50256}
+    )
+    return write_shard_set_manifest(
+        str(directory),
+        infos,
+        dtype="uint16",
+        sequence_unit="document",
+        tokenizer=tokenizer if tokenizer_file else None,
+        tokenizer_file=tokenizer_file,
+        source={"name": "books", "input": "11-0.txt"},
+        pipeline={"append_eod": True},
+    )
+
+
+@pytest.fixture
+def tokenizer_json(tmp_path, gpt2_tokenizer):
+    path = tmp_path / "gpt2-tokenizer.json"
+    gpt2_tokenizer.save(str(path))
+    return str(path)
+
+
+def test_shard_set_global_numbering(tmp_path, book_documents, tokenizer_json):
+    _, ids = book_documents
+    manifest = make_set(tmp_path / "set", ids, shards=4, tokenizer_file=tokenizer_json)
+    ss = ShardSet(str(tmp_path / "set"))
+    ss.verify()
+    assert ss.num_documents == len(ids) == manifest.documents
+    assert ss.num_tokens == sum(map(len, ids))
+    for i in (0, 74, 75, 76, len(ids) - 1):
+        np.testing.assert_array_equal(ss.document(i), ids[i])
+    np.testing.assert_array_equal(ss.document_lengths(), [len(d) for d in ids])
+    assert ss.locate(76) == (1, 1)
+    assert ss.tokenizer_path and os.path.exists(ss.tokenizer_path)
+    assert Manifest.read(str(tmp_path / "set")).tokenizer.special_ids == {"eod": 50256}
+    with pytest.raises(IndexError):
+        ss.document(len(ids))
+
+
+def test_bare_megatron_prefix_opens_as_a_set(tmp_path, book_documents):
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "megatron_text_document", [[d] for d in ids[:10]])
+    ss = ShardSet(prefix)
+    assert ss.manifest is None and ss.num_documents == 10
+    ss.verify()
+
+
+def test_remote_set_is_fetched_verified_and_cached(tmp_path, book_documents, tokenizer_json):
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:40], shards=2, tokenizer_file=tokenizer_json)
+    fs = fsspec.filesystem("memory")
+    for name in os.listdir(tmp_path / "set"):
+        fs.put_file(str(tmp_path / "set" / name), f"/remote-set/{name}")
+    cache = tmp_path / "cache"
+    ss = ShardSet("memory:///remote-set", cache_dir=str(cache))
+    ss.verify()
+    np.testing.assert_array_equal(ss.document(39), ids[39])
+    # A corrupted remote shard is refused before it is ever memory-mapped.
+    with fs.open("/remote-set/shard-00001.bin", "rb") as f:
+        data = bytearray(f.read())
+    data[10] ^= 0xFF
+    fs.pipe_file("/other/shard-00001.bin", bytes(data))
+    for name in os.listdir(tmp_path / "set"):
+        if name != "shard-00001.bin":
+            fs.put_file(str(tmp_path / "set" / name), f"/other/{name}")
+    with pytest.raises(FormatError, match="checksum mismatch"):
+        ShardSet("memory:///other", cache_dir=str(cache))
+
+
+def test_merge_keeps_documents_in_order(tmp_path, book_documents):
+    _, ids = book_documents
+    a = write_pair(tmp_path / "a", [[d] for d in ids[:30]])
+    b = write_pair(tmp_path / "b", [[d[:5], d[5:]] for d in ids[30:60]])
+    info = merge_indexed([a, b], str(tmp_path / "merged"))
+    merged = IndexedDataset(str(tmp_path / "merged"))
+    merged.verify()
+    assert (info.documents, info.sequences) == (60, 90)
+    assert info.bin_sha256 == shard_info(str(tmp_path / "merged")).bin_sha256
+    for i in range(60):
+        np.testing.assert_array_equal(merged.document(i), ids[i])
+    assert len(merged.document_sequences(45)) == 2
+
+
+# -- bad files ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def real_pair(tmp_path, book_documents):
+    _, ids = book_documents
+    return write_pair(tmp_path / "p", [[d[:7], d[7:]] for d in ids[:40]])
+
+
+def rewrite(path, mutate):
+    data = bytearray(open(path, "rb").read())
+    data = mutate(data)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: b"MMIDIDY\x00\x00" + d[9:], "wrong magic"),
+        (lambda d: d[:9] + struct.pack("<Q", 2) + d[17:], "unknown index version 2"),
+        (lambda d: d[:17] + bytes([9]) + d[18:], "unknown dtype code 9"),
+        (lambda d: d[:-8], "needs"),
+        (lambda d: d + b"\x00" * 8, "needs"),
+        (lambda d: d[:40], "needs"),
+        (lambda d: d[:10], "shorter than the 34-byte header"),
+        (lambda d: d[:18] + struct.pack("<Q", 10**6) + d[26:], "needs"),
+    ],
+)
+def test_corrupt_index_is_named(real_pair, mutate, message):
+    rewrite(real_pair + ".idx", mutate)
+    with pytest.raises(FormatError, match=message) as err:
+        IndexedDataset(real_pair)
+    assert "p.idx" in str(err.value)
+
+
+def test_pointer_past_end_of_bin(real_pair):
+    ds = IndexedDataset(real_pair)
+    pointer_pos = 34 + 4 * ds.num_sequences + 8 * (ds.num_sequences - 1)
+    del ds
+    rewrite(
+        real_pair + ".idx",
+        lambda d: d[:pointer_pos] + struct.pack("<q", 10**9) + d[pointer_pos + 8 :],
+    )
+    with pytest.raises(FormatError, match="truncated"):
+        IndexedDataset(real_pair)
+
+
+def test_noncontiguous_pointer_found_by_verify(real_pair):
+    ds = IndexedDataset(real_pair)
+    pos = 34 + 4 * ds.num_sequences + 8 * 3
+    del ds
+    rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<q", 2) + d[pos + 8 :])
+    with pytest.raises(FormatError, match="sequence 3 points to byte 2"):
+        IndexedDataset(real_pair).verify()
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d[:-2], "truncated"),
+        (lambda d: d[:-1], "not a multiple of 2"),
+        (lambda d: d + b"\x00\x00", "longer than"),
+    ],
+)
+def test_bin_size_faults(real_pair, mutate, message):
+    rewrite(real_pair + ".bin", mutate)
+    with pytest.raises(FormatError, match=message) as err:
+        IndexedDataset(real_pair)
+    assert "p.bin" in str(err.value)
+
+
+def test_missing_half_of_a_pair(real_pair):
+    os.remove(real_pair + ".idx")
+    with pytest.raises(FormatError, match="missing pair"):
+        IndexedDataset(real_pair)
+
+
+def test_flipped_byte_caught_by_checksum(tmp_path, book_documents):
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:40], shards=2)
+    ShardSet(str(tmp_path / "set")).verify()
+    rewrite(str(tmp_path / "set" / "shard-00001.bin"), lambda d: d[:5] + bytes([d[5] ^ 1]) + d[6:])
+    ss = ShardSet(str(tmp_path / "set"))  # sizes still agree: only the checksum can tell
+    ss.verify(checksums=False)
+    with pytest.raises(FormatError, match="shard-00001.bin: checksum mismatch"):
+        ss.verify()
+
+
+def test_manifest_faults(tmp_path, book_documents):
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:40], shards=2)
+    path = tmp_path / "set" / "manifest.json"
+    data = json.loads(path.read_text())
+    data["shards"][0]["documents"] += 1
+    path.write_text(json.dumps(data))
+    with pytest.raises(FormatError, match="manifest lists 21 documents, the shard has 20"):
+        ShardSet(str(tmp_path / "set"))
+    path.write_text("{not json")
+    with pytest.raises(FormatError, match="not valid JSON"):
+        ShardSet(str(tmp_path / "set"))
+    path.unlink()
+    with pytest.raises(FormatError, match="no manifest"):
+        ShardSet(str(tmp_path / "set"))
+    os.remove(tmp_path / "set" / "shard-00000.idx")
+    infos = [shard_info(str(tmp_path / "set" / "shard-00001"))]
+    infos.insert(0, dataclasses.replace(infos[0], name="shard-00000"))
+    with pytest.raises(FormatError, match="shard-00000.bin: missing or not"):
+        write_shard_set_manifest(
+            str(tmp_path / "set"), infos, dtype="uint16", sequence_unit="document"
+        )
