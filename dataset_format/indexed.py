@@ -84,7 +84,7 @@ class ShardInfo:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "ShardInfo":
+    def from_json(cls, data: dict) -> ShardInfo:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
 
 
@@ -155,7 +155,7 @@ class IndexedDatasetWriter:
             self._tokens += int(ids.size)
         self._document_index.append(len(self._sequence_lengths))
 
-    def append_dataset(self, source: "IndexedDataset") -> None:
+    def append_dataset(self, source: IndexedDataset) -> None:
         """Append every document of an existing pair without decoding it (merge, convert)."""
         if source.dtype != self.dtype:
             raise ValueError(
@@ -230,7 +230,7 @@ class IndexedDatasetWriter:
             if os.path.exists(path):
                 os.remove(path)
 
-    def __enter__(self) -> "IndexedDatasetWriter":
+    def __enter__(self) -> IndexedDatasetWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

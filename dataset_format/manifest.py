@@ -36,7 +36,7 @@ class TokenizerInfo:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "TokenizerInfo":
+    def from_json(cls, data: dict) -> TokenizerInfo:
         return cls(
             file=data.get("file"),
             kind=data["kind"],
@@ -87,7 +87,7 @@ class Manifest:
         }
 
     @classmethod
-    def from_json(cls, data: dict, where: str = MANIFEST_NAME) -> "Manifest":
+    def from_json(cls, data: dict, where: str = MANIFEST_NAME) -> Manifest:
         if data.get("format") != FORMAT_NAME:
             raise FormatError(f"{where}: not a shard-set manifest (format={data.get('format')!r})")
         version = data.get("format_version")
@@ -112,7 +112,7 @@ class Manifest:
         return manifest
 
     @classmethod
-    def loads(cls, text: str, where: str = MANIFEST_NAME) -> "Manifest":
+    def loads(cls, text: str, where: str = MANIFEST_NAME) -> Manifest:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
@@ -120,7 +120,7 @@ class Manifest:
         return cls.from_json(data, where)
 
     @classmethod
-    def read(cls, directory: str) -> "Manifest":
+    def read(cls, directory: str) -> Manifest:
         path = os.path.join(directory, MANIFEST_NAME)
         if not os.path.exists(path):
             raise FormatError(f"{path}: no manifest: not a finished shard set")

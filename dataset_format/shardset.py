@@ -82,11 +82,15 @@ class ShardSet:
 
     def __init__(self, path: str, cache_dir: str | None = None):
         self.path = path
-        local = fetch_shard_set(path, cache_dir) if is_remote(path) else path.removeprefix("file://")
+        local = (
+            fetch_shard_set(path, cache_dir) if is_remote(path) else path.removeprefix("file://")
+        )
         self.directory = local
         if os.path.isdir(local):
             self.manifest: Manifest | None = Manifest.read(local)
-            self.shards = [IndexedDataset(os.path.join(local, s.name)) for s in self.manifest.shards]
+            self.shards = [
+                IndexedDataset(os.path.join(local, s.name)) for s in self.manifest.shards
+            ]
             for info, shard in zip(self.manifest.shards, self.shards):
                 self._check_against_manifest(info, shard)
             self.dtype = np.dtype(self.manifest.dtype)

@@ -27,7 +27,7 @@ class Document:
     title: str = ""
     meta: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
-    def with_text(self, text: str) -> "Document":
+    def with_text(self, text: str) -> Document:
         return dataclasses.replace(self, text=text)
 
 

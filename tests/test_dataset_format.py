@@ -112,16 +112,16 @@ def test_sentences_and_token_spans(tmp_path, book_documents):
         parts = ds.document_sequences(i)
         assert len(parts) == 2
         np.testing.assert_array_equal(np.concatenate(parts), ds.document(i))
-        np.testing.assert_array_equal(ds.tokens(int(offsets[i]), len(ds.document(i))), ds.document(i))
+        np.testing.assert_array_equal(
+            ds.tokens(int(offsets[i]), len(ds.document(i))), ds.document(i)
+        )
     np.testing.assert_array_equal(ds.document_lengths(), [sum(map(len, d)) for d in documents])
     assert not ds.document(3).flags.owndata  # zero-copy view of the memory map
 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.lists(
-        st.lists(st.lists(st.integers(0, 2**31 - 1), max_size=12), max_size=4), max_size=20
-    ),
+    st.lists(st.lists(st.lists(st.integers(0, 2**31 - 1), max_size=12), max_size=4), max_size=20),
     st.sampled_from([np.uint16, np.int32, np.int64]),
 )
 def test_round_trip_property(tmp_path_factory, documents, dtype):
@@ -189,7 +189,9 @@ def make_set(directory: Path, documents, shards=3, tokenizer_file=None):
     infos = []
     per = -(-len(documents) // shards)
     for k in range(shards):
-        prefix = write_pair(directory / f"shard-{k:05d}", [[d] for d in documents[k * per : (k + 1) * per]])
+        prefix = write_pair(
+            directory / f"shard-{k:05d}", [[d] for d in documents[k * per : (k + 1) * per]]
+        )
         infos.append(shard_info(prefix))
     tokenizer = TokenizerInfo(
         file="tokenizer.json", kind="byte-level-bpe", vocab_size=50257, special_ids={"eod": 50256}
