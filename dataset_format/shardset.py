@@ -106,6 +106,8 @@ class ShardSet:
             raise FormatError(f"{mismatched[0]}: dtype differs from the set's {self.dtype}")
         counts = np.array([s.num_documents for s in self.shards], dtype=np.int64)
         self._first_document = np.concatenate([[0], np.cumsum(counts)])
+        sequence_counts = np.array([s.num_sequences for s in self.shards], dtype=np.int64)
+        self._first_sequence = np.concatenate([[0], np.cumsum(sequence_counts)])
         self.num_documents = int(self._first_document[-1])
         self.num_sequences = sum(s.num_sequences for s in self.shards)
         self.num_tokens = sum(s.num_tokens for s in self.shards)
@@ -140,6 +142,16 @@ class ShardSet:
             raise IndexError(f"{self.path}: document {i} out of range [0, {self.num_documents})")
         shard = int(np.searchsorted(self._first_document, i, side="right")) - 1
         return shard, i - int(self._first_document[shard])
+
+    def sequence(self, j: int) -> np.ndarray:
+        """Global sequence j (numbered across shards like documents)."""
+        j = int(j)
+        if j < 0:
+            j += self.num_sequences
+        if not 0 <= j < self.num_sequences:
+            raise IndexError(f"{self.path}: sequence {j} out of range [0, {self.num_sequences})")
+        shard = int(np.searchsorted(self._first_sequence, j, side="right")) - 1
+        return self.shards[shard].sequence(j - int(self._first_sequence[shard]))
 
     def document(self, i: int) -> np.ndarray:
         shard, local = self.locate(i)

@@ -26,19 +26,7 @@ from dataset_format import (
     shard_info,
     write_shard_set_manifest,
 )
-
-CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
-GPT2 = CORPORA / "vocab" / "gpt2"
-
-
-@pytest.fixture(scope="module")
-def gpt2_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    tok = Tokenizer(models.BPE.from_file(str(GPT2 / "vocab.json"), str(GPT2 / "merges.txt")))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    return tok
+from tests.conftest import CORPORA
 
 
 @pytest.fixture(scope="module")

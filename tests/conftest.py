@@ -1,0 +1,29 @@
+"""Shared test fixtures: the real corpora in ../shared/corpora and tokenizers built from them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Tokenizers' Rust thread pool: one thread keeps tests from fighting over the 2 cores.
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = REPO.parent / "shared" / "corpora"
+GPT2_VOCAB = CORPORA / "vocab" / "gpt2"
+BERT_VOCAB = CORPORA / "vocab" / "bert-base-uncased" / "vocab.txt"
+
+
+@pytest.fixture(scope="session")
+def gpt2_tokenizer():
+    """The real GPT-2 byte-level BPE, from the shared vocab.json + merges.txt."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(
+        models.BPE.from_file(str(GPT2_VOCAB / "vocab.json"), str(GPT2_VOCAB / "merges.txt"))
+    )
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
