@@ -1,0 +1,264 @@
+"""GPT-2 style decoder-only language model.
+
+A readable, single-file model in the nanoGPT tradition: pre-LayerNorm blocks, learned absolute
+position embeddings, tanh-approximated GELU (as GPT-2), causal attention through
+``F.scaled_dot_product_attention`` and a language-model head whose weight is tied to the token
+embedding.
+
+The module knows nothing about distribution. It is laid out so that parallelism can be applied
+from outside, torchtitan style:
+
+* transformer blocks live in ``self.blocks`` (an ``nn.ModuleList``) so FSDP2 ``fully_shard`` and
+  activation checkpointing can wrap them one by one;
+* attention keeps separate ``q_proj``/``k_proj``/``v_proj`` (ColwiseParallel) and ``out_proj``
+  (RowwiseParallel) Linear layers, and the MLP keeps ``fc_in`` (colwise) and ``fc_out``
+  (rowwise). The number of heads is read from the projected tensor's shape, so a tensor-parallel
+  shard that holds ``n_head / tp`` heads runs the same code unchanged;
+* ``init_weights()`` re-initialises every parameter in place, so a model built on the ``meta``
+  device, sharded and moved with ``to_empty()`` can be initialised afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class GPTConfig:
+    """Hyper-parameters of a GPT model.
+
+    ``vocab_size`` is the embedding-table size, normally the tokenizer's vocabulary padded with
+    ``train.models.presets.pad_vocab_size`` (50257 -> 50304) so matmuls hit fast kernel shapes.
+    """
+
+    vocab_size: int = 50304
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    block_size: int = 1024
+    dropout: float = 0.0
+    bias: bool = True
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_layer", "n_head", "n_embd", "block_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+        if self.n_embd % self.n_head != 0:
+            raise ValueError(
+                f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout}")
+        if self.init_std <= 0:
+            raise ValueError(f"GPTConfig.init_std must be positive, got {self.init_std}")
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.head_dim = config.n_embd // config.n_head
+        self.dropout = config.dropout
+        self.q_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.k_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.v_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.out_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq_len, _ = x.shape
+        # -1 heads: under tensor parallelism the projections hold only this rank's heads.
+        q = self.q_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+        y = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+        )
+        y = y.transpose(1, 2).reshape(batch, seq_len, -1)
+        return self.resid_dropout(self.out_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.fc_in = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.fc_out = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # GPT-2 uses the tanh approximation of GELU; keeping it makes HF checkpoints load exactly.
+        return self.dropout(self.fc_out(F.gelu(self.fc_in(x), approximate="tanh")))
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.init_weights()
+
+    def tie_weights(self) -> None:
+        """Weight tying (GPT-2): one parameter is both input embedding and output projection.
+
+        ``to_empty()`` on a meta-device model allocates the two separately; ``init_weights``
+        calls this to restore the tie.
+        """
+        self.lm_head.weight = self.wte.weight
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """GPT-2 initialisation, in place.
+
+        Linear and embedding weights ~ N(0, init_std), biases 0, LayerNorm 1/0. The two
+        projections that write into the residual stream (``out_proj``, ``fc_out``) use
+        ``init_std / sqrt(2 * n_layer)`` so the residual variance does not grow with depth
+        (GPT-2 paper, section 2.3: two residual additions per layer). Ties lm_head to wte first.
+        """
+        self.tie_weights()
+        std = self.config.init_std
+        residual_std = std / math.sqrt(2 * self.config.n_layer)
+        for module in self.modules():
+            if module is self.lm_head:
+                continue  # its weight is wte's, initialised once below
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        for block in self.blocks:
+            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=residual_std)
+            nn.init.normal_(block.mlp.fc_out.weight, mean=0.0, std=residual_std)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        loss_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Return ``(logits [B, T, vocab], loss)``.
+
+        ``targets`` are the already-shifted next tokens ([B, T]); a target of -100 is ignored.
+        ``loss_mask`` ([B, T], 1 = counts) further restricts which positions count. The loss is
+        the mean cross entropy over the counted positions (0 if none count), computed in fp32
+        even under autocast. ``loss`` is None when ``targets`` is None.
+        """
+        batch, seq_len = input_ids.shape
+        if seq_len > self.config.block_size:
+            raise ValueError(
+                f"sequence length {seq_len} exceeds the model's block_size {self.config.block_size}"
+            )
+        positions = torch.arange(seq_len, device=input_ids.device)
+        x = self.drop(self.wte(input_ids) + self.wpe(positions))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            if loss_mask is not None:
+                raise ValueError("loss_mask was given without targets")
+            return logits, None
+        return logits, masked_cross_entropy(logits, targets, loss_mask)
+
+    def num_params(self, exclude_embeddings: bool = False) -> int:
+        """Number of distinct parameters (the tied LM head counts once).
+
+        With ``exclude_embeddings`` the token and position tables are left out (Kaplan et al.'s
+        "non-embedding" count). Works on sharded models too: a DTensor reports its global numel.
+        """
+        total = sum(p.numel() for p in self.parameters())
+        if exclude_embeddings:
+            total -= self.wte.weight.numel() + self.wpe.weight.numel()
+        return total
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token; see :func:`flops_per_token`."""
+        return flops_per_token(self.config, seq_len)
+
+
+def masked_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, loss_mask: torch.Tensor | None
+) -> torch.Tensor:
+    """Mean token cross entropy over positions with target != -100 and loss_mask != 0."""
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"targets shape {tuple(targets.shape)} does not match logits {tuple(logits.shape[:-1])}"
+        )
+    if loss_mask is not None and loss_mask.shape != targets.shape:
+        raise ValueError(
+            f"loss_mask shape {tuple(loss_mask.shape)} does not match targets "
+            f"{tuple(targets.shape)}"
+        )
+    # fp32 log-softmax: bf16 logits lose too much precision over a 50k vocabulary.
+    per_token = F.cross_entropy(
+        logits.float().flatten(0, -2), targets.flatten(), ignore_index=-100, reduction="none"
+    )
+    counted = targets.flatten() != -100
+    if loss_mask is not None:
+        counted = counted & (loss_mask.flatten() != 0)
+    counted = counted.to(per_token.dtype)
+    # clamp: a batch with nothing to predict gives loss 0 (and zero gradients), not NaN.
+    return (per_token * counted).sum() / counted.sum().clamp(min=1.0)
+
+
+def count_params(config: GPTConfig, exclude_embeddings: bool = False) -> int:
+    """Parameter count of ``GPT(config)`` from the config alone (equals ``num_params()``)."""
+    d, L, V = config.n_embd, config.n_layer, config.vocab_size
+    bias = 1 if config.bias else 0
+    layer_norm = d + bias * d
+    attention = 4 * (d * d + bias * d)
+    mlp = (d * 4 * d + bias * 4 * d) + (4 * d * d + bias * d)
+    block = 2 * layer_norm + attention + mlp
+    embeddings = V * d + config.block_size * d
+    total = embeddings + L * block + layer_norm  # lm_head is tied to wte: no extra parameters
+    if exclude_embeddings:
+        total -= embeddings
+    return total
+
+
+def flops_per_token(config: GPTConfig, seq_len: int) -> float:
+    """Training (forward + backward) FLOPs per token, PaLM appendix B: ``6N + 12 L H Q T``.
+
+    ``H * Q`` (heads x head size) is ``n_embd`` and ``T`` is ``seq_len``. ``N`` counts every
+    parameter used in a per-token matmul: all parameters except the position table, with the
+    tied token embedding counted once as the LM-head matmul (the position/token lookups cost
+    no matmul FLOPs). ``12 L H Q T`` is the attention score and value matmuls, counted over the
+    full T x T square as PaLM and Megatron do (causal kernels skip about half of it).
+
+    For the GPT architecture this equals Megatron-LM's closed form
+    ``72 l h^2 (1 + s/(6h) + V/(12 h l))`` (Narayanan et al. 2021, without recomputation) up to
+    the bias and LayerNorm terms, which that formula drops.
+    """
+    if seq_len <= 0:
+        raise ValueError(f"seq_len must be positive, got {seq_len}")
+    matmul_params = count_params(config) - config.block_size * config.n_embd
+    return 6.0 * matmul_params + 12.0 * config.n_layer * config.n_embd * seq_len
