@@ -155,6 +155,29 @@ class IndexedDatasetWriter:
             self._tokens += int(ids.size)
         self._document_index.append(len(self._sequence_lengths))
 
+    def add_documents(self, tokens: np.ndarray, document_lengths: np.ndarray) -> None:
+        """Append many one-sequence documents at once: `tokens` is their concatenation.
+
+        The bulk path for converters and benchmarks: no Python work per document.
+        """
+        if self._bin is None:
+            raise RuntimeError(f"{self.prefix}: writer already finalized or discarded")
+        document_lengths = np.asarray(document_lengths, dtype=np.int64)
+        if int(document_lengths.sum()) != len(tokens):
+            raise ValueError(
+                f"{self.prefix}: document lengths sum to {int(document_lengths.sum())}, "
+                f"but {len(tokens)} tokens were given"
+            )
+        if document_lengths.size and document_lengths.max() > np.iinfo(np.int32).max:
+            raise ValueError(f"{self.prefix}: a sequence longer than 2**31-1 tokens")
+        self._write_tokens(self._as_tokens(tokens))
+        base = len(self._sequence_lengths)
+        self._sequence_lengths.frombytes(document_lengths.astype(np.int32).tobytes())
+        self._document_index.frombytes(
+            (np.arange(1, document_lengths.size + 1, dtype=np.int64) + base).tobytes()
+        )
+        self._tokens += len(tokens)
+
     def append_dataset(self, source: IndexedDataset) -> None:
         """Append every document of an existing pair without decoding it (merge, convert)."""
         if source.dtype != self.dtype:
@@ -315,6 +338,7 @@ class IndexedDataset:
             else np.empty(0, dtype=self.dtype)
         )
         self._sequence_offsets: np.ndarray | None = None
+        self._document_offsets: np.ndarray | None = None
 
     # -- access ----------------------------------------------------------------------------
     def sequence_offsets(self) -> np.ndarray:
@@ -327,8 +351,14 @@ class IndexedDataset:
         return self._sequence_offsets
 
     def document_offsets(self) -> np.ndarray:
-        """Token offset of each document start, plus the total at the end (int64[D + 1])."""
-        return self.sequence_offsets()[self.document_index]
+        """Token offset of each document start, plus the total at the end (int64[D + 1]).
+
+        Computed on first use (one vectorised pass over the index), not at open, so that
+        opening stays O(1); random document access then costs one slice, like a bare memmap.
+        """
+        if self._document_offsets is None:
+            self._document_offsets = self.sequence_offsets()[self.document_index]
+        return self._document_offsets
 
     def document_lengths(self) -> np.ndarray:
         """Tokens in each document (int64[D])."""
@@ -349,15 +379,12 @@ class IndexedDataset:
 
     def document(self, i: int) -> np.ndarray:
         """All tokens of document i, as one view (sequences of a document are contiguous)."""
-        i = self._check(i, self.num_documents, "document")
-        first, last = int(self.document_index[i]), int(self.document_index[i + 1])
-        if first == last:
-            return self._tokens[:0]
-        start = int(self.sequence_pointers[first]) // self.dtype.itemsize
-        end = int(self.sequence_pointers[last - 1]) // self.dtype.itemsize + int(
-            self.sequence_lengths[last - 1]
-        )
-        return self._tokens[start:end]
+        if not 0 <= i < self.num_documents:
+            i = self._check(i, self.num_documents, "document")
+        offsets = self._document_offsets
+        if offsets is None:
+            offsets = self.document_offsets()
+        return self._tokens[offsets[i] : offsets[i + 1]]
 
     def document_sequences(self, i: int) -> list[np.ndarray]:
         i = self._check(i, self.num_documents, "document")

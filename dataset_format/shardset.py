@@ -8,6 +8,7 @@ sha256 before it is used, then memory-mapped like a local one.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import uuid
@@ -109,6 +110,9 @@ class ShardSet:
         sequence_counts = np.array([s.num_sequences for s in self.shards], dtype=np.int64)
         self._first_sequence = np.concatenate([[0], np.cumsum(sequence_counts)])
         self.num_documents = int(self._first_document[-1])
+        self._first_document_list = self._first_document.tolist()  # bisect beats numpy here
+        token_counts = np.array([s.num_tokens for s in self.shards], dtype=np.int64)
+        self._first_token = np.concatenate([[0], np.cumsum(token_counts)]).tolist()
         self.num_sequences = sum(s.num_sequences for s in self.shards)
         self.num_tokens = sum(s.num_tokens for s in self.shards)
 
@@ -140,8 +144,8 @@ class ShardSet:
             i += self.num_documents
         if not 0 <= i < self.num_documents:
             raise IndexError(f"{self.path}: document {i} out of range [0, {self.num_documents})")
-        shard = int(np.searchsorted(self._first_document, i, side="right")) - 1
-        return shard, i - int(self._first_document[shard])
+        shard = bisect.bisect_right(self._first_document_list, i) - 1
+        return shard, i - self._first_document_list[shard]
 
     def sequence(self, j: int) -> np.ndarray:
         """Global sequence j (numbered across shards like documents)."""
@@ -154,8 +158,34 @@ class ShardSet:
         return self.shards[shard].sequence(j - int(self._first_sequence[shard]))
 
     def document(self, i: int) -> np.ndarray:
+        if len(self.shards) == 1 and 0 <= i < self.num_documents:
+            return self.shards[0].document(i)
         shard, local = self.locate(i)
         return self.shards[shard].document(local)
+
+    def tokens(self, start: int, length: int) -> np.ndarray:
+        """`length` tokens from global token offset `start` (numbered across shards in order).
+
+        A view when the span lies in one shard (always, with one shard); a copy when it
+        crosses a shard boundary.
+        """
+        if start < 0 or length < 0 or start + length > self.num_tokens:
+            raise IndexError(
+                f"{self.path}: token span [{start}, {start + length}) outside "
+                f"[0, {self.num_tokens})"
+            )
+        first = self._first_token
+        shard = bisect.bisect_right(first, start) - 1
+        local = start - first[shard]
+        if local + length <= self.shards[shard].num_tokens:
+            return self.shards[shard].tokens(local, length)
+        parts, remaining = [], length
+        while remaining:
+            take = min(remaining, self.shards[shard].num_tokens - local)
+            parts.append(self.shards[shard].tokens(local, take))
+            remaining -= take
+            shard, local = shard + 1, 0
+        return np.concatenate(parts)
 
     def document_sequences(self, i: int) -> list[np.ndarray]:
         shard, local = self.locate(i)

@@ -375,3 +375,31 @@ def test_manifest_faults(tmp_path, book_documents):
         write_shard_set_manifest(
             str(tmp_path / "set"), infos, dtype="uint16", sequence_unit="document"
         )
+
+
+def test_token_spans_across_shards(tmp_path, book_documents):
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:90], shards=3)
+    ss = ShardSet(str(tmp_path / "set"))
+    flat = np.concatenate(ids[:90])
+    boundary = ss.shards[0].num_tokens
+    for start, length in ((0, 10), (boundary - 5, 10), (boundary - 1, ss.shards[1].num_tokens + 2)):
+        np.testing.assert_array_equal(ss.tokens(start, length), flat[start : start + length])
+    assert not ss.tokens(3, 100).flags.owndata  # inside one shard: a view
+    with pytest.raises(IndexError):
+        ss.tokens(len(flat) - 1, 2)
+
+
+def test_bulk_add_documents_equals_one_by_one(tmp_path, book_documents):
+    _, ids = book_documents
+    one = write_pair(tmp_path / "one", [[d] for d in ids[:50]])
+    with IndexedDatasetWriter(str(tmp_path / "bulk"), np.uint16) as writer:
+        writer.add_documents(np.concatenate(ids[:25]), [len(d) for d in ids[:25]])
+        writer.add_document([ids[25]])
+        writer.add_documents(np.concatenate(ids[26:50]), [len(d) for d in ids[26:50]])
+    for ext in (".bin", ".idx"):
+        assert open(one + ext, "rb").read() == open(str(tmp_path / "bulk") + ext, "rb").read()
+    writer = IndexedDatasetWriter(str(tmp_path / "bad"), np.uint16)
+    with pytest.raises(ValueError, match="sum to 3"):
+        writer.add_documents(np.arange(5), [1, 2])
+    writer.discard()
