@@ -266,8 +266,8 @@ def test_flops_agree_with_megatron_closed_form() -> None:
     """Narayanan et al. 2021: 72 l h^2 (1 + s/6h + V/12hl) per token, which drops biases and
     LayerNorms; for GPT-2 small the two agree to 0.2%."""
     config = GPTConfig(vocab_size=50304, n_layer=12, n_head=12, n_embd=768, block_size=1024)
-    l, h, s, V = 12, 768, 1024, 50304
-    megatron = 72 * l * h * h * (1 + s / (6 * h) + V / (12 * h * l))
+    layers, h, s, V = 12, 768, 1024, 50304
+    megatron = 72 * layers * h * h * (1 + s / (6 * h) + V / (12 * h * layers))
     assert flops_per_token(config, s) == pytest.approx(megatron, rel=2e-3)
 
 
