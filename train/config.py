@@ -1,0 +1,339 @@
+"""Training configuration: the `TrainConfig` dataclass and the command line that builds it.
+
+Every field is a plain type (str, int, float, bool, list[str], None) so the whole config goes
+into a checkpoint as JSON-able data and loads back under ``torch.load(weights_only=True)``.
+Defaults that depend on the machine or the model (precision, micro batch, sequence length,
+warmup) are left as None here and resolved by :func:`train.loop.main`, which knows the device
+and the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+MODELS = ("gpt", "bert")
+DEFAULT_PRESETS = {"gpt": "gpt-tiny", "bert": "bert-tiny"}
+PRECISIONS = ("fp32", "bf16", "fp16")
+PARALLEL = ("ddp", "fsdp", "tp")
+
+
+@dataclass
+class TrainConfig:
+    data: list[str] = field(default_factory=list)
+    model: str | None = None  # inferred from the preset when None
+    preset: str | None = None  # gpt-tiny / bert-tiny when None
+    out: str = "out/run"
+    max_steps: int = 100
+    global_batch: int = 8
+    micro_batch: int | None = None  # None: global_batch / data-parallel size (no accumulation)
+    seq_len: int | None = None  # None: the model's context length
+    lr: float = 6e-4
+    min_lr: float | None = None  # None: lr / 10
+    warmup_steps: int | None = None  # None: max_steps // 10
+    decay: str = "cosine"
+    decay_steps: int | None = None  # None: max_steps
+    weight_decay: float = 0.1
+    decay_embeddings: bool = True
+    optimizer: str = "adamw"
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    clip_grad: float = 1.0
+    precision: str | None = None  # None: bf16 on CUDA, fp32 on CPU
+    resume: bool = False
+    save_interval: int = 1000
+    keep_checkpoints: int = 3
+    eval_interval: int = 100
+    eval_iters: int = 10
+    split: str = "969,30,1"
+    seed: int = 1234
+    parallel: str = "ddp"
+    tp: int = 1
+    compile: bool = False
+    deterministic: bool = False
+    peak_tflops: float | None = None
+    device: str = "auto"
+    skip_outliers: float = 0.0
+    outlier_window: int = 128
+    max_consecutive_skips: int = 20
+    log_interval: int = 10
+    dropout: float | None = None  # None: the preset's
+    make_vocab_size_divisible_by: int = 128
+    num_workers: int = 0
+    mask_prob: float = 0.15
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _fail(message: str) -> None:
+    raise SystemExit(f"error: {message}")
+
+
+def validate(config: TrainConfig) -> None:
+    """One-line SystemExit for every setting that cannot work, before anything is built."""
+    if config.model is not None and config.model not in MODELS:
+        _fail(f"--model must be one of {', '.join(MODELS)}, got {config.model!r}")
+    if config.precision is not None and config.precision not in PRECISIONS:
+        _fail(f"--precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}")
+    if config.parallel not in PARALLEL:
+        _fail(f"--parallel must be one of {', '.join(PARALLEL)}, got {config.parallel!r}")
+    if config.decay not in ("cosine", "linear"):
+        _fail(f"--decay must be cosine or linear, got {config.decay!r}")
+    if config.optimizer not in ("adamw", "lamb"):
+        _fail(f"--optimizer must be adamw or lamb, got {config.optimizer!r}")
+    if config.device not in ("auto", "cpu", "cuda"):
+        _fail(f"--device must be auto, cpu or cuda, got {config.device!r}")
+    positive = {
+        "--max-steps": config.max_steps,
+        "--global-batch": config.global_batch,
+        "--tp": config.tp,
+        "--log-interval": config.log_interval,
+        "--keep-checkpoints": config.keep_checkpoints,
+        "--outlier-window": config.outlier_window,
+        "--max-consecutive-skips": config.max_consecutive_skips,
+        "--make-vocab-size-divisible-by": config.make_vocab_size_divisible_by,
+    }
+    for optional, value in (
+        ("--micro-batch", config.micro_batch),
+        ("--seq-len", config.seq_len),
+        ("--decay-steps", config.decay_steps),
+    ):
+        if value is not None:
+            positive[optional] = value
+    for flag, value in positive.items():
+        if value <= 0:
+            _fail(f"{flag} must be positive, got {value}")
+    non_negative = {
+        "--save-interval": config.save_interval,
+        "--eval-interval": config.eval_interval,
+        "--eval-iters": config.eval_iters,
+        "--weight-decay": config.weight_decay,
+        "--clip-grad": config.clip_grad,
+        "--skip-outliers": config.skip_outliers,
+        "--num-workers": config.num_workers,
+    }
+    if config.warmup_steps is not None:
+        non_negative["--warmup-steps"] = config.warmup_steps
+    for flag, value in non_negative.items():
+        if value < 0:
+            _fail(f"{flag} must be >= 0, got {value}")
+    if config.lr <= 0:
+        _fail(f"--lr must be positive, got {config.lr}")
+    if config.min_lr is not None and not 0 <= config.min_lr <= config.lr:
+        _fail(f"--min-lr must be in [0, --lr={config.lr}], got {config.min_lr}")
+    if config.dropout is not None and not 0.0 <= config.dropout < 1.0:
+        _fail(f"--dropout must be in [0, 1), got {config.dropout}")
+    if not 0.0 < config.mask_prob < 1.0:
+        _fail(f"--mask-prob must be in (0, 1), got {config.mask_prob}")
+    if config.peak_tflops is not None and config.peak_tflops <= 0:
+        _fail(f"--peak-tflops must be positive, got {config.peak_tflops}")
+    if config.tp > 1 and config.parallel != "tp":
+        _fail(f"--tp {config.tp} needs --parallel tp")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = TrainConfig()  # defaults come from the dataclass, in one place
+    p = argparse.ArgumentParser(
+        prog="python train/pretrain.py",
+        description="Pretrain GPT or BERT on shard sets (one process, or under torchrun).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g = p.add_argument_group("data")
+    g.add_argument(
+        "--data",
+        nargs="+",
+        required=True,
+        metavar="SPEC",
+        help="a shard-set directory, a bare Megatron .bin/.idx prefix, or a weighted list "
+        "'W1 PATH1 W2 PATH2 ...' (weights are normalised)",
+    )
+    g.add_argument("--split", default=d.split, help="train,valid,test document shares")
+    g.add_argument(
+        "--seq-len",
+        type=int,
+        default=d.seq_len,
+        help="tokens per sample (default: the model's context length)",
+    )
+    g.add_argument(
+        "--mask-prob",
+        type=float,
+        default=d.mask_prob,
+        help="BERT: share of tokens chosen for masked-LM prediction",
+    )
+    g.add_argument(
+        "--num-workers",
+        type=int,
+        default=d.num_workers,
+        help="DataLoader worker processes per rank",
+    )
+
+    g = p.add_argument_group("model")
+    g.add_argument(
+        "--model", choices=MODELS, default=d.model, help="model family (default: the preset's)"
+    )
+    g.add_argument(
+        "--preset",
+        default=d.preset,
+        help="model preset from train.models.presets (default: gpt-tiny / bert-tiny)",
+    )
+    g.add_argument("--dropout", type=float, default=d.dropout, help="override the preset's dropout")
+    g.add_argument(
+        "--make-vocab-size-divisible-by",
+        type=int,
+        default=d.make_vocab_size_divisible_by,
+        help="pad the tokenizer's vocabulary to a multiple of this x --tp",
+    )
+
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--max-steps", type=int, default=d.max_steps)
+    g.add_argument(
+        "--global-batch",
+        type=int,
+        default=d.global_batch,
+        help="samples per optimizer step, over all data-parallel ranks",
+    )
+    g.add_argument(
+        "--micro-batch",
+        type=int,
+        default=d.micro_batch,
+        help="samples per forward pass per rank; gradient accumulation is "
+        "global / (micro * data-parallel size)",
+    )
+    g.add_argument("--optimizer", choices=("adamw", "lamb"), default=d.optimizer)
+    g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
+    g.add_argument("--min-lr", type=float, default=d.min_lr, help="final lr (default lr/10)")
+    g.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=d.warmup_steps,
+        help="linear warmup steps (default max_steps // 10)",
+    )
+    g.add_argument("--decay", choices=("cosine", "linear"), default=d.decay)
+    g.add_argument(
+        "--decay-steps",
+        type=int,
+        default=d.decay_steps,
+        help="step at which lr reaches --min-lr (default --max-steps)",
+    )
+    g.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    g.add_argument(
+        "--no-decay-embeddings",
+        dest="decay_embeddings",
+        action="store_false",
+        help="exclude embedding tables from weight decay (norms and biases always are)",
+    )
+    g.add_argument("--beta1", type=float, default=d.beta1)
+    g.add_argument("--beta2", type=float, default=d.beta2)
+    g.add_argument("--eps", type=float, default=d.eps)
+    g.add_argument(
+        "--clip-grad", type=float, default=d.clip_grad, help="max global grad norm (0: no clipping)"
+    )
+    g.add_argument(
+        "--skip-outliers",
+        type=float,
+        default=d.skip_outliers,
+        metavar="Z",
+        help="skip updates whose loss or grad norm z-score vs a running window exceeds Z (0: off)",
+    )
+    g.add_argument(
+        "--outlier-window",
+        type=int,
+        default=d.outlier_window,
+        help="steps in the --skip-outliers window (it must be full before skipping)",
+    )
+    g.add_argument(
+        "--max-consecutive-skips",
+        type=int,
+        default=d.max_consecutive_skips,
+        help="stop after this many consecutive skipped (non-finite) updates",
+    )
+    g.add_argument("--seed", type=int, default=d.seed)
+
+    g = p.add_argument_group("system")
+    g.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=d.precision,
+        help="default: bf16 on CUDA, fp32 on CPU",
+    )
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device)
+    g.add_argument(
+        "--parallel",
+        choices=PARALLEL,
+        default=d.parallel,
+        help="under torchrun: DDP, FSDP2, or tensor parallel (FSDP2 over the rest)",
+    )
+    g.add_argument("--tp", type=int, default=d.tp, help="tensor-parallel degree (--parallel tp)")
+    g.add_argument("--compile", action="store_true", help="torch.compile the model")
+    g.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="torch.use_deterministic_algorithms (bitwise-repeatable runs)",
+    )
+    g.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=d.peak_tflops,
+        help="per-device peak for MFU (default: looked up from the GPU's name)",
+    )
+
+    g = p.add_argument_group("run directory")
+    g.add_argument(
+        "--out", default=d.out, metavar="RUN", help="run directory: checkpoints/ and metrics.jsonl"
+    )
+    g.add_argument("--resume", action="store_true", help="continue from RUN's latest checkpoint")
+    g.add_argument(
+        "--save-interval",
+        type=int,
+        default=d.save_interval,
+        help="steps between checkpoints (0: only at the end)",
+    )
+    g.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        default=d.keep_checkpoints,
+        help="keep the last N checkpoints",
+    )
+    g.add_argument(
+        "--eval-interval",
+        type=int,
+        default=d.eval_interval,
+        help="steps between validation passes (0: only at the end)",
+    )
+    g.add_argument(
+        "--eval-iters",
+        type=int,
+        default=d.eval_iters,
+        help="micro-batches per validation pass (0: no evaluation)",
+    )
+    g.add_argument(
+        "--log-interval",
+        type=int,
+        default=d.log_interval,
+        help="steps between console lines (metrics.jsonl gets every step)",
+    )
+    g.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress bar, only log lines",
+    )
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
+    namespace = build_parser().parse_args(argv)
+    return TrainConfig(**vars(namespace))

@@ -1,0 +1,667 @@
+"""The training loop: one process, or every rank of a torchrun job.
+
+``main(config)`` sets up the process group (from torchrun's environment), the device mesh, the
+data, the model and its parallelism, the optimizer and precision, resumes from a checkpoint if
+asked (or if torchrun restarted the job), then runs ``max_steps`` optimizer steps of
+``global_batch`` samples, each as gradient-accumulated micro-batches.
+
+A step whose loss or gradients are not finite (or, with ``--skip-outliers``, are z-score
+outliers) is skipped: gradients dropped, nothing updated, the data consumed, a counter bumped.
+Every rank takes the same decision because it is made from values reduced over all ranks.
+
+Test-only hooks (environment variables, read once per run; never set them in real jobs):
+``SHARDSMITH_TEST_INF_GRAD_STEP=N`` fills one gradient with inf at step N (an injected fp16
+overflow); ``SHARDSMITH_TEST_KILL_AT_STEP=N`` with ``SHARDSMITH_TEST_KILL_MARKER=PATH`` makes
+rank ``SHARDSMITH_TEST_KILL_RANK`` (default 1) SIGKILL itself after step N, once: it creates
+PATH first and never fires while PATH exists (so the restarted job runs through).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import math
+import os
+import random
+import signal
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader
+
+from dataset_format import FormatError
+from train import checkpoint as ckpt
+from train.config import DEFAULT_PRESETS, TrainConfig
+from train.metrics import Console, MetricsLog, format_train_line, lookup_peak_tflops, throughput
+from train.optim import LRSchedule, build_optimizer, clip_grads_, grad_norm, scale_grads_
+from train.parallel import build_mesh, parallelize
+from train.precision import Precision
+
+
+def fail(message: str) -> None:
+    """The one way the trainer reports a user error: one line, exit status 1, no traceback."""
+    raise SystemExit(f"error: {message}")
+
+
+# -- runtime ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Runtime:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    mesh: object | None  # DeviceMesh ("dp", "tp") when distributed
+    dp_rank: int
+    dp_size: int
+    tp: int
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def dp_group(self):
+        return self.mesh["dp"].get_group() if self.mesh is not None else None
+
+
+def launched_by_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def init_runtime(config: TrainConfig) -> Runtime:
+    cuda = torch.cuda.is_available()
+    if config.device == "cuda" and not cuda:
+        fail("--device cuda, but torch sees no CUDA device")
+    device_type = (
+        "cuda" if (config.device == "cuda" or (config.device == "auto" and cuda)) else "cpu"
+    )
+    if not launched_by_torchrun():
+        if config.tp > 1:
+            fail(f"--tp {config.tp} needs {config.tp} processes: launch with torchrun")
+        device = torch.device("cuda", 0) if device_type == "cuda" else torch.device("cpu")
+        if device_type == "cuda":
+            torch.cuda.set_device(device)
+        return Runtime(0, 1, 0, device, None, 0, 1, 1)
+    rank = int(os.environ["RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if world_size % config.tp:
+        fail(f"world size {world_size} is not divisible by --tp {config.tp}")
+    if device_type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    mesh = build_mesh(device_type, world_size, config.tp)
+    dp_mesh = mesh["dp"]
+    return Runtime(
+        rank,
+        world_size,
+        local_rank,
+        device,
+        mesh,
+        dp_mesh.get_local_rank(),
+        dp_mesh.size(),
+        config.tp,
+    )
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+# -- configuration resolved against the machine, the data and the model ---------------------------
+
+
+def resolve_config(config: TrainConfig, runtime: Runtime, positions_of) -> TrainConfig:
+    """Fill the None defaults; ``positions_of(preset) -> (model kind, max positions)``."""
+    preset = config.preset or DEFAULT_PRESETS[config.model or "gpt"]
+    kind, positions = positions_of(preset)
+    if config.model is not None and config.model != kind:
+        fail(f"--preset {preset} is a {kind} model, but --model {config.model} was given")
+    seq_len = config.seq_len or positions
+    if seq_len > positions:
+        fail(f"--seq-len {seq_len} exceeds the {preset} model's {positions} positions")
+    precision = config.precision or ("bf16" if runtime.device.type == "cuda" else "fp32")
+    micro_batch = config.micro_batch or max(1, config.global_batch // runtime.dp_size)
+    if config.global_batch % (micro_batch * runtime.dp_size):
+        fail(
+            f"--global-batch {config.global_batch} is not a multiple of --micro-batch "
+            f"{micro_batch} x data-parallel size {runtime.dp_size}"
+        )
+    warmup = config.warmup_steps if config.warmup_steps is not None else config.max_steps // 10
+    decay_steps = config.decay_steps or config.max_steps
+    if warmup > decay_steps:
+        fail(f"--warmup-steps {warmup} exceeds the decay horizon of {decay_steps} steps")
+    return dataclasses.replace(
+        config,
+        model=kind,
+        preset=preset,
+        seq_len=seq_len,
+        precision=precision,
+        micro_batch=micro_batch,
+        warmup_steps=warmup,
+        decay_steps=decay_steps,
+        min_lr=config.min_lr if config.min_lr is not None else config.lr / 10,
+    )
+
+
+# -- data ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Data:
+    train: object
+    valid: object | None
+    test: object | None
+    tokenizer: dict | None  # TokenizerInfo.to_json() of the sets, None if none recorded
+    vocab_size: int  # the tokenizer's (unpadded)
+
+
+def build_data(config: TrainConfig, runtime: Runtime) -> Data:
+    from train import data as data_lib
+
+    try:
+        sources = data_lib.parse_data_spec(config.data)
+        tokenizer = data_lib.check_tokenizers(sources)
+    except (ValueError, FormatError, OSError) as e:
+        fail(f"--data {' '.join(config.data)}: {e}")
+    if tokenizer is None:
+        fail(
+            f"--data {' '.join(config.data)}: no shard set records its tokenizer (a manifest "
+            "with a tokenizer entry is needed to size the model's vocabulary)"
+        )
+    samples_per_eval = config.eval_iters * config.micro_batch * runtime.dp_size
+    num_samples = {
+        "train": config.max_steps * config.global_batch,
+        "valid": samples_per_eval,
+        "test": samples_per_eval,
+    }
+    try:
+        if config.model == "gpt":
+            datasets = data_lib.build_gpt_datasets(
+                sources,
+                split=config.split,
+                seq_len=config.seq_len,
+                seed=config.seed,
+                num_samples=num_samples,
+            )
+        else:
+            masking = data_lib.MaskingConfig(
+                mask_prob=config.mask_prob,
+                special_ids=tokenizer.special_ids,
+                vocab_size=tokenizer.vocab_size,
+            )
+            datasets = data_lib.build_bert_datasets(
+                sources,
+                split=config.split,
+                seq_len=config.seq_len,
+                seed=config.seed,
+                num_samples=num_samples,
+                masking=masking,
+            )
+    except (ValueError, FormatError, OSError) as e:
+        fail(f"--data {' '.join(config.data)}: {e}")
+    train = datasets.get("train")
+    if train is None or len(train) == 0:
+        fail(f"--data {' '.join(config.data)}: the train split (--split {config.split}) is empty")
+    return Data(
+        train=train,
+        valid=datasets.get("valid") or None,
+        test=datasets.get("test") or None,
+        tokenizer=tokenizer.to_json(),
+        vocab_size=tokenizer.vocab_size,
+    )
+
+
+def make_loader(dataset, total_samples: int, consumed_samples: int, config, runtime) -> DataLoader:
+    from train.data import PretrainingSampler, collate
+
+    sampler = PretrainingSampler(
+        total_samples=total_samples,
+        consumed_samples=consumed_samples,
+        micro_batch_size=config.micro_batch,
+        data_parallel_rank=runtime.dp_rank,
+        data_parallel_size=runtime.dp_size,
+    )
+    # Its own generator: creating the loader must not draw from the global torch RNG, or a
+    # resumed run's dropout stream would differ from an uninterrupted one.
+    return DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        collate_fn=collate,
+        num_workers=config.num_workers,
+        pin_memory=runtime.device.type == "cuda",
+        generator=torch.Generator().manual_seed(config.seed),
+        persistent_workers=config.num_workers > 0,
+    )
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    return {k: torch.as_tensor(v).to(device, non_blocking=True) for k, v in batch.items()}
+
+
+# -- model -----------------------------------------------------------------------------------------
+
+
+def build_training_model(config: TrainConfig, runtime: Runtime, vocab_size: int) -> nn.Module:
+    from train.models.presets import build_model, get_preset, pad_vocab_size
+
+    preset = get_preset(config.preset)
+    model_config = preset.config
+    if config.dropout is not None:
+        model_config = dataclasses.replace(model_config, dropout=config.dropout)
+    padded = pad_vocab_size(
+        vocab_size, multiple=config.make_vocab_size_divisible_by, tensor_parallel=runtime.tp
+    )
+    # The same seed on every rank: identical initial weights everywhere, as a one-process
+    # run with this seed would have (DDP also broadcasts rank 0's; FSDP/TP shard in place).
+    seed_everything(config.seed)
+    with runtime.device:
+        return build_model(model_config, vocab_size=padded)
+
+
+def model_positions(preset_name: str) -> tuple[str, int]:
+    from train.models.presets import get_preset
+
+    try:
+        preset = get_preset(preset_name)
+    except KeyError as e:
+        fail(str(e.args[0]))
+    config = preset.config
+    positions = getattr(config, "block_size", None) or config.max_position_embeddings
+    return preset.model, positions
+
+
+def forward_loss(model: nn.Module, batch: dict, kind: str, next_sentence: bool):
+    """The model's loss on one micro-batch, and named parts of it for the metrics."""
+    if kind == "gpt":
+        _, loss = model(batch["input_ids"], batch["labels"], batch["loss_mask"])
+        return loss, {}
+    out = model(
+        batch["input_ids"],
+        batch["token_type_ids"],
+        batch["attention_mask"],
+        batch["mlm_labels"],
+        batch["nsp_label"] if next_sentence else None,
+    )
+    parts = {"mlm_loss": out.mlm_loss}
+    if out.nsp_loss is not None:
+        parts["nsp_loss"] = out.nsp_loss
+    return out.loss, parts
+
+
+def no_sync(model: nn.Module, sync: bool):
+    """Skip the gradient reduction on all but the last micro-batch of a step."""
+    if sync:
+        return contextlib.nullcontext()
+    if hasattr(model, "no_sync"):  # DDP
+        return model.no_sync()
+    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
+
+        @contextlib.contextmanager
+        def fsdp_no_sync():
+            model.set_requires_gradient_sync(False)
+            try:
+                yield
+            finally:
+                model.set_requires_gradient_sync(True)
+
+        return fsdp_no_sync()
+    return contextlib.nullcontext()
+
+
+# -- skipping ------------------------------------------------------------------------------------
+
+
+class OutlierDetector:
+    """Running window of recent values; z-score of a new one against it (llm.c's detector).
+
+    Only a full window gives a z-score, so the first steps of a run are never skipped. Values
+    of skipped steps are not added: one spike must not inflate the spread that judges the next.
+    """
+
+    def __init__(self, window: int, values: list[float] | None = None) -> None:
+        self.values: collections.deque[float] = collections.deque(values or [], maxlen=window)
+
+    def zscore(self, value: float) -> float | None:
+        if len(self.values) < (self.values.maxlen or 0):
+            return None
+        std = statistics.pstdev(self.values)
+        if std == 0:
+            return None
+        return (value - statistics.fmean(self.values)) / std
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+
+
+@dataclass
+class Counters:
+    nonfinite: int = 0  # loss or gradients inf/nan (bf16/fp32), or a non-finite fp16 loss
+    overflow: int = 0  # fp16 gradients overflowed at the current loss scale
+    outlier_loss: int = 0
+    outlier_grad_norm: int = 0
+    consecutive: int = 0  # current run of non-finite / overflow skips
+
+    def skipped(self) -> dict[str, int]:
+        return {
+            "nonfinite": self.nonfinite,
+            "overflow": self.overflow,
+            "outlier_loss": self.outlier_loss,
+            "outlier_grad_norm": self.outlier_grad_norm,
+        }
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else None
+
+
+# -- the loop --------------------------------------------------------------------------------------
+
+
+def all_reduce_mean(value: torch.Tensor, runtime: Runtime) -> torch.Tensor:
+    if runtime.mesh is not None and runtime.dp_size > 1:
+        dist.all_reduce(value, op=dist.ReduceOp.SUM, group=runtime.dp_group)
+        value = value / runtime.dp_size
+    return value
+
+
+@torch.no_grad()
+def evaluate(model, dataset, config, runtime, precision, next_sentence) -> float:
+    loader = make_loader(
+        dataset, config.eval_iters * config.micro_batch * runtime.dp_size, 0, config, runtime
+    )
+    model.eval()
+    total = torch.zeros((), device=runtime.device)
+    batches = 0
+    for batch in loader:
+        with precision.autocast():
+            loss, _ = forward_loss(
+                model, to_device(batch, runtime.device), config.model, next_sentence
+            )
+        total += loss.float()
+        batches += 1
+    model.train()
+    return float(all_reduce_mean(total / max(batches, 1), runtime))
+
+
+def main(config: TrainConfig) -> dict:
+    """Run training; returns a summary (final step, last loss, counters) for callers/tests."""
+    runtime = init_runtime(config)
+    try:
+        return _train(config, runtime)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _train(config: TrainConfig, runtime: Runtime) -> dict:
+    config = resolve_config(config, runtime, model_positions)
+    if config.deterministic:
+        if runtime.device.type == "cuda":
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+    run_dir = config.out
+    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    resume_path = ckpt.latest_checkpoint(run_dir)
+    if config.resume and resume_path is None and not restarted:
+        fail(f"--resume: no checkpoint in {ckpt.checkpoints_dir(run_dir)}")
+    if resume_path is not None and not (config.resume or restarted):
+        fail(
+            f"{run_dir} already holds checkpoints (latest {resume_path}); pass --resume to "
+            "continue that run, or choose another --out"
+        )
+
+    data = build_data(config, runtime)
+    model = build_training_model(config, runtime, data.vocab_size)
+    next_sentence = bool(getattr(model.config, "next_sentence", False))
+    precision = Precision(config.precision, runtime.device.type)
+    flops_per_token = (
+        model.flops_per_token(config.seq_len)
+        if config.model == "gpt"
+        else model.flops_per_token(config.seq_len, mlm_fraction=config.mask_prob)
+    )
+    num_params = model.num_params()
+    param_dtype = precision.dtype if config.parallel in ("fsdp", "tp") else None
+    try:
+        train_model = parallelize(
+            model, runtime.mesh, config.parallel, runtime.device, param_dtype, config.compile
+        )
+    except ValueError as e:
+        fail(f"--parallel {config.parallel}: {e}")
+    optimizer = build_optimizer(
+        model,
+        config.optimizer,
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        betas=(config.beta1, config.beta2),
+        eps=config.eps,
+        decay_embeddings=config.decay_embeddings,
+    )
+    schedule = LRSchedule(
+        config.lr, config.min_lr, config.warmup_steps, config.decay_steps, config.decay
+    )
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+
+    step, consumed_samples = 0, 0
+    counters = Counters()
+    loss_window = OutlierDetector(config.outlier_window)
+    grad_window = OutlierDetector(config.outlier_window)
+    # Per data-parallel rank streams (dropout); tp ranks of one dp group share theirs.
+    seed_everything(config.seed + 1 + runtime.dp_rank)
+    if resume_path is not None:
+        try:
+            state = ckpt.load_checkpoint(resume_path, model, optimizer)
+        except ckpt.CheckpointError as e:
+            fail(f"cannot resume: {e}")
+        check_resumable(state, config, data, resume_path)
+        step, consumed_samples = state["step"], state["consumed_samples"]
+        precision.load_state_dict(state["precision"])
+        counters = Counters(**state["counters"])
+        loss_window = OutlierDetector(config.outlier_window, state["outlier"]["loss"])
+        grad_window = OutlierDetector(config.outlier_window, state["outlier"]["grad_norm"])
+
+    peak = config.peak_tflops
+    device_name = "cpu"
+    if runtime.device.type == "cuda":
+        device_name = torch.cuda.get_device_name(runtime.device)
+        peak = peak or lookup_peak_tflops(device_name, config.precision)
+    metrics = MetricsLog(
+        os.path.join(run_dir, "metrics.jsonl") if runtime.is_main else None,
+        resume_step=step if resume_path is not None else None,
+    )
+    console = Console(runtime.is_main, config.max_steps, step, config.progress)
+    accumulation = config.global_batch // (config.micro_batch * runtime.dp_size)
+    console.print(
+        f"{config.preset}: {num_params / 1e6:.2f}M parameters, vocab {model.config.vocab_size}, "
+        f"seq {config.seq_len}, {config.precision}, {runtime.world_size} process(es) on "
+        f"{device_name} ({config.parallel}, dp={runtime.dp_size}, tp={runtime.tp}), global batch "
+        f"{config.global_batch} = micro {config.micro_batch} x dp {runtime.dp_size} x "
+        f"accumulation {accumulation}"
+        + (f"; resumed from {resume_path} at step {step}" if resume_path else "")
+    )
+
+    def trainer_state() -> dict:
+        return {
+            "step": step,
+            "consumed_samples": consumed_samples,
+            "precision": precision.state_dict(),
+            "schedule": schedule.state_dict(),
+            "counters": dataclasses.asdict(counters),
+            "outlier": {"loss": list(loss_window.values), "grad_norm": list(grad_window.values)},
+            "config": config.to_dict(),
+            "model_config": dataclasses.asdict(model.config),
+            "tokenizer": data.tokenizer,
+            "world_size": runtime.world_size,
+            "torch_version": str(torch.__version__),
+        }
+
+    def save() -> None:
+        path = ckpt.save_checkpoint(
+            run_dir, step, model, optimizer, trainer_state(), config.keep_checkpoints
+        )
+        if path:
+            console.print(f"saved {path}")
+
+    def run_eval(split: str, dataset) -> None:
+        if dataset is None or config.eval_iters == 0:
+            return
+        loss = evaluate(train_model, dataset, config, runtime, precision, next_sentence)
+        record = {
+            "kind": "eval",
+            "split": split,
+            "step": step,
+            "loss": loss,
+            "ppl": math.exp(loss) if loss < 50 else math.inf,
+        }
+        metrics.write(record)
+        console.print(f"step {step} | {split} loss {loss:.4f} | ppl {record['ppl']:.2f}")
+
+    inf_grad_step = _env_int("SHARDSMITH_TEST_INF_GRAD_STEP")
+    kill_step = _env_int("SHARDSMITH_TEST_KILL_AT_STEP")
+    kill_rank = _env_int("SHARDSMITH_TEST_KILL_RANK") or 1
+    kill_marker = os.environ.get("SHARDSMITH_TEST_KILL_MARKER")
+
+    total_samples = config.max_steps * config.global_batch
+    loader = make_loader(data.train, total_samples, consumed_samples, config, runtime)
+    batches = iter(loader)
+    train_model.train()
+    last_loss = math.nan
+    while step < config.max_steps:
+        started = time.perf_counter()
+        lr = schedule.apply(optimizer, step)
+        loss_sum = torch.zeros((), device=runtime.device)
+        part_sums: dict[str, torch.Tensor] = {}
+        for micro in range(accumulation):
+            batch = to_device(next(batches), runtime.device)
+            with no_sync(train_model, micro == accumulation - 1), precision.autocast():
+                loss, parts = forward_loss(train_model, batch, config.model, next_sentence)
+            precision.scale_loss(loss / accumulation).backward()
+            loss_sum += loss.detach().float()
+            for name, value in parts.items():
+                part_sums[name] = part_sums.get(name, 0) + value.detach().float()
+        loss_mean = all_reduce_mean(loss_sum / accumulation, runtime)
+        if precision.mode == "fp16":
+            scale_grads_(params, precision.unscale_factor)
+        if inf_grad_step is not None and step == inf_grad_step:
+            params[0].grad.fill_(math.inf)
+        norm = grad_norm(params)
+        loss_value = float(loss_mean)
+
+        skip = None
+        if not math.isfinite(loss_value):
+            skip = "nonfinite"
+        elif not math.isfinite(norm):
+            skip = "overflow" if precision.mode == "fp16" else "nonfinite"
+        elif config.skip_outliers > 0:
+            z_loss, z_grad = loss_window.zscore(loss_value), grad_window.zscore(norm)
+            if z_loss is not None and z_loss > config.skip_outliers:
+                skip = "outlier_loss"
+            elif z_grad is not None and z_grad > config.skip_outliers:
+                skip = "outlier_grad_norm"
+        if skip is None:
+            clip_grads_(params, config.clip_grad, norm)
+            optimizer.step()
+            counters.consecutive = 0
+            loss_window.add(loss_value)
+            grad_window.add(norm)
+        else:
+            setattr(counters, skip, getattr(counters, skip) + 1)
+            if skip in ("nonfinite", "overflow"):
+                counters.consecutive += 1
+        precision.update(overflow=skip == "overflow")
+        optimizer.zero_grad(set_to_none=True)
+        loss_scale = precision.scale if precision.mode == "fp16" else None
+        step += 1
+        consumed_samples += config.global_batch
+        last_loss = loss_value
+        elapsed = time.perf_counter() - started
+
+        speed = throughput(
+            config.global_batch * config.seq_len, elapsed, flops_per_token, runtime.world_size, peak
+        )
+        record = {
+            "kind": "train",
+            "step": step,
+            "loss": loss_value,
+            "lr": lr,
+            "grad_norm": norm,
+            **speed,
+            "step_time_s": elapsed,
+            "consumed_samples": consumed_samples,
+            "skipped": counters.skipped(),
+        }
+        if skip is not None:
+            record["skip"] = skip
+        if loss_scale is not None:
+            record["loss_scale"] = loss_scale
+        for name, value in part_sums.items():
+            record[name] = float(all_reduce_mean(value / accumulation, runtime))
+        metrics.write(record)
+        console.step(record)
+        if step % config.log_interval == 0 or step == config.max_steps or skip is not None:
+            console.print(format_train_line(record) + (f" | skipped: {skip}" if skip else ""))
+
+        if counters.consecutive >= config.max_consecutive_skips:
+            fail(
+                f"{counters.consecutive} consecutive steps had non-finite loss or gradients "
+                f"(last at step {step}, loss {loss_value}, grad norm {norm}); stopping. "
+                f"Resume from the last checkpoint with a lower --lr, or use --precision bf16"
+            )
+        if config.eval_interval and step % config.eval_interval == 0 and step < config.max_steps:
+            run_eval("valid", data.valid)
+        if config.save_interval and step % config.save_interval == 0 and step < config.max_steps:
+            save()
+        if kill_step is not None and step == kill_step and runtime.rank == kill_rank:
+            if kill_marker and not os.path.exists(kill_marker):
+                with open(kill_marker, "w") as f:
+                    f.write(f"rank {runtime.rank} killed itself after step {step}\n")
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    run_eval("valid", data.valid)
+    run_eval("test", data.test)
+    save()
+    metrics.close()
+    console.close()
+    return {
+        "step": step,
+        "consumed_samples": consumed_samples,
+        "loss": last_loss,
+        "skipped": counters.skipped(),
+        "loss_scale": precision.scale,
+        "config": config.to_dict(),
+    }
+
+
+def check_resumable(state: dict, config: TrainConfig, data: Data, path: str) -> None:
+    """One clear error for a checkpoint that does not belong to this run's data and model."""
+    saved = state["config"]
+    for key in ("model", "preset", "optimizer"):
+        if saved.get(key) != getattr(config, key):
+            fail(
+                f"cannot resume from {path}: it was saved with --{key} {saved.get(key)}, "
+                f"this run has --{key} {getattr(config, key)}"
+            )
+    saved_tok, tok = state.get("tokenizer"), data.tokenizer
+    if saved_tok and tok:
+        for key in ("kind", "vocab_size", "sha256", "special_ids"):
+            if saved_tok.get(key) != tok.get(key):
+                fail(
+                    f"cannot resume from {path}: --data {' '.join(config.data)} was made with "
+                    f"another tokenizer than the checkpoint ({key}: {tok.get(key)!r} in the data, "
+                    f"{saved_tok.get(key)!r} in the checkpoint)"
+                )

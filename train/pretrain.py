@@ -1,0 +1,19 @@
+"""Pretrain GPT or BERT on shard sets: ``python train/pretrain.py --data shards/ [flags]``.
+
+One process by default; under ``torchrun --nproc_per_node N train/pretrain.py ...`` every rank
+runs this and joins the process group from torchrun's environment. Flags: ``--help``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script from anywhere: the repository root is the import root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from train.config import parse_args  # noqa: E402
+from train.loop import main  # noqa: E402
+
+if __name__ == "__main__":
+    main(parse_args())
