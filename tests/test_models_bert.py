@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -239,3 +241,27 @@ def test_gelu_is_the_exact_erf_form(model: Bert) -> None:
     expected = mlp.fc_out(pre * 0.5 * (1 + torch.erf(pre / 2**0.5)))
     torch.testing.assert_close(mlp(h), expected, rtol=1e-6, atol=1e-6)
     assert not torch.allclose(mlp(h), mlp.fc_out(F.gelu(pre, approximate="tanh")), atol=1e-7)
+
+
+def test_attention_runs_on_tensor_parallel_head_shards(model: Bert) -> None:
+    """Emulate 2-way TP on one attention layer, keeping the Linear modules' global
+    in/out_features as TP does: per-shard outputs (half the heads each) sum to the full one."""
+    attn = model.blocks[0].attn
+    x = torch.randn(2, 10, 32, generator=torch.Generator().manual_seed(9))
+    key_mask = torch.ones(2, 1, 1, 10, dtype=torch.bool)
+    key_mask[1, ..., 6:] = False
+    full = attn(x, key_mask)
+    partial_sum = torch.zeros_like(full)
+    for rank in range(2):
+        part = slice(rank * 16, (rank + 1) * 16)
+        shard = copy.deepcopy(attn)
+        with torch.no_grad():
+            for name in ("q_proj", "k_proj", "v_proj"):
+                linear = getattr(shard, name)
+                linear.weight = torch.nn.Parameter(linear.weight[part].clone())
+                linear.bias = torch.nn.Parameter(linear.bias[part].clone())
+            shard.out_proj.weight = torch.nn.Parameter(shard.out_proj.weight[:, part].clone())
+            if rank > 0:
+                shard.out_proj.bias.zero_()  # RowwiseParallel adds the bias once
+        partial_sum += shard(x, key_mask)
+    torch.testing.assert_close(partial_sum, full, rtol=1e-5, atol=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -182,18 +183,20 @@ def test_no_bias_variant_has_no_bias_parameters() -> None:
 
 
 def _shard_rows(linear: torch.nn.Linear, rows: slice) -> torch.nn.Linear:
-    """What ColwiseParallel leaves on one rank: a slice of output features."""
-    shard = torch.nn.Linear(linear.in_features, rows.stop - rows.start)
-    shard.weight.data = linear.weight.data[rows].clone()
-    shard.bias.data = linear.bias.data[rows].clone()
+    """What ColwiseParallel leaves on one rank: a slice of output features. Like TP, it keeps
+    the module's global in/out_features attributes, so code must not size heads from them."""
+    shard = copy.deepcopy(linear)
+    shard.weight = torch.nn.Parameter(linear.weight.detach()[rows].clone())
+    shard.bias = torch.nn.Parameter(linear.bias.detach()[rows].clone())
     return shard
 
 
 def _shard_cols(linear: torch.nn.Linear, cols: slice, keep_bias: bool) -> torch.nn.Linear:
     """What RowwiseParallel leaves on one rank: a slice of input features (bias added once)."""
-    shard = torch.nn.Linear(cols.stop - cols.start, linear.out_features)
-    shard.weight.data = linear.weight.data[:, cols].clone()
-    shard.bias.data = linear.bias.data.clone() if keep_bias else torch.zeros_like(linear.bias)
+    shard = copy.deepcopy(linear)
+    shard.weight = torch.nn.Parameter(linear.weight.detach()[:, cols].clone())
+    if not keep_bias:
+        shard.bias = torch.nn.Parameter(torch.zeros_like(linear.bias))
     return shard
 
 
@@ -211,12 +214,10 @@ def test_attention_and_mlp_run_on_tensor_parallel_head_shards(model: GPT) -> Non
         partial_sum = torch.zeros_like(full)
         for rank in range(tp):
             part = slice(rank * width // tp, (rank + 1) * width // tp)
-            shard = type(module).__new__(type(module))
-            shard.__dict__.update(module.__dict__)
-            shard._modules = dict(module._modules)
+            shard = copy.deepcopy(module)
             for name in colwise:
-                shard._modules[name] = _shard_rows(getattr(module, name), part)
-            shard._modules[rowwise] = _shard_cols(getattr(module, rowwise), part, rank == 0)
+                setattr(shard, name, _shard_rows(getattr(module, name), part))
+            setattr(shard, rowwise, _shard_cols(getattr(module, rowwise), part, rank == 0))
             partial_sum += shard(x)
         torch.testing.assert_close(partial_sum, full, rtol=1e-5, atol=1e-6)
 
