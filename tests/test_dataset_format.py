@@ -403,3 +403,37 @@ def test_bulk_add_documents_equals_one_by_one(tmp_path, book_documents):
     with pytest.raises(ValueError, match="sum to 3"):
         writer.add_documents(np.arange(5), [1, 2])
     writer.discard()
+
+
+def write_megatron_pair(prefix: str, documents, code=8, dtype="<u2"):
+    """An independent writer from the MMIDIDX byte layout alone: what Megatron-LM writes."""
+    sequences = [np.asarray(s, dtype=dtype) for doc in documents for s in doc]
+    lengths = [len(s) for s in sequences]
+    pointers, position = [], 0
+    for n in lengths:
+        pointers.append(position)
+        position += n * np.dtype(dtype).itemsize
+    doc_idx = [0]
+    for doc in documents:
+        doc_idx.append(doc_idx[-1] + len(doc))
+    with open(prefix + ".idx", "wb") as f:
+        f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, code, len(lengths), len(doc_idx)))
+        f.write(struct.pack(f"<{len(lengths)}i", *lengths))
+        f.write(struct.pack(f"<{len(pointers)}q", *pointers))
+        f.write(struct.pack(f"<{len(doc_idx)}q", *doc_idx))
+    with open(prefix + ".bin", "wb") as f:
+        for s in sequences:
+            f.write(s.tobytes())
+
+
+@pytest.mark.parametrize("code, dtype", [(8, "<u2"), (4, "<i4")])
+def test_reads_a_pair_written_by_an_independent_writer(tmp_path, book_documents, code, dtype):
+    _, ids = book_documents
+    documents = [[d[:3], d[3:]] for d in ids[:60]]
+    write_megatron_pair(str(tmp_path / "theirs"), documents, code, dtype)
+    ss = ShardSet(str(tmp_path / "theirs"))
+    ss.verify()
+    assert ss.dtype == np.dtype(dtype)
+    for i in (0, 30, 59):
+        np.testing.assert_array_equal(ss.document(i), ids[i])
+        assert [len(s) for s in ss.document_sequences(i)] == [3, len(ids[i]) - 3]
