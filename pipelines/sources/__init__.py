@@ -1,0 +1,49 @@
+"""Input sources: one module per format (see PIPELINE_API.md); the registry maps NAME -> module.
+
+    from pipelines.sources import SOURCES, get_source
+    tasks = get_source("wikipedia").plan("dumps/*.xml.bz2", {})
+
+`SOURCES` imports a module the first time it is looked up, so listing the names (for --help)
+or using one source does not import every reader's dependencies (pyarrow, warcio, ...).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from types import ModuleType
+
+# --source value -> module under pipelines.sources that implements it.
+_MODULES = {
+    "wikipedia": "wikipedia",
+    "books": "books",
+    "webtext": "webtext",
+    "jsonl": "jsonl",
+    "parquet": "parquet",
+}
+
+
+class _Registry(Mapping):
+    def __getitem__(self, name: str) -> ModuleType:
+        if name not in _MODULES:
+            raise KeyError(name)
+        module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
+        if getattr(module, "NAME", None) != name:
+            raise ImportError(f"{module.__name__}.NAME is {getattr(module, 'NAME', None)!r}, not {name!r}")
+        return module
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_MODULES)
+
+    def __len__(self) -> int:
+        return len(_MODULES)
+
+
+SOURCES: Mapping[str, ModuleType] = _Registry()
+
+
+def get_source(name: str) -> ModuleType:
+    """The module for a --source value; ValueError naming the known ones otherwise."""
+    if name not in _MODULES:
+        raise ValueError(f"unknown source {name!r}; known: {', '.join(sorted(_MODULES))}")
+    return SOURCES[name]

@@ -1,0 +1,723 @@
+"""Wikipedia source: MediaWiki XML export dumps -> one Document per article.
+
+Inputs: `.xml`, bzip2 (`.xml.bz2`, dump splits such as `...xml-p10p30302.bz2`) or gzip files;
+the compression is told from the first bytes, never from the name. A multistream dump
+(`*-pages-articles-multistream*.xml*.bz2`) whose index file (`...-multistream-index*.txt[.bz2]`,
+lines `offset:page_id:title`) lies beside it is split by `plan()` into byte ranges of whole bz2
+streams, about `wiki_task_mb` MB each (option, default 64), so many workers read one dump; any
+other file is one task.
+
+Parsing streams through expat (at most a few MB in memory besides one page), namespace-agnostic
+(export schema 0.10, 0.11, ...), with DTDs and entity declarations refused: a document that
+declares entities is a Failure, never expanded. Only articles are kept: other namespaces,
+redirects, disambiguation pages and pages without text are skipped and counted under the Beam
+counters `pipelines/wikipedia_skipped_<reason>`; the decision is `classify_page`, a pure
+function. Article wikitext becomes plain text through `wikimarkup.wikitext_to_text`, told the
+wiki's own names for its File and Category namespaces from `<siteinfo>`.
+
+Options: `wiki_task_mb` (float, MB of compressed input per task of a multistream dump),
+`wiki_index` (an explicit index file, when the pattern matches one dump).
+"""
+
+from __future__ import annotations
+
+import bz2
+import dataclasses
+import functools
+import logging
+import posixpath
+import re
+import urllib.parse
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import BinaryIO
+from xml.parsers import expat
+
+from apache_beam.metrics import Metrics
+
+from pipelines.document import Document, Failure, ReadTask
+from pipelines.io import match_inputs, open_input
+from pipelines.sources import wikimarkup
+
+NAME = "wikipedia"
+DEFAULT_TASK_MB = 64.0
+SKIP_REASONS = ("namespace", "redirect", "disambiguation", "empty")
+
+_log = logging.getLogger(__name__)
+_SKIPPED = {r: Metrics.counter("pipelines", f"wikipedia_skipped_{r}") for r in SKIP_REASONS}
+_PAGES = Metrics.counter("pipelines", "wikipedia_pages")
+
+_READ_BYTES = 1 << 20  # compressed bytes per read() call on the input file
+_MAX_OUT = 1 << 20  # decompressed bytes handed to the XML parser at a time
+_BZ2_STREAM_MAGIC = re.compile(rb"BZh[1-9]1AY&SY")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+# --- records -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SiteInfo:
+    """What `<siteinfo>` says about the wiki a dump comes from."""
+
+    dbname: str = ""
+    base: str = ""  # URL of the main page, e.g. https://en.wikipedia.org/wiki/Main_Page
+    namespaces: tuple[tuple[int, str], ...] = ()  # (key, localized name); "" for ns 0
+
+    def namespace_name(self, key: int) -> str:
+        return next((name for k, name in self.namespaces if k == key), "")
+
+
+@dataclasses.dataclass(frozen=True)
+class WikiPage:
+    """One `<page>` as the dump has it (the last revision's text, raw wikitext)."""
+
+    title: str
+    ns: int
+    page_id: str
+    revision_id: str
+    text: str
+    is_redirect: bool  # a <redirect> element was present
+    site: SiteInfo
+
+
+# --- classification ----------------------------------------------------------------------------
+
+# "#REDIRECT [[Target]]" in English and in the languages of the big wikis (the magic word is
+# localized; siteinfo does not list it). It must not run on into a word: "#Redirected ...".
+_REDIRECT_TEXT = re.compile(
+    r"\s*#(?:redirect|ανακατευθυνση|ανακατεύθυνση|weiterleitung|redirection|redirección|"
+    r"redireccion|rinvia|doorverwijzing|перенаправление|перенаправлення|redirecionamento|"
+    r"przekieruj|yönlendirme|átirányítás|přesměruj|omdirigering|uudelleenohjaus|転送|重定向)"
+    r"(?![^\W\d_])",
+    re.IGNORECASE,
+)
+# Disambiguation-page templates (en and their redirects, plus el, de, fr, es, it, ru, nl).
+DISAMBIGUATION_TEMPLATES = frozenset(
+    {
+        "disambiguation", "disambig", "dab", "disamb", "dis", "hndis", "geodis", "numberdis",
+        "dmbox", "disambiguation cleanup", "mathdab", "schooldis", "letter disambiguation",
+        "αποσαφήνιση", "αποσαφ", "begriffsklärung", "homonymie", "desambiguación",
+        "desambiguacion", "disambigua", "неоднозначность", "dp", "doorverwijspagina",
+    }
+)  # fmt: skip
+_TEMPLATE_NAME = re.compile(r"\{\{\s*([^{}|\n]{1,100})")
+_DISAMBIGUATION_TITLE = re.compile(r"\((?:disambiguation|αποσαφήνιση)\)\s*$", re.IGNORECASE)
+
+
+def is_disambiguation_template(name: str) -> bool:
+    """Whether a template name marks a disambiguation page ("Disambiguation", "dab", "Place
+    name disambiguation", "Αποσαφήνιση"; not "Disambiguation needed", an inline tag)."""
+    name = wikimarkup.normalize_namespace_name(name)
+    name = name.split(":", 1)[1].strip() if ":" in name else name  # "Template:Dab"
+    return name in DISAMBIGUATION_TEMPLATES or name.endswith(" disambiguation")
+
+
+def classify_page(ns: int, title: str, text: str, is_redirect: bool) -> str | None:
+    """None to keep a page as an article, else why it is skipped (one of SKIP_REASONS)."""
+    if ns != 0:
+        return "namespace"
+    if is_redirect or _REDIRECT_TEXT.match(text):
+        return "redirect"
+    if not text.strip():
+        return "empty"
+    if _DISAMBIGUATION_TITLE.search(title):
+        return "disambiguation"
+    if "{{" in text:
+        for match in _TEMPLATE_NAME.finditer(text):
+            if is_disambiguation_template(match.group(1)):
+                return "disambiguation"
+    return None
+
+
+# --- reading bytes -----------------------------------------------------------------------------
+
+
+class _InputError(Exception):
+    """The bytes of the input end early or are corrupt (carries the Failure reason)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def _raw_chunks(raw: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+    if start:
+        raw.seek(start)
+    remaining = end - start if end >= 0 else -1
+    while remaining:
+        data = raw.read(_READ_BYTES if remaining < 0 else min(_READ_BYTES, remaining))
+        if not data:
+            return
+        if remaining > 0:
+            remaining -= len(data)
+        yield data
+
+
+def _bz2_decompressed(chunks: Iterator[bytes], label: str) -> Iterator[bytes]:
+    """Decompress concatenated bz2 streams (a multistream dump is many), _MAX_OUT at a time."""
+    decompressor = bz2.BZ2Decompressor()
+    fed = 0  # compressed bytes consumed so far, for error messages
+    in_stream = False
+    for data in chunks:
+        while data or not decompressor.needs_input:
+            try:
+                out = decompressor.decompress(data, _MAX_OUT)
+            except OSError as error:
+                raise _InputError(
+                    "unreadable_file", f"{label}: corrupt bz2 data after byte {fed}: {error}"
+                ) from None
+            in_stream = True
+            fed += len(data)
+            data = b""
+            if out:
+                yield out
+            if decompressor.eof:
+                data = decompressor.unused_data
+                fed -= len(data)
+                decompressor = bz2.BZ2Decompressor()
+                in_stream = False
+    if in_stream:
+        raise _InputError(
+            "truncated_input", f"{label}: bz2 data ends inside a stream after byte {fed}"
+        )
+
+
+def _gzip_decompressed(chunks: Iterator[bytes], label: str) -> Iterator[bytes]:
+    """Decompress concatenated gzip members, _MAX_OUT at a time."""
+    decompressor = zlib.decompressobj(wbits=31)
+    in_member = False
+    for data in chunks:
+        while True:
+            try:
+                out = decompressor.decompress(data, _MAX_OUT)
+            except zlib.error as error:
+                raise _InputError(
+                    "unreadable_file", f"{label}: corrupt gzip data: {error}"
+                ) from None
+            in_member = True
+            data = decompressor.unconsumed_tail
+            if out:
+                yield out
+            if decompressor.eof:
+                data = decompressor.unused_data
+                decompressor = zlib.decompressobj(wbits=31)
+                in_member = False
+                if not data:
+                    break
+            elif not data and len(out) < _MAX_OUT:  # input used up, no output pending
+                break
+    if in_member:
+        raise _InputError("truncated_input", f"{label}: gzip data ends inside a member")
+
+
+def _decompressed(raw: BinaryIO, start: int, end: int, label: str) -> Iterator[bytes]:
+    """The input's bytes from `start` to `end`, decompressed per its magic bytes."""
+    chunks = _raw_chunks(raw, start, end)
+    first = next(chunks, b"")
+    if not first:
+        raise _InputError("unreadable_file", f"{label}: no bytes to read")
+
+    def all_chunks() -> Iterator[bytes]:
+        yield first
+        yield from chunks
+
+    if first.startswith(b"BZh"):
+        return _bz2_decompressed(all_chunks(), label)
+    if start:
+        raise _InputError("unreadable_file", f"{label}: byte {start} is not a bz2 stream start")
+    if first.startswith(_GZIP_MAGIC):
+        return _gzip_decompressed(all_chunks(), label)
+    if first.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        return all_chunks()
+    raise _InputError(
+        "unreadable_file",
+        f"{label}: neither XML nor bz2/gzip (starts with {first[:8]!r})",
+    )
+
+
+# --- parsing XML -------------------------------------------------------------------------------
+
+
+class _ForbiddenDTD(Exception):
+    pass
+
+
+class _NotMediaWiki(Exception):
+    pass
+
+
+class _SiteInfoDone(Exception):
+    pass
+
+
+_PAGE_FIELDS = frozenset({"title", "ns", "id"})
+_REVISION_FIELDS = frozenset({"id", "text"})
+_SITE_FIELDS = frozenset({"dbname", "base"})
+
+
+class _DumpHandler:
+    """expat callbacks that collect `<siteinfo>` and each `<page>` (names without prefixes)."""
+
+    def __init__(self, site: SiteInfo | None, stop_after_siteinfo: bool) -> None:
+        self.site = site
+        self.stop_after_siteinfo = stop_after_siteinfo
+        self.stack: list[str] = []
+        self.capture: list[str] | None = None
+        self.pages: list[WikiPage | Failure] = []  # finished since the last drain
+        self.page_count = 0
+        self.site_fields: dict[str, str] = {}
+        self.namespaces: list[tuple[int, str]] = []
+        self.namespace_key = 0
+        self._reset_page()
+
+    def _reset_page(self) -> None:
+        self.page: dict[str, str] = {}
+        self.revision: dict[str, str] = {}
+        self.redirect = False
+
+    def install(self, parser: expat.XMLParserType) -> None:
+        parser.StartElementHandler = self.start
+        parser.EndElementHandler = self.end
+        parser.CharacterDataHandler = self.characters
+        parser.StartDoctypeDeclHandler = self.forbid
+        parser.EntityDeclHandler = self.forbid
+        parser.buffer_text = True
+        parser.buffer_size = 1 << 16
+
+    def forbid(self, *args: object) -> None:
+        raise _ForbiddenDTD
+
+    def characters(self, data: str) -> None:
+        if self.capture is not None:
+            self.capture.append(data)
+
+    def start(self, name: str, attrs: dict[str, str]) -> None:
+        local = name.rpartition(":")[2]
+        stack = self.stack
+        parent = stack[-1] if stack else ""
+        stack.append(local)
+        if parent == "page":
+            if local in _PAGE_FIELDS and local not in self.page:
+                self.capture = []
+            elif local == "redirect":
+                self.redirect = True
+            elif local == "revision":
+                self.revision = {}
+        elif parent == "revision":
+            if local in _REVISION_FIELDS:
+                self.capture = []
+        elif local == "page" and len(stack) == 2:
+            if self.stop_after_siteinfo:  # a dump without <siteinfo>
+                raise _SiteInfoDone
+            self._reset_page()
+        elif parent == "siteinfo":
+            if local in _SITE_FIELDS:
+                self.capture = []
+        elif parent == "namespaces" and local == "namespace":
+            self.capture = []
+            key = attrs.get("key", "")
+            self.namespace_key = int(key) if key.lstrip("-").isdigit() else 0
+        elif len(stack) == 1 and local != "mediawiki":
+            raise _NotMediaWiki(local)
+
+    def end(self, name: str) -> None:
+        stack = self.stack
+        local = stack.pop()
+        parent = stack[-1] if stack else ""
+        if self.capture is not None:
+            value = "".join(self.capture)
+            self.capture = None
+            if parent == "page":
+                self.page[local] = value
+            elif parent == "revision":
+                self.revision[local] = value
+            elif parent == "siteinfo":
+                self.site_fields[local] = value.strip()
+            elif parent == "namespaces":
+                self.namespaces.append((self.namespace_key, value.strip()))
+        if local == "page" and len(stack) == 1:
+            self._finish_page()
+        elif local == "siteinfo":
+            self.site = SiteInfo(
+                dbname=self.site_fields.get("dbname", ""),
+                base=self.site_fields.get("base", ""),
+                namespaces=tuple(self.namespaces),
+            )
+            if self.stop_after_siteinfo:
+                raise _SiteInfoDone
+
+    def current_site(self) -> SiteInfo:
+        if self.site is None:
+            self.site = SiteInfo()
+        return self.site
+
+    def _finish_page(self) -> None:
+        self.page_count += 1
+        site = self.current_site()
+        title = self.page.get("title", "").strip()
+        page_id = self.page.get("id", "").strip()
+        if not page_id.isdigit():
+            self.pages.append(
+                Failure(
+                    location=f"page {title!r}",
+                    reason="bad_page",
+                    detail=f"page id {page_id!r} is not a number",
+                )
+            )
+            return
+        ns_text = self.page.get("ns", "").strip()
+        self.pages.append(
+            WikiPage(
+                title=title,
+                ns=int(ns_text) if ns_text.lstrip("-").isdigit() else _namespace_of(title, site),
+                page_id=page_id,
+                revision_id=self.revision.get("id", "").strip(),
+                text=self.revision.get("text", ""),
+                is_redirect=self.redirect,
+                site=site,
+            )
+        )
+
+
+def _namespace_of(title: str, site: SiteInfo) -> int:
+    """A page's namespace from its title prefix (export schemas before 0.6 have no <ns>)."""
+    prefix, colon, _ = title.partition(":")
+    if not colon:
+        return 0
+    prefix = wikimarkup.normalize_namespace_name(prefix)
+    for key, name in site.namespaces:
+        if name and wikimarkup.normalize_namespace_name(name) == prefix:
+            return key
+    return 0
+
+
+def _dbname_from_path(path: str) -> str:
+    """A dump's dbname from its file name ("enwiki-20240101-pages..." -> "enwiki"), else the
+    name without extensions: the id prefix when a dump has no <siteinfo>."""
+    name = posixpath.basename(path.rstrip("/"))
+    match = re.match(r"([a-z][a-z0-9_]*wik[a-z]*)-", name)
+    if match:
+        return match.group(1)
+    return re.sub(r"(\.(xml|bz2|gz|txt))+$", "", name) or name
+
+
+def _location(task: ReadTask) -> str:
+    if task.start == 0 and task.end < 0:
+        return task.path
+    return f"{task.path}@{task.start}-{task.end if task.end >= 0 else 'end'}"
+
+
+def _read_header_siteinfo(path: str) -> SiteInfo | None:
+    """The <siteinfo> in a multistream dump's first bz2 stream (a range task needs it for ids
+    and namespace names; the header stream is a few KB)."""
+    handler = _DumpHandler(None, stop_after_siteinfo=True)
+    parser = expat.ParserCreate()
+    handler.install(parser)
+    decompressor = bz2.BZ2Decompressor()
+    try:
+        with open_input(path) as raw:
+            for data in _raw_chunks(raw, 0, -1):
+                while data or not decompressor.needs_input:
+                    parser.Parse(decompressor.decompress(data, _MAX_OUT), False)
+                    data = b""
+                    if decompressor.eof:
+                        return handler.site
+    except _SiteInfoDone:
+        return handler.site
+    except (OSError, EOFError, expat.ExpatError, _ForbiddenDTD, _NotMediaWiki):
+        return None
+    return handler.site
+
+
+def _invalid_utf8_at(recent: list[tuple[int, bytes]], index: int) -> bool:
+    for base, chunk in recent:
+        if base <= index < base + len(chunk):
+            window = chunk[index - base : index - base + 4]
+            try:
+                window.decode("utf-8")
+            except UnicodeDecodeError as error:
+                return error.start == 0
+            return False
+    return False
+
+
+# expat's complaints when the input stops inside the document
+_END_OF_INPUT_ERRORS = frozenset(
+    expat.errors.codes[message]
+    for message in (
+        expat.errors.XML_ERROR_NO_ELEMENTS,
+        expat.errors.XML_ERROR_UNCLOSED_TOKEN,
+        expat.errors.XML_ERROR_PARTIAL_CHAR,
+    )
+)
+
+
+def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
+    """Every `<page>` of the task's file or byte range, in file order, then one Failure if the
+    input turns out truncated, corrupt or malformed part-way (pages before it are kept)."""
+    location = _location(task)
+    is_range = task.start > 0 or task.end >= 0
+    site = _read_header_siteinfo(task.path) if task.start > 0 else None
+    handler = _DumpHandler(site, stop_after_siteinfo=False)
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    handler.install(parser)
+    fed = 0
+    recent: list[tuple[int, bytes]] = []  # the last two chunks fed, to explain a parse error
+    if task.start > 0:  # a middle piece of a multistream dump: <page>s without their root
+        prefix = b"<mediawiki>"
+        parser.Parse(prefix, False)
+        fed = len(prefix)
+
+    def drain() -> Iterator[WikiPage | Failure]:
+        pages = handler.pages
+        handler.pages = []
+        for page in pages:
+            if isinstance(page, Failure):
+                yield dataclasses.replace(page, location=f"{location}: {page.location}")
+            else:
+                yield page
+
+    try:
+        raw = open_input(task.path)
+    except OSError as error:
+        yield Failure(location, "unreadable_file", f"cannot open: {error}")
+        return
+    try:
+        with raw:
+            for chunk in _decompressed(raw, task.start, task.end, location):
+                recent = [*recent[-1:], (fed, chunk)]
+                parser.Parse(chunk, False)
+                fed += len(chunk)
+                yield from drain()
+            if is_range and len(handler.stack) > 1:
+                yield Failure(
+                    location,
+                    "truncated_input",
+                    "byte range ends inside a <page>: the index offsets do not fall on the "
+                    "dump's stream boundaries",
+                )
+                return
+            if is_range and handler.stack:
+                parser.Parse(b"</mediawiki>", True)
+            else:
+                parser.Parse(b"", True)
+            yield from drain()
+    except _InputError as error:
+        yield from drain()
+        yield Failure(location, error.reason, f"{error.detail}; {handler.page_count} pages read")
+    except _ForbiddenDTD:
+        yield from drain()
+        yield Failure(
+            location,
+            "forbidden_dtd",
+            f"DTD or entity declaration at line {parser.CurrentLineNumber}: refused (entity "
+            "expansion is never done)",
+        )
+    except _NotMediaWiki as error:
+        yield Failure(location, "unreadable_file", f"root element <{error}> is not <mediawiki>")
+    except expat.ExpatError as error:
+        yield from drain()
+        message = expat.errors.messages[error.code]
+        where = f"line {error.lineno}, column {error.offset}"
+        if _invalid_utf8_at(recent, parser.ErrorByteIndex):
+            reason = "invalid_utf8"
+        elif handler.stack and error.code in _END_OF_INPUT_ERRORS:
+            reason = "truncated_input"  # the file ends inside the document
+        else:
+            reason = "malformed_xml"
+        yield Failure(
+            f"{location}:{error.lineno}:{error.offset}",
+            reason,
+            f"{message} at {where}; {handler.page_count} pages read before it",
+        )
+
+
+# --- documents ---------------------------------------------------------------------------------
+
+_URL_SAFE = ";@$!*(),/~:"  # what MediaWiki leaves unescaped in article URLs
+
+
+def page_url(base: str, title: str) -> str:
+    """The article URL, from siteinfo's <base> (the main page's URL); "" without one."""
+    if not base:
+        return ""
+    marker = base.find("/wiki/")
+    prefix = base[: marker + 6] if marker >= 0 else base.rsplit("/", 1)[0] + "/"
+    return prefix + urllib.parse.quote(title.replace(" ", "_"), safe=_URL_SAFE)
+
+
+@functools.lru_cache(maxsize=64)
+def _markup_config(site: SiteInfo) -> wikimarkup.MarkupConfig:
+    return wikimarkup.config_for_namespaces(
+        file_names=(site.namespace_name(6), site.namespace_name(-2)),
+        category_names=(site.namespace_name(14),),
+    )
+
+
+def page_document(page: WikiPage, dbname: str) -> Document | None:
+    """The Document of a kept page, or None when no prose is left once markup is gone."""
+    text = wikimarkup.wikitext_to_text(page.text, _markup_config(page.site))
+    if not text:
+        return None
+    return Document(
+        id=f"wikipedia:{dbname}:{page.page_id}",
+        source=NAME,
+        text=text,
+        url=page_url(page.site.base, page.title),
+        title=page.title,
+        meta={"page_id": page.page_id, "revision_id": page.revision_id, "dbname": dbname},
+    )
+
+
+def read(task: ReadTask) -> Iterator[Document | Failure]:
+    """Documents for the articles of one task, and Failures for what could not be read."""
+    fallback_dbname = _dbname_from_path(task.path)
+    for item in parse_pages(task):
+        if isinstance(item, Failure):
+            _log.warning("wikipedia: %s: %s (%s)", item.location, item.reason, item.detail)
+            yield item
+            continue
+        _PAGES.inc()
+        reason = classify_page(item.ns, item.title, item.text, item.is_redirect)
+        document = None
+        if reason is None:
+            document = page_document(item, item.site.dbname or fallback_dbname)
+            if document is None:
+                reason = "empty"
+        if document is None:
+            _SKIPPED[reason].inc()
+            continue
+        yield document
+
+
+# --- planning ----------------------------------------------------------------------------------
+
+_MULTISTREAM_NAME = re.compile(
+    r"^(?P<head>.*multistream)(?P<num>\d*)\.xml(?P<range>-p\d+p\d+)?\.bz2$"
+)
+_INDEX_NAME = re.compile(r"multistream-index\d*\.txt(-p\d+p\d+)?(\.bz2)?$")
+_INDEX_LINE = re.compile(rb"^(\d+):\d+:", re.MULTILINE)
+
+
+def index_candidates(dump_path: str) -> list[str]:
+    """Where the index of a multistream dump lies by Wikimedia's naming, most likely first."""
+    directory, name = posixpath.split(dump_path)
+    match = _MULTISTREAM_NAME.match(name)
+    if not match:
+        return []
+    stem = f"{match['head']}-index{match['num']}.txt{match['range'] or ''}"
+    return [posixpath.join(directory, stem + ".bz2"), posixpath.join(directory, stem)]
+
+
+def _existing(path: str) -> bool:
+    try:
+        return bool(match_inputs(path))
+    except FileNotFoundError:
+        return False
+
+
+def read_index_offsets(index_path: str) -> list[int]:
+    """The distinct stream offsets of a multistream index, ascending (plain or bz2 index).
+
+    Raises ValueError naming the index and line when a line is not `offset:page_id:title` or
+    offsets go backwards.
+    """
+    offsets: list[int] = []
+    line_number = 0
+    carry = b""
+    with open_input(index_path) as raw:
+        try:
+            for chunk in _decompressed(raw, 0, -1, index_path):
+                data = carry + chunk
+                cut = data.rfind(b"\n") + 1
+                carry = data[cut:]
+                line_number = _index_block(data[:cut], offsets, index_path, line_number)
+            if carry.strip():
+                _index_block(carry + b"\n", offsets, index_path, line_number)
+        except _InputError as error:
+            raise ValueError(
+                f"{index_path}: unreadable multistream index: {error.detail}"
+            ) from None
+    return offsets
+
+
+def _index_block(block: bytes, offsets: list[int], index_path: str, line_number: int) -> int:
+    lines = block.count(b"\n") - block.count(b"\n\n") - block.startswith(b"\n")
+    found = _INDEX_LINE.findall(block)
+    if len(found) != lines:
+        for offset, line in enumerate(block.split(b"\n")):
+            if line.strip() and not _INDEX_LINE.match(line):
+                raise ValueError(
+                    f"{index_path}:{line_number + offset + 1}: not an 'offset:page_id:title' "
+                    f"index line: {line[:80]!r}"
+                )
+    for value in found:
+        offset = int(value)
+        if offsets and offset < offsets[-1]:
+            raise ValueError(f"{index_path}: offset {offset} comes after {offsets[-1]}")
+        if not offsets or offset != offsets[-1]:
+            offsets.append(offset)
+    return line_number + block.count(b"\n")
+
+
+def _multistream_tasks(
+    dump_path: str, size: int, index_path: str, task_bytes: int, options: Mapping[str, str]
+) -> list[ReadTask]:
+    offsets = read_index_offsets(index_path)
+    if offsets and offsets[-1] >= size:
+        raise ValueError(
+            f"{index_path}: offset {offsets[-1]} is past the end of {dump_path} ({size} bytes); "
+            "is the index from another dump?"
+        )
+    boundaries = [0]
+    for offset in offsets:
+        if offset - boundaries[-1] >= task_bytes:
+            boundaries.append(offset)
+    with open_input(dump_path) as raw:
+        for boundary in boundaries:
+            raw.seek(boundary)
+            if not _BZ2_STREAM_MAGIC.match(raw.read(10)):
+                raise ValueError(
+                    f"{index_path}: byte {boundary} of {dump_path} is not the start of a bz2 "
+                    "stream; is the index from another dump?"
+                )
+    ends = [*boundaries[1:], -1]
+    return [
+        ReadTask(source=NAME, path=dump_path, start=start, end=end, options=dict(options))
+        for start, end in zip(boundaries, ends)
+    ]
+
+
+def _task_bytes(options: Mapping[str, str]) -> int:
+    value = options.get("wiki_task_mb", DEFAULT_TASK_MB)
+    try:
+        megabytes = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"wiki_task_mb must be a number of MB, got {value!r}") from None
+    if not megabytes > 0:
+        raise ValueError(f"wiki_task_mb must be positive, got {value!r}")
+    return max(1, int(megabytes * 1_000_000))
+
+
+def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+    """One task per dump file, except multistream dumps with an index, which become byte ranges
+    of whole bz2 streams of about `wiki_task_mb` MB. Index files matched by the pattern are
+    used, not read as dumps."""
+    task_bytes = _task_bytes(options)
+    dumps = [f for f in match_inputs(pattern) if not _INDEX_NAME.search(f.path)]
+    if not dumps:
+        raise FileNotFoundError(f"{pattern!r} matches only multistream index files, no dump")
+    explicit_index = options.get("wiki_index", "")
+    if explicit_index and len(dumps) != 1:
+        raise ValueError(f"wiki_index names one index, but {pattern!r} matches {len(dumps)} dumps")
+    tasks: list[ReadTask] = []
+    for dump in dumps:
+        index = explicit_index or next((c for c in index_candidates(dump.path) if _existing(c)), "")
+        if index:
+            tasks.extend(_multistream_tasks(dump.path, dump.size_bytes, index, task_bytes, options))
+        else:
+            tasks.append(ReadTask(source=NAME, path=dump.path, options=dict(options)))
+    return tasks
