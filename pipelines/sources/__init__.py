@@ -29,7 +29,9 @@ class _Registry(Mapping):
             raise KeyError(name)
         module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
         if getattr(module, "NAME", None) != name:
-            raise ImportError(f"{module.__name__}.NAME is {getattr(module, 'NAME', None)!r}, not {name!r}")
+            raise ImportError(
+                f"{module.__name__}.NAME is {getattr(module, 'NAME', None)!r}, not {name!r}"
+            )
         return module
 
     def __iter__(self) -> Iterator[str]:

@@ -1,0 +1,156 @@
+"""Live progress of a local run: workers write heartbeat files, the launcher sums and prints them.
+
+The Python FnApiRunner (what a local DirectRunner run uses) runs a pipeline to completion
+inside `run()` and only reports Beam metrics once it is done, and with multi_processing the
+work happens in other processes. So each worker process keeps running totals and rewrites one
+small JSON file (atomically, at most once a second) in a directory the launcher chose; the
+launcher's display thread sums those files every few seconds. Totals can overcount a bundle
+that was retried: they are for watching a run, `stats.json` is the account.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TextIO
+
+# What the display shows, in order: (counter, label, is a byte count).
+FIELDS = (
+    ("tasks", "tasks", False),
+    ("docs_read", "docs read", False),
+    ("bytes_read", "read", True),
+    ("docs_tokenized", "tokenized", False),
+    ("tokens", "tokens", False),
+    ("shards", "shards", False),
+)
+_FLUSH_SECONDS = 1.0
+
+
+class ProgressReporter:
+    """Running totals of one worker process, mirrored to `<directory>/<pid>-<random>.json`."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.pid = os.getpid()
+        self.path = os.path.join(directory, f"{self.pid}-{uuid.uuid4().hex[:8]}.json")
+        self.totals: collections.Counter = collections.Counter()
+        self._last_flush = 0.0
+        self._lock = threading.Lock()  # multi_threading workers share one reporter
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            self.totals.update(counts)
+            now = time.monotonic()
+            if now - self._last_flush >= _FLUSH_SECONDS:
+                self._last_flush = now
+                self._write()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._write()
+
+    def _write(self) -> None:
+        tmp = self.path + ".tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(dict(self.totals), f)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # the launcher removed the directory: the run is over, nobody is watching
+
+
+_REPORTERS: dict[str, ProgressReporter] = {}
+_REPORTERS_LOCK = threading.Lock()
+
+
+def reporter(directory: str | None) -> ProgressReporter | None:
+    """This process's reporter for `directory` (one per process), or None when not watched."""
+    if not directory or not os.path.isdir(directory):
+        return None
+    with _REPORTERS_LOCK:
+        found = _REPORTERS.get(directory)
+        if found is None or found.pid != os.getpid():
+            # A forked worker inherits the parent's table; it needs its own file.
+            found = _REPORTERS[directory] = ProgressReporter(directory)
+        return found
+
+
+def read_totals(directory: str) -> dict[str, int]:
+    """The sum of every worker's heartbeat file in `directory`."""
+    totals: collections.Counter = collections.Counter()
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return {}
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                totals.update(json.load(f))
+        except (OSError, ValueError):
+            continue  # being replaced right now; the next poll reads it
+    return dict(totals)
+
+
+def _human(n: float, is_bytes: bool) -> str:
+    if is_bytes:
+        return f"{n / 1e6:,.1f} MB"
+    if n >= 1e6:
+        return f"{n / 1e6:,.2f}M"
+    return f"{int(n):,}"
+
+
+def format_progress(totals: Mapping[str, int], elapsed: float, total_tasks: int) -> str:
+    """One status line, e.g. `[  12s] tasks 3/10 | docs read 1,234 | read 5.6 MB (0.47 MB/s) ...`."""
+    parts = [f"[{elapsed:5.0f}s]"]
+    for key, label, is_bytes in FIELDS:
+        value = totals.get(key, 0)
+        if key == "tasks":
+            parts.append(f"tasks {value}/{total_tasks}")
+            continue
+        text = f"{label} {_human(value, is_bytes)}"
+        if key == "bytes_read" and elapsed > 0:
+            text += f" ({value / 1e6 / elapsed:,.2f} MB/s)"
+        parts.append(text)
+    return " | ".join(parts)
+
+
+class ProgressDisplay(threading.Thread):
+    """Prints a status line every `interval` seconds until `stop()` (daemon thread)."""
+
+    def __init__(
+        self,
+        directory: str,
+        total_tasks: int,
+        interval: float = 5.0,
+        stream: TextIO | None = None,
+    ):
+        super().__init__(daemon=True, name="progress")
+        self.directory = directory
+        self.total_tasks = total_tasks
+        self.interval = interval
+        self.stream = stream or sys.stderr
+        self.started_at = time.monotonic()
+        self.lines_printed = 0
+        self._stop_event = threading.Event()
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started_at
+        return format_progress(read_totals(self.directory), elapsed, self.total_tasks)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            print(self.line(), file=self.stream, flush=True)
+            self.lines_printed += 1
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout=self.interval + 1)

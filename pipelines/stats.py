@@ -1,0 +1,191 @@
+"""The run's account: every input record is written, dropped under a reason, or failed.
+
+Counts travel two ways. Each counting DoFn increments Beam metrics (namespace "pipelines") so
+a runner's UI shows them live, and it also emits its bundle's counts as data, merged by one
+tiny CombineGlobally, so that `stats.json` is exact on every runner (metrics are best-effort
+on some runners and are discarded with a failed bundle; data outputs are committed exactly
+once with their bundle).
+
+Counter names:
+    docs_read, bytes_read, read_failures, tasks_read    what the sources produced
+    dropped_<reason>                                    a filter or dedup Reject
+    failed_<reason>                                     a Failure (unparseable record, a stage error)
+    docs_written, sequences_written, tokens_written,
+    bytes_written, shards_written                       what the shards hold
+
+The identity checked at the end (`read` counts documents plus records that could not be read):
+    read = docs_read + read_failures = written + sum(dropped) + sum(failed)
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Mapping
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+NAMESPACE = "pipelines"
+DROPPED = "dropped_"
+FAILED = "failed_"
+# Fraction of records that may fail to parse before the run is declared failed. Truncated files
+# and the odd bad record are normal in web-scale inputs; more than 1% usually means a wrong
+# --source or a broken input, which must not pass quietly.
+DEFAULT_MAX_FAILURE_RATE = 0.01
+
+
+class AccountError(RuntimeError):
+    """The counts do not add up, or too many records failed: the run must not look successful."""
+
+
+class BundleCounts:
+    """Counts of one DoFn's bundle: added to Beam metrics and emitted as data once per bundle.
+
+    Incrementing a plain dict per element is far cheaper than a Beam metric call per element;
+    both views are updated together at bundle end, so they agree.
+    """
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter = collections.Counter()
+        self._metrics: dict[str, object] = {}
+
+    def inc(self, name: str, n: int = 1) -> None:
+        self.counts[name] += n
+
+    def drain(self) -> dict[str, int]:
+        """The bundle's counts (also pushed to Beam metrics), and a fresh start for the next."""
+        counts = {k: int(v) for k, v in self.counts.items() if v}
+        for name, value in counts.items():
+            metric = self._metrics.get(name)
+            if metric is None:
+                metric = self._metrics[name] = Metrics.counter(NAMESPACE, name)
+            metric.inc(value)
+        self.counts = collections.Counter()
+        return counts
+
+
+def merge_counts(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: collections.Counter = collections.Counter()
+    for part in parts:
+        total.update(part)
+    return dict(sorted(total.items()))
+
+
+class MergeCounts(beam.CombineFn):
+    """CombineGlobally of per-bundle count dicts into the run's totals (tiny: a few keys)."""
+
+    def create_accumulator(self) -> collections.Counter:
+        return collections.Counter()
+
+    def add_input(self, accumulator: collections.Counter, element: Mapping[str, int]):
+        accumulator.update(element)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        total: collections.Counter = collections.Counter()
+        for accumulator in accumulators:
+            total.update(accumulator)
+        return total
+
+    def extract_output(self, accumulator) -> dict[str, int]:
+        return dict(sorted(accumulator.items()))
+
+
+def _by_prefix(counts: Mapping[str, int], prefix: str) -> dict[str, int]:
+    return {k[len(prefix) :]: int(v) for k, v in sorted(counts.items()) if k.startswith(prefix)}
+
+
+def build_stats(
+    counts: Mapping[str, int],
+    *,
+    max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE,
+    extra: Mapping[str, object] | None = None,
+) -> dict:
+    """The `stats.json` document from the run's merged counts (pure; see `check_stats`)."""
+    dropped = _by_prefix(counts, DROPPED)
+    failed = _by_prefix(counts, FAILED)
+    documents_read = int(counts.get("docs_read", 0))
+    read = documents_read + int(counts.get("read_failures", 0))
+    written = int(counts.get("docs_written", 0))
+    dropped_total, failed_total = sum(dropped.values()), sum(failed.values())
+    stats = {
+        "read": read,
+        "written": written,
+        "dropped_total": dropped_total,
+        "failed_total": failed_total,
+        "balanced": read == written + dropped_total + failed_total,
+        "dropped": dropped,
+        "failed": failed,
+        "failure_rate": (failed_total / read) if read else 0.0,
+        "max_failure_rate": max_failure_rate,
+        "documents_read": documents_read,
+        "unreadable_records": int(counts.get("read_failures", 0)),
+        "bytes_read": int(counts.get("bytes_read", 0)),
+        "tasks_read": int(counts.get("tasks_read", 0)),
+        "shards": int(counts.get("shards_written", 0)),
+        "sequences_written": int(counts.get("sequences_written", 0)),
+        "tokens_written": int(counts.get("tokens_written", 0)),
+        "bytes_written": int(counts.get("bytes_written", 0)),
+    }
+    stats.update(extra or {})
+    return stats
+
+
+def check_stats(stats: Mapping) -> None:
+    """Raise AccountError when the account does not balance, nothing was read, or too many failed."""
+    if not stats["balanced"]:
+        raise AccountError(
+            f"the account does not balance: read {stats['read']} != written {stats['written']} "
+            f"+ dropped {stats['dropped_total']} + failed {stats['failed_total']}; "
+            "some stage lost documents without counting them (a bug: please report it)"
+        )
+    if stats["read"] == 0:
+        raise AccountError("no records were read: the input files hold no documents")
+    if stats["failure_rate"] > stats["max_failure_rate"]:
+        worst = sorted(stats["failed"].items(), key=lambda kv: -kv[1])[:3]
+        raise AccountError(
+            f"{stats['failed_total']} of {stats['read']} records failed "
+            f"({stats['failure_rate']:.2%} > --max-failure-rate {stats['max_failure_rate']:.2%}); "
+            f"most common: {', '.join(f'{k}={v}' for k, v in worst)}. The logs name each failed "
+            "record's location; --keep-rejects writes them to OUTPUT/rejects/"
+        )
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def format_report(stats: Mapping) -> str:
+    """The final report: a small table of the account, for the terminal."""
+    rows = [
+        ("read", f"{stats['read']:,}", f"{_mb(stats['bytes_read'])} of text"),
+        ("written", f"{stats['written']:,}", f"{_mb(stats['bytes_written'])} of text"),
+    ]
+    for reason, n in stats["dropped"].items():
+        rows.append((f"  dropped {reason}", f"{n:,}", ""))
+    for reason, n in stats["failed"].items():
+        rows.append((f"  failed {reason}", f"{n:,}", ""))
+    rows += [
+        ("shards", f"{stats['shards']:,}", ""),
+        ("sequences", f"{stats['sequences_written']:,}", ""),
+        ("tokens", f"{stats['tokens_written']:,}", ""),
+    ]
+    elapsed = stats.get("elapsed_s")
+    if elapsed:
+        rows.append(
+            (
+                "elapsed",
+                f"{elapsed:,.1f} s",
+                f"{stats['bytes_read'] / 1e6 / elapsed:,.2f} MB/s read",
+            )
+        )
+    width = max(len(r[0]) for r in rows)
+    number = max(len(r[1]) for r in rows)
+    lines = [f"{name:<{width}}  {value:>{number}}  {note}".rstrip() for name, value, note in rows]
+    balance = "balanced" if stats["balanced"] else "NOT BALANCED"
+    lines.append(
+        f"account: read = written + dropped + failed: {stats['read']:,} = {stats['written']:,} + "
+        f"{stats['dropped_total']:,} + {stats['failed_total']:,} ({balance}); "
+        f"failure rate {stats['failure_rate']:.3%} (max {stats['max_failure_rate']:.2%})"
+    )
+    return "\n".join(lines)

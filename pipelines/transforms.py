@@ -1,0 +1,416 @@
+"""The pipeline's composite PTransforms: ReadSource, Clean, Tokenize (WriteShards is in write.py).
+
+Each is a few small DoFns around the stage's pure function (a source's `read`,
+`clean_document`, `tokenize_batch`). Every transform returns a dict of PCollections:
+"documents" (what goes on), "counts" (one small dict per bundle, merged into stats.json),
+and "failures" / "rejects" (records that went elsewhere; emitted only when someone keeps
+them, otherwise just counted, so rejected text never travels).
+
+A stage that raises on one record (a bug, or an input nobody foresaw) does not kill the run:
+the record becomes a Failure named after the stage, counted and logged with its location;
+--max-failure-rate turns many of them into a failed run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.transforms.window import GlobalWindows
+
+from pipelines import progress as progress_lib
+from pipelines.document import Document, Failure, ReadTask, Reject
+from pipelines.stats import DROPPED, FAILED, BundleCounts
+
+LOG = logging.getLogger(__name__)
+# Every failure is counted; the first ones of each process are logged one by one, then one
+# line per this many, so a corpus of broken files does not flood the log.
+_LOG_EACH_FIRST = 50
+_LOG_EVERY = 1000
+
+
+class _FailureLog:
+    def __init__(self) -> None:
+        self.seen = 0
+        self.lock = threading.Lock()
+
+    def log(self, failure: Failure) -> None:
+        with self.lock:
+            self.seen += 1
+            seen = self.seen
+        if seen <= _LOG_EACH_FIRST:
+            LOG.warning("skipped %s: %s %s", failure.location, failure.reason, failure.detail)
+        elif seen % _LOG_EVERY == 0:
+            LOG.warning(
+                "%d records failed so far in this worker (latest: %s: %s)",
+                seen,
+                failure.location,
+                failure.reason,
+            )
+
+
+_FAILURES = _FailureLog()
+
+
+def _windowed(output):
+    """An output of finish_bundle must carry its window (the global one: this is batch)."""
+    if isinstance(output, pvalue.TaggedOutput):
+        return pvalue.TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
+    return GlobalWindows.windowed_value(output)
+
+
+def _stage_error(location: str, stage: str, error: Exception) -> Failure:
+    LOG.exception(
+        "%s: %s stage raised on this record; counted as failed_%s_error", location, stage, stage
+    )
+    return Failure(
+        location=location, reason=f"{stage}_error", detail=f"{type(error).__name__}: {error}"
+    )
+
+
+class _CountingDoFn(beam.DoFn):
+    """Bundle-local counts, emitted once per bundle on the "counts" output."""
+
+    def start_bundle(self) -> None:
+        self.counts = BundleCounts()
+
+    def _fail(self, failure: Failure, keep: bool) -> Iterator:
+        _FAILURES.log(failure)
+        self.counts.inc(FAILED + failure.reason)
+        if keep:
+            yield pvalue.TaggedOutput("failures", failure)
+
+    def _reject(self, reject: Reject, keep: bool) -> Iterator:
+        self.counts.inc(DROPPED + reject.reason)
+        if keep:
+            yield pvalue.TaggedOutput("rejects", reject)
+
+    def finish_bundle(self) -> Iterator:
+        yield _windowed(pvalue.TaggedOutput("counts", self.counts.drain()))
+
+
+# -- the tokenizer, shipped as a file ---------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TokenizerRef:
+    """A tokenizer JSON file every worker can read, plus the facts the graph needs up front.
+
+    DoFns hold this instead of the tokenizer: Beam pickles and bz2-compresses each DoFn several
+    times while building and running a graph, and a GPT-2 tokenizer's JSON (2 MB) made that
+    cost seconds per stage. Workers load the file once per process.
+    """
+
+    url: str
+    sha256: str
+    kind: str
+    vocab_size: int
+    special_ids: Mapping[str, int]
+
+    @classmethod
+    def describe(cls, tokenizer, url: str) -> TokenizerRef:
+        identity = tokenizer.identity()
+        return cls(
+            url=url,
+            sha256=identity["sha256"],
+            kind=identity["kind"],
+            vocab_size=int(identity["vocab_size"]),
+            special_ids=dict(identity["special_ids"]),
+        )
+
+    @classmethod
+    def save(cls, tokenizer, url: str) -> TokenizerRef:
+        """Write the tokenizer's JSON to `url` (atomically) and refer to it."""
+        from pipelines.write import OutputDir
+
+        directory, _, name = url.rstrip("/").rpartition("/")
+        if "://" not in url:
+            directory, name = os.path.split(os.path.abspath(url))
+        OutputDir(directory).write_bytes(name, tokenizer.to_json().encode("utf-8"))
+        return cls.describe(tokenizer, url if "://" in url else os.path.abspath(url))
+
+    def load(self):
+        """The TextTokenizer (one per process and file); checks the file is the one described."""
+        with _TOKENIZERS_LOCK:
+            found = _TOKENIZERS.get((self.url, self.sha256))
+            if found is None:
+                from pipelines.tokenize import TextTokenizer
+                from pipelines.write import OutputDir
+
+                directory, _, name = self.url.rpartition("/")
+                if "://" not in self.url:
+                    directory, name = os.path.split(self.url)
+                text = OutputDir(directory).read_bytes(name).decode("utf-8")
+                if hashlib.sha256(text.encode("utf-8")).hexdigest() != self.sha256:
+                    raise RuntimeError(
+                        f"{self.url}: changed since the run started (sha256 differs)"
+                    )
+                found = _TOKENIZERS[(self.url, self.sha256)] = TextTokenizer(text)
+            return found
+
+
+_TOKENIZERS: dict[tuple[str, str], object] = {}
+_TOKENIZERS_LOCK = threading.Lock()
+
+
+# -- read -------------------------------------------------------------------------------------
+class ReadDoFn(_CountingDoFn):
+    def __init__(self, source: str, keep_failures: bool, progress_dir: str | None):
+        self.source_name = source
+        self.keep_failures = keep_failures
+        self.progress_dir = progress_dir
+
+    def setup(self) -> None:
+        from pipelines.sources import get_source
+
+        self.source = get_source(self.source_name)
+        self.progress = progress_lib.reporter(self.progress_dir)
+
+    def process(self, task: ReadTask) -> Iterator:
+        try:
+            for record in self.source.read(task):
+                if isinstance(record, Document):
+                    size = len(record.text.encode("utf-8"))
+                    self.counts.inc("docs_read")
+                    self.counts.inc("bytes_read", size)
+                    if self.progress:
+                        self.progress.add(docs_read=1, bytes_read=size)
+                    yield record
+                else:
+                    self.counts.inc("read_failures")
+                    yield from self._fail(record, self.keep_failures)
+        except Exception as error:  # a reader bug must not end a long run: count it, go on
+            self.counts.inc("read_failures")
+            location = task.path if task.end < 0 else f"{task.path}[{task.start}:{task.end}]"
+            yield from self._fail(_stage_error(location, "read", error), self.keep_failures)
+        self.counts.inc("tasks_read")
+        if self.progress:
+            self.progress.add(tasks=1)
+
+
+class ReadSource(beam.PTransform):
+    """PBegin -> {"documents", "failures", "counts"} from a source's planned ReadTasks.
+
+    Tasks are planned on the launcher (cheap: listing and index reading) and spread over
+    workers by Create's reshuffle; each task is read start to end on one worker.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        tasks: Sequence[ReadTask],
+        *,
+        keep_failures: bool = False,
+        progress_dir: str | None = None,
+    ):
+        super().__init__()
+        self.source = source
+        self.tasks = list(tasks)
+        self.keep_failures = keep_failures
+        self.progress_dir = progress_dir
+
+    def expand(self, pbegin):
+        read = (
+            pbegin
+            | "Tasks" >> beam.Create(self.tasks)
+            | "Read"
+            >> beam.ParDo(
+                ReadDoFn(self.source, self.keep_failures, self.progress_dir)
+            ).with_outputs("failures", "counts", main="documents")
+        )
+        return {"documents": read.documents, "failures": read.failures, "counts": read.counts}
+
+
+# -- clean ------------------------------------------------------------------------------------
+class CleanDoFn(_CountingDoFn):
+    def __init__(self, config, keep_rejects: bool):
+        self.config = config
+        self.keep_rejects = keep_rejects
+
+    def process(self, doc: Document) -> Iterator:
+        from pipelines.clean import clean_document
+
+        try:
+            result = clean_document(doc, self.config)
+        except Exception as error:
+            yield from self._fail(_stage_error(doc.id, "clean", error), self.keep_rejects)
+            return
+        if isinstance(result, Reject):
+            yield from self._reject(result, self.keep_rejects)
+        else:
+            yield result
+
+
+class Clean(beam.PTransform):
+    """PCollection[Document] -> {"documents", "rejects", "failures", "counts"}."""
+
+    def __init__(self, config, *, keep_rejects: bool = False):
+        super().__init__()
+        self.config = config
+        self.keep_rejects = keep_rejects
+
+    def expand(self, documents):
+        cleaned = documents | "Clean" >> beam.ParDo(
+            CleanDoFn(self.config, self.keep_rejects)
+        ).with_outputs("rejects", "failures", "counts", main="documents")
+        return {
+            "documents": cleaned.documents,
+            "rejects": cleaned.rejects,
+            "failures": cleaned.failures,
+            "counts": cleaned.counts,
+        }
+
+
+# -- count rejects that another transform produced (dedup) -------------------------------------
+class CountRejectsDoFn(_CountingDoFn):
+    def __init__(self, keep_rejects: bool):
+        self.keep_rejects = keep_rejects
+
+    def process(self, reject: Reject) -> Iterator:
+        yield from self._reject(reject, self.keep_rejects)
+
+
+class CountRejects(beam.PTransform):
+    """PCollection[Reject] -> {"rejects" (when kept), "counts"}."""
+
+    def __init__(self, *, keep_rejects: bool = False):
+        super().__init__()
+        self.keep_rejects = keep_rejects
+
+    def expand(self, rejects):
+        counted = rejects | "Count" >> beam.ParDo(CountRejectsDoFn(self.keep_rejects)).with_outputs(
+            "rejects", "counts"
+        )
+        return {"rejects": counted.rejects, "counts": counted.counts}
+
+
+# -- tokenize ---------------------------------------------------------------------------------
+class TokenizeDoFn(_CountingDoFn):
+    """Buffers documents and tokenizes them with one encode_batch call per batch."""
+
+    def __init__(
+        self,
+        tokenizer_ref: TokenizerRef,
+        *,
+        split_sentences: bool,
+        append_eod: bool,
+        min_tokens: int,
+        batch_docs: int,
+        batch_bytes: int,
+        keep_rejects: bool,
+        progress_dir: str | None,
+    ):
+        self.tokenizer_ref = tokenizer_ref
+        self.split_sentences = split_sentences
+        self.append_eod = append_eod
+        self.min_tokens = min_tokens
+        self.batch_docs = batch_docs
+        self.batch_bytes = batch_bytes
+        self.keep_rejects = keep_rejects
+        self.progress_dir = progress_dir
+
+    def setup(self) -> None:
+        self.tokenizer = self.tokenizer_ref.load()
+        self.progress = progress_lib.reporter(self.progress_dir)
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self.batch: list[Document] = []
+        self.batch_chars = 0
+
+    def process(self, doc: Document) -> Iterator:
+        self.batch.append(doc)
+        self.batch_chars += len(doc.text)  # characters: a cheap stand-in for bytes
+        if len(self.batch) >= self.batch_docs or self.batch_chars >= self.batch_bytes:
+            yield from self._flush()
+
+    def _tokenize(self, docs: list[Document]):
+        from pipelines.tokenize import tokenize_batch
+
+        return tokenize_batch(
+            docs,
+            self.tokenizer,
+            split_sentences=self.split_sentences,
+            append_eod=self.append_eod,
+            min_tokens=self.min_tokens,
+        )
+
+    def _flush(self) -> Iterator:
+        docs, self.batch, self.batch_chars = self.batch, [], 0
+        if not docs:
+            return
+        try:
+            results = [self._tokenize(docs)]
+        except Exception:
+            # Find the document that breaks the batch: tokenize one by one.
+            results = []
+            for doc in docs:
+                try:
+                    results.append(self._tokenize([doc]))
+                except Exception as error:
+                    yield from self._fail(
+                        _stage_error(doc.id, "tokenize", error), self.keep_rejects
+                    )
+        tokens = 0
+        for tokenized, rejects in results:
+            for reject in rejects:
+                yield from self._reject(reject, self.keep_rejects)
+            for doc in tokenized:
+                tokens += sum(len(s) for s in doc.sequences)
+                yield doc
+            self.counts.inc("docs_tokenized", len(tokenized))
+        self.counts.inc("tokens_tokenized", tokens)
+        if self.progress:
+            self.progress.add(docs_tokenized=len(docs), tokens=tokens)
+
+    def finish_bundle(self) -> Iterator:
+        for output in self._flush():
+            yield _windowed(output)
+        yield from super().finish_bundle()
+
+
+class Tokenize(beam.PTransform):
+    """PCollection[Document] -> {"documents" (TokenizedDocument), "rejects", "failures", "counts"}."""
+
+    def __init__(
+        self,
+        tokenizer_ref: TokenizerRef,
+        *,
+        split_sentences: bool = False,
+        append_eod: bool = False,
+        min_tokens: int = 0,
+        batch_docs: int = 256,
+        batch_bytes: int = 4 << 20,
+        keep_rejects: bool = False,
+        progress_dir: str | None = None,
+    ):
+        super().__init__()
+        if append_eod and "eod" not in tokenizer_ref.special_ids:
+            raise ValueError(
+                f"--append-eod: the {tokenizer_ref.kind} tokenizer has no end-of-document token"
+            )
+        self.dofn = TokenizeDoFn(
+            tokenizer_ref,
+            split_sentences=split_sentences,
+            append_eod=append_eod,
+            min_tokens=min_tokens,
+            batch_docs=batch_docs,
+            batch_bytes=batch_bytes,
+            keep_rejects=keep_rejects,
+            progress_dir=progress_dir,
+        )
+
+    def expand(self, documents):
+        tokenized = documents | "Tokenize" >> beam.ParDo(self.dofn).with_outputs(
+            "rejects", "failures", "counts", main="documents"
+        )
+        return {
+            "documents": tokenized.documents,
+            "rejects": tokenized.rejects,
+            "failures": tokenized.failures,
+            "counts": tokenized.counts,
+        }
