@@ -1,0 +1,352 @@
+"""The clean stage: normalise every document, then keep it or reject it under a named reason.
+
+    from pipelines.clean import CleanConfig, clean_document
+    result = clean_document(doc, CleanConfig.for_source("webtext"))   # Document or Reject
+
+`clean_document` is pure. Checks run cheapest and most decisive first, in the order of
+FineWeb's pipeline: length, language, Gopher repetition, Gopher quality, then C4's line rules
+(which shorten the text, so length is checked again after them). Every threshold is a field of
+`CleanConfig`; a rule whose field is None (or empty, or False) is off. The light defaults
+(`CleanConfig()`) suit curated text; `CleanConfig.for_source` adds the web rules for web crawls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipelines.clean import filters
+from pipelines.clean.filters import C4_BOILERPLATE_PHRASES
+from pipelines.clean.language import identify_language, supported_languages
+from pipelines.clean.normalize import normalize_text
+from pipelines.document import Document, Reject
+
+__all__ = ["CleanConfig", "clean_document", "FILTER_NAMES", "WEB_SOURCES", "normalize_text"]
+
+# Every reason clean_document can reject with, in the order the checks run.
+FILTER_NAMES = (
+    "too_short",
+    "too_few_words",
+    "too_many_words",
+    "language",
+    "gopher_duplicate_lines",
+    "gopher_duplicate_line_chars",
+    "gopher_duplicate_paragraphs",
+    "gopher_duplicate_paragraph_chars",
+    "gopher_top_ngram",
+    "gopher_duplicate_ngrams",
+    "gopher_mean_word_length",
+    "gopher_symbol_ratio",
+    "gopher_bullet_lines",
+    "gopher_ellipsis_lines",
+    "gopher_alpha_words",
+    "gopher_stop_words",
+    "c4_lorem_ipsum",
+    "c4_curly_brace",
+    "c4_too_few_sentences",
+)
+
+# Sources whose documents are crawled web pages and get the Gopher and C4 rules. Every other
+# source (books, wikipedia, jsonl, parquet, ...) is curated text and gets the light defaults.
+WEB_SOURCES = frozenset({"webtext", "warc"})
+
+_GOPHER_TOP_NGRAMS = ((2, 0.20), (3, 0.18), (4, 0.16))
+_GOPHER_DUPLICATE_NGRAMS = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanConfig:
+    """Every filter's setting. Defaults are the light preset; `for_source("webtext")` the web one.
+
+    | field | default | web preset | rejects with |
+    |---|---|---|---|
+    | min_chars | 50 | 50 | too_short |
+    | min_words | 10 | 50 (Gopher) | too_few_words |
+    | max_words | None | 100,000 (Gopher) | too_many_words |
+    | language | "en" | "en" | language |
+    | language_threshold | 0.65 | 0.65 | language |
+    | max_duplicate_line_fraction | None | 0.30 | gopher_duplicate_lines |
+    | max_duplicate_line_char_fraction | None | 0.20 | gopher_duplicate_line_chars |
+    | max_duplicate_paragraph_fraction | None | 0.30 | gopher_duplicate_paragraphs |
+    | max_duplicate_paragraph_char_fraction | None | 0.20 | gopher_duplicate_paragraph_chars |
+    | max_top_ngram_char_fraction | () | 2: .20, 3: .18, 4: .16 | gopher_top_ngram |
+    | max_duplicate_ngram_char_fraction | () | 5: .15 ... 10: .10 | gopher_duplicate_ngrams |
+    | mean_word_length | None | (3, 10) | gopher_mean_word_length |
+    | max_symbol_word_ratio | None | 0.1 | gopher_symbol_ratio |
+    | max_bullet_line_fraction | None | 0.9 | gopher_bullet_lines |
+    | max_ellipsis_line_fraction | None | 0.3 | gopher_ellipsis_lines |
+    | min_alpha_word_fraction | None | 0.8 | gopher_alpha_words |
+    | min_stop_words | None | 2 | gopher_stop_words |
+    | c4_terminal_punctuation | False | True | (drops lines) |
+    | c4_min_words_per_line | 0 | 3 | (drops lines) |
+    | c4_boilerplate_phrases | () | javascript, terms of use, ... | (drops lines) |
+    | c4_reject_lorem_ipsum | False | True | c4_lorem_ipsum |
+    | c4_reject_curly_brace | False | True | c4_curly_brace |
+    | c4_min_sentences | None | 5 | c4_too_few_sentences |
+
+    `language` is one code ("en"), several ("en,fr" or a tuple), or "any" (no language id).
+    A document is kept when its most likely language is one of them with probability at least
+    `language_threshold`. `min_stop_words` (English stop words) only applies to documents
+    identified as English. `max_top_ngram_char_fraction` and `max_duplicate_ngram_char_fraction`
+    are ((n, max_fraction), ...) pairs.
+    """
+
+    min_chars: int = 50
+    min_words: int = 10
+    max_words: int | None = None
+    language: str | tuple[str, ...] = "en"
+    language_threshold: float = 0.65
+    max_duplicate_line_fraction: float | None = None
+    max_duplicate_line_char_fraction: float | None = None
+    max_duplicate_paragraph_fraction: float | None = None
+    max_duplicate_paragraph_char_fraction: float | None = None
+    max_top_ngram_char_fraction: tuple[tuple[int, float], ...] = ()
+    max_duplicate_ngram_char_fraction: tuple[tuple[int, float], ...] = ()
+    mean_word_length: tuple[float, float] | None = None
+    max_symbol_word_ratio: float | None = None
+    max_bullet_line_fraction: float | None = None
+    max_ellipsis_line_fraction: float | None = None
+    min_alpha_word_fraction: float | None = None
+    min_stop_words: int | None = None
+    c4_terminal_punctuation: bool = False
+    c4_min_words_per_line: int = 0
+    c4_boilerplate_phrases: tuple[str, ...] = ()
+    c4_reject_lorem_ipsum: bool = False
+    c4_reject_curly_brace: bool = False
+    c4_min_sentences: int | None = None
+
+    def __post_init__(self) -> None:
+        language = self.language
+        if isinstance(language, str) and language != "any":
+            language = tuple(code.strip() for code in language.split(",") if code.strip())
+        if language != "any":
+            language = tuple(language)
+            if not language:
+                raise ValueError('CleanConfig.language is empty: give codes such as "en" or "any"')
+            unknown = sorted(set(language) - set(supported_languages()))
+            if unknown:
+                raise ValueError(
+                    f"CleanConfig.language: unknown language code(s) {unknown}; py3langid knows "
+                    f"{', '.join(sorted(supported_languages()))}"
+                )
+        object.__setattr__(self, "language", language)
+        object.__setattr__(
+            self, "c4_boilerplate_phrases", tuple(p.lower() for p in self.c4_boilerplate_phrases)
+        )
+        if not 0.0 <= self.language_threshold <= 1.0:
+            raise ValueError(f"language_threshold must be in [0, 1], got {self.language_threshold}")
+        for n, _ in self.max_top_ngram_char_fraction + self.max_duplicate_ngram_char_fraction:
+            if n < 1:
+                raise ValueError(f"n-gram sizes must be >= 1, got {n}")
+
+    @classmethod
+    def for_source(cls, source: str, **overrides: object) -> CleanConfig:
+        """The preset for a source: web crawls (`WEB_SOURCES`) get the Gopher and C4 rules with
+        their published thresholds; every other source only normalisation, length and language.
+        `overrides` replace single fields (e.g. `language="any"`)."""
+        if source in WEB_SOURCES:
+            preset: dict[str, object] = dict(
+                min_words=50,
+                max_words=100_000,
+                max_duplicate_line_fraction=0.30,
+                max_duplicate_line_char_fraction=0.20,
+                max_duplicate_paragraph_fraction=0.30,
+                max_duplicate_paragraph_char_fraction=0.20,
+                max_top_ngram_char_fraction=_GOPHER_TOP_NGRAMS,
+                max_duplicate_ngram_char_fraction=_GOPHER_DUPLICATE_NGRAMS,
+                mean_word_length=(3.0, 10.0),
+                max_symbol_word_ratio=0.1,
+                max_bullet_line_fraction=0.9,
+                max_ellipsis_line_fraction=0.3,
+                min_alpha_word_fraction=0.8,
+                min_stop_words=2,
+                c4_terminal_punctuation=True,
+                c4_min_words_per_line=3,
+                c4_boilerplate_phrases=C4_BOILERPLATE_PHRASES,
+                c4_reject_lorem_ipsum=True,
+                c4_reject_curly_brace=True,
+                c4_min_sentences=5,
+            )
+        else:
+            preset = {}
+        preset.update(overrides)
+        return cls(**preset)  # type: ignore[arg-type]
+
+    @property
+    def uses_word_statistics(self) -> bool:
+        return bool(
+            self.max_top_ngram_char_fraction
+            or self.max_duplicate_ngram_char_fraction
+            or self.mean_word_length
+            or self.min_alpha_word_fraction is not None
+            or self.min_stop_words is not None
+        )
+
+    @property
+    def uses_c4_lines(self) -> bool:
+        return bool(
+            self.c4_terminal_punctuation
+            or self.c4_min_words_per_line
+            or self.c4_boilerplate_phrases
+            or self.c4_reject_lorem_ipsum
+            or self.c4_reject_curly_brace
+        )
+
+
+def _length_reason(text: str, config: CleanConfig) -> tuple[str, str] | None:
+    if len(text) < config.min_chars:
+        return "too_short", f"{len(text)} chars < {config.min_chars}"
+    if config.min_words or config.max_words is not None:
+        word_count = filters.count_words(text)
+        if word_count < config.min_words:
+            return "too_few_words", f"{word_count} words < {config.min_words}"
+        if config.max_words is not None and word_count > config.max_words:
+            return "too_many_words", f"{word_count} words > {config.max_words}"
+    return None
+
+
+def _above(name: str, value: float, limit: float | None) -> tuple[str, str] | None:
+    return (name, f"{value:.3f} > {limit}") if limit is not None and value > limit else None
+
+
+def _repetition_reason(text: str, config: CleanConfig) -> tuple[str, str] | None:
+    if config.max_duplicate_line_fraction is not None or (
+        config.max_duplicate_line_char_fraction is not None
+    ):
+        lines, line_chars = filters.duplicate_line_fractions(text)
+        reason = _above("gopher_duplicate_lines", lines, config.max_duplicate_line_fraction)
+        reason = reason or _above(
+            "gopher_duplicate_line_chars", line_chars, config.max_duplicate_line_char_fraction
+        )
+        if reason:
+            return reason
+    if config.max_duplicate_paragraph_fraction is not None or (
+        config.max_duplicate_paragraph_char_fraction is not None
+    ):
+        paragraphs, paragraph_chars = filters.duplicate_paragraph_fractions(text)
+        reason = _above(
+            "gopher_duplicate_paragraphs", paragraphs, config.max_duplicate_paragraph_fraction
+        )
+        reason = reason or _above(
+            "gopher_duplicate_paragraph_chars",
+            paragraph_chars,
+            config.max_duplicate_paragraph_char_fraction,
+        )
+        if reason:
+            return reason
+    return None
+
+
+def _word_reason(
+    words: filters.WordTable, config: CleanConfig, language: str | None
+) -> tuple[str, str] | None:
+    sizes = [
+        n for n, _ in config.max_top_ngram_char_fraction + config.max_duplicate_ngram_char_fraction
+    ]
+    if sizes:
+        hashes = filters.ngram_hashes(words.ids, max(sizes))
+        for n, limit in config.max_top_ngram_char_fraction:
+            fraction = filters.top_ngram_char_fraction(hashes[n], words.lengths, n)
+            if fraction > limit:
+                return "gopher_top_ngram", f"top {n}-gram covers {fraction:.3f} > {limit}"
+        for n, limit in config.max_duplicate_ngram_char_fraction:
+            fraction = filters.duplicate_ngram_char_fraction(hashes[n], words.lengths, n)
+            if fraction > limit:
+                return (
+                    "gopher_duplicate_ngrams",
+                    f"duplicate {n}-grams cover {fraction:.3f} > {limit}",
+                )
+    if config.mean_word_length is not None:
+        low, high = config.mean_word_length
+        mean = filters.mean_word_length(words)
+        if not low <= mean <= high:
+            return "gopher_mean_word_length", f"{mean:.2f} not in [{low}, {high}]"
+    if config.min_alpha_word_fraction is not None and words.word_count:
+        fraction = words.alpha_word_count / words.word_count
+        if fraction < config.min_alpha_word_fraction:
+            return "gopher_alpha_words", f"{fraction:.3f} < {config.min_alpha_word_fraction}"
+    if config.min_stop_words is not None and language == "en":
+        if words.stop_word_count < config.min_stop_words:
+            return "gopher_stop_words", f"{words.stop_word_count} < {config.min_stop_words}"
+    return None
+
+
+def _line_quality_reason(text: str, word_count: int, config: CleanConfig) -> tuple[str, str] | None:
+    if config.max_symbol_word_ratio is not None:
+        hashes, ellipses = filters.symbol_to_word_ratios(text, word_count)
+        worst_name, worst = ("#", hashes) if hashes >= ellipses else ("ellipsis", ellipses)
+        if worst > config.max_symbol_word_ratio:
+            return (
+                "gopher_symbol_ratio",
+                f"{worst_name} per word {worst:.3f} > {config.max_symbol_word_ratio}",
+            )
+    if config.max_bullet_line_fraction is not None or config.max_ellipsis_line_fraction is not None:
+        bullets, ellipses = filters.bullet_and_ellipsis_line_fractions(text)
+        reason = _above("gopher_bullet_lines", bullets, config.max_bullet_line_fraction)
+        reason = reason or _above(
+            "gopher_ellipsis_lines", ellipses, config.max_ellipsis_line_fraction
+        )
+        if reason:
+            return reason
+    return None
+
+
+def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
+    """The normalised document, or a Reject naming the first rule it failed (one of
+    FILTER_NAMES) with the measured value in `detail` and the normalised text in `text`.
+
+    A kept document whose language was identified carries it as `meta["language"]`.
+    """
+    text = normalize_text(doc.text)
+
+    def reject(reason_detail: tuple[str, str]) -> Reject:
+        reason, detail = reason_detail
+        return Reject(doc.id, doc.source, reason, detail, text)
+
+    reason = _length_reason(text, config)
+    if reason:
+        return reject(reason)
+
+    language = None
+    if config.language != "any":
+        language, confidence = identify_language(text)
+        if language not in config.language or confidence < config.language_threshold:
+            return reject(("language", f"{language} p={confidence:.3f}"))
+
+    reason = _repetition_reason(text, config)
+    if reason:
+        return reject(reason)
+    if config.uses_word_statistics:
+        words = filters.word_table(text)
+        reason = _word_reason(words, config, language)
+        if reason:
+            return reject(reason)
+    reason = _line_quality_reason(text, filters.count_words(text), config)
+    if reason:
+        return reject(reason)
+
+    if config.uses_c4_lines:
+        c4 = filters.c4_filter_lines(
+            text,
+            require_terminal_punctuation=config.c4_terminal_punctuation,
+            min_words_per_line=config.c4_min_words_per_line,
+            boilerplate_phrases=config.c4_boilerplate_phrases,
+            reject_lorem_ipsum=config.c4_reject_lorem_ipsum,
+            reject_curly_brace=config.c4_reject_curly_brace,
+        )
+        if c4.reject:
+            return reject((c4.reject, "a kept line contains it"))
+        if config.c4_min_sentences is not None and c4.sentence_count < config.c4_min_sentences:
+            return reject(
+                (
+                    "c4_too_few_sentences",
+                    f"{c4.sentence_count} < {config.c4_min_sentences} "
+                    f"after removing {c4.lines_removed} lines",
+                )
+            )
+        reason = _length_reason(c4.text, config)
+        if reason:
+            return reject(reason)
+        text = c4.text
+
+    meta = doc.meta if language is None else {**doc.meta, "language": language}
+    return dataclasses.replace(doc, text=text, meta=meta)

@@ -1,0 +1,224 @@
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines.clean import FILTER_NAMES, CleanConfig, clean_document, filters
+from pipelines.clean.normalize import normalize_text
+from pipelines.document import Document, Reject
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+WEBTEXT = CORPORA / "web" / "text" / "webtext_train_10"
+BOOKS = CORPORA / "books"
+WEB = CleanConfig.for_source("webtext")
+
+
+def _webtext(number: int) -> Document:
+    return Document(f"webtext:{number}", "webtext", (WEBTEXT / f"{number}.txt").read_text("utf-8"))
+
+
+def _prose() -> str:
+    """A real news page (webtext 3.txt) that passes every web rule: the base the adversarial
+    inputs below are made from, so that each trips exactly the rule it is aimed at."""
+    return normalize_text((WEBTEXT / "3.txt").read_text("utf-8"))
+
+
+def _reason(text: str, config: CleanConfig = WEB) -> str:
+    result = clean_document(Document("test:1", "webtext", text), config)
+    return result.reason if isinstance(result, Reject) else "kept"
+
+
+def test_the_base_page_passes_every_web_rule():
+    assert _reason(_prose()) == "kept"
+
+
+@pytest.mark.parametrize("number", [3, 4, 6, 7, 8, 9])
+def test_real_web_articles_are_kept(number):
+    kept = clean_document(_webtext(number), WEB)
+    assert isinstance(kept, Document)
+    assert kept.meta["language"] == "en"
+    # C4's line rules drop headings and captions without end punctuation, not the article.
+    assert 0.8 * len(_webtext(number).text) < len(kept.text) <= len(_webtext(number).text)
+
+
+def test_cookie_banner_page():
+    # 1.txt: two sentences of NFL news, then "ABOUT COOKIES" and a cookie-consent question.
+    page = _webtext(1)
+    result = clean_document(page, WEB)
+    # The heading goes (no end punctuation); what is left has 3 sentences, under C4's 5.
+    assert isinstance(result, Reject) and result.reason == "c4_too_few_sentences"
+    assert result.detail == "3 < 5 after removing 1 lines"
+    # Without the sentence minimum the page is kept minus the heading; the consent question
+    # ("accept cookies") is in none of C4's phrases, but a configured phrase removes it too.
+    relaxed = CleanConfig.for_source("webtext", c4_min_sentences=None, min_words=0)
+    kept = clean_document(page, relaxed)
+    assert "ABOUT COOKIES" not in kept.text and "accept cookies" in kept.text
+    phrases = relaxed.c4_boilerplate_phrases + ("accept cookies",)
+    stricter = dataclasses.replace(relaxed, c4_boilerplate_phrases=phrases)
+    assert clean_document(page, stricter).text == (
+        "LeSean McCoy going through warmups with first team offense. To my eye, does not look "
+        "close to 100 percent when cutting and exploding."
+    )
+
+
+def test_slideshow_page_with_repeated_captions_is_rejected():
+    # 2.txt repeats its whole "England Ashes squad" slideshow caption block.
+    result = clean_document(_webtext(2), WEB)
+    assert result.reason == "gopher_duplicate_ngrams"
+    assert result.detail.startswith("duplicate 5-grams cover 0.1")
+
+
+def test_books_are_not_subject_to_web_rules():
+    # Moby-Dick has 212k words (over Gopher's 100k) and hard-wrapped lines without end
+    # punctuation: the web rules would gut it, the books preset keeps it whole.
+    moby = Document("books:2701-0.txt", "books", (BOOKS / "2701-0.txt").read_text("utf-8"))
+    assert clean_document(moby, WEB).reason == "too_many_words"
+    kept = clean_document(moby, CleanConfig.for_source("books"))
+    assert isinstance(kept, Document)
+    assert kept.text == normalize_text(moby.text)
+    assert "Call me Ishmael." in kept.text
+
+
+def test_web_rules_pass_real_book_prose():
+    # The Gopher measures on a 30 kB slice of a real novel stay well inside their limits.
+    text = normalize_text((BOOKS / "11-0.txt").read_text("utf-8"))[20_000:50_000]
+    no_c4 = CleanConfig.for_source(
+        "webtext", c4_terminal_punctuation=False, c4_min_words_per_line=0, c4_min_sentences=None
+    )
+    assert _reason(text, no_c4) == "kept"
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.strip()]
+
+
+ADVERSARIAL = {
+    "too_short": lambda prose: "Too short.",
+    "too_few_words": lambda prose: " ".join(prose.split()[:40]),
+    "too_many_words": lambda prose: (prose + "\n\n") * 200,
+    # A page of one repeated line (a feed of the same teaser).
+    "gopher_duplicate_lines": lambda prose: (
+        prose + "\n\nRead more stories like this one on our home page today.\n" * 40
+    ),
+    "gopher_top_ngram": lambda prose: " ".join(
+        f"{word} breaking news" if i % 2 else word for i, word in enumerate(prose.split(" "))
+    ),
+    "gopher_duplicate_ngrams": lambda prose: "\n\n".join(
+        f"{paragraph} Sign up for the newsletter and never miss a story from the team."
+        for paragraph in prose.split("\n\n")
+    ),
+    "gopher_mean_word_length": lambda prose: " ".join(
+        "".join(prose.split(" ")[i : i + 3]) for i in range(0, len(prose.split(" ")), 3)
+    ),
+    # Symbol soup: a hashtag on every word.
+    "gopher_symbol_ratio": lambda prose: " ".join(f"#{word}" for word in prose.split(" ")),
+    "gopher_bullet_lines": lambda prose: "\n".join(f"• {line}" for line in _lines(prose)),
+    "gopher_ellipsis_lines": lambda prose: "\n".join(line + ".." for line in _lines(prose)),
+    "gopher_alpha_words": lambda prose: " ".join(
+        f"{word} {i}" for i, word in enumerate(prose.split(" "))
+    ),
+    "gopher_stop_words": lambda prose: re.sub(
+        r"\b(?:the|be|to|of|and|that|have|with)\b ?", "", prose, flags=re.IGNORECASE
+    ),
+    "c4_lorem_ipsum": lambda prose: (
+        prose
+        + "\n\nLorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor."
+    ),
+    "c4_curly_brace": lambda prose: prose + "\n\nTemplates write {name} where the name goes.",
+    "c4_too_few_sentences": lambda prose: (
+        "\n".join(line.rstrip('.!?"”') for line in _lines(prose))
+        + "\n\nThe only finished sentence is this one."
+    ),
+    "language": lambda prose: (BOOKS / "Candide-fr.txt").read_text("utf-8")[20_000:30_000],
+}
+
+
+@pytest.mark.parametrize("reason", sorted(ADVERSARIAL))
+def test_adversarial_input_rejected_for_its_reason(reason):
+    text = ADVERSARIAL[reason](_prose())
+    assert _reason(text) == reason
+
+
+def test_every_rule_is_named_and_exercised():
+    exercised = set(ADVERSARIAL) | {"gopher_duplicate_line_chars"}
+    paragraph_rules = {"gopher_duplicate_paragraphs", "gopher_duplicate_paragraph_chars"}
+    assert exercised | paragraph_rules == set(FILTER_NAMES)
+    assert len(FILTER_NAMES) == len(set(FILTER_NAMES))
+
+
+def test_duplicate_line_chars_rule():
+    # Few duplicated lines (under 30% of lines) but long ones (over 20% of characters).
+    prose = _prose()
+    longest = max(prose.split("\n"), key=len)
+    text = prose + "\n\n" + "\n\n".join([longest] * 3)
+    lines, chars = filters.duplicate_line_fractions(text)
+    assert lines < 0.30 and chars > 0.20
+    assert _reason(text) == "gopher_duplicate_line_chars"
+
+
+def test_duplicate_paragraph_rules():
+    config = CleanConfig(
+        language="any",
+        max_duplicate_paragraph_fraction=0.30,
+        max_duplicate_paragraph_char_fraction=0.20,
+    )
+    paragraphs = _prose().split("\n\n")
+    repeated = "\n\n".join(paragraphs + sorted(paragraphs, key=len)[:3] * 4)
+    assert _reason(repeated, config) == "gopher_duplicate_paragraphs"
+    long_repeat = "\n\n".join(paragraphs + [max(paragraphs, key=len)] * 3)
+    assert _reason(long_repeat, config) == "gopher_duplicate_paragraph_chars"
+    assert _reason(_prose(), config) == "kept"
+
+
+def test_light_preset_only_checks_length_and_language():
+    light = CleanConfig.for_source("wikipedia")
+    assert not light.uses_word_statistics and not light.uses_c4_lines
+    for reason in ("gopher_duplicate_lines", "gopher_symbol_ratio", "c4_curly_brace"):
+        assert _reason(ADVERSARIAL[reason](_prose()), light) == "kept"
+    assert _reason("Too short.", light) == "too_short"
+
+
+def test_count_words_matches_str_split_on_normalised_text():
+    for path in sorted(BOOKS.glob("*.txt")) + sorted(WEBTEXT.glob("*.txt")):
+        text = normalize_text(path.read_text("utf-8"))
+        assert filters.count_words(text) == len(text.split()), path.name
+    assert filters.count_words("") == 0 and filters.count_words("  one\n\ntwo ") == 2
+
+
+def test_ngram_measures_on_small_cases():
+    words = filters.word_table("The cat, the CAT! the cat sat")
+    # Normalised words: the cat the cat the cat sat (21 characters).
+    assert filters.mean_word_length(words) == 3.0
+    hashes = filters.ngram_hashes(words.ids, 5)
+    # "the cat" three times: 3 x 6 characters.
+    assert filters.top_ngram_char_fraction(hashes[2], words.lengths, 2) == pytest.approx(18 / 21)
+    # 4-gram "the cat the cat" occurs twice (positions 0 and 2): covers words 0..5 once.
+    assert filters.duplicate_ngram_char_fraction(hashes[4], words.lengths, 4) == pytest.approx(
+        18 / 21
+    )
+    assert filters.duplicate_ngram_char_fraction(hashes[5], words.lengths, 5) == 0.0
+    assert words.stop_word_count == 3 and words.alpha_word_count == words.word_count == 7
+    assert filters.ngram_hashes(np.array([], dtype=np.int64), 3)[3].size == 0
+
+
+def test_ngram_hashes_are_stable_values():
+    # Fixed arithmetic, no Python hash(): the same in every process.
+    hashes = filters.ngram_hashes(np.array([0, 1, 2]), 2)
+    assert hashes[2].tolist() == [
+        (1 * 0x9E3779B97F4A7C15 + 2) % 2**64,
+        (2 * 0x9E3779B97F4A7C15 + 3) % 2**64,
+    ]
+
+
+def test_config_is_picklable_and_validated():
+    assert pickle.loads(pickle.dumps(WEB)) == WEB
+    assert WEB.language == ("en",)
+    with pytest.raises(ValueError, match="language_threshold"):
+        CleanConfig(language_threshold=1.5)
+    with pytest.raises(ValueError, match="n-gram"):
+        CleanConfig(max_top_ngram_char_fraction=((0, 0.1),))

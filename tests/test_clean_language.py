@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import bz2
+import html
+import re
+from pathlib import Path
+
+import pytest
+
+from pipelines.clean import CleanConfig, clean_document
+from pipelines.clean.language import SAMPLE_CHARS, identify_language, language_sample
+from pipelines.document import Document, Reject
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+BOOKS = CORPORA / "books"
+
+
+def _book(name: str) -> Document:
+    return Document(f"books:{name}", "books", (BOOKS / name).read_text("utf-8"))
+
+
+def greek_wiki_paragraphs(count: int = 8) -> list[str]:
+    """Plain paragraphs of Greek Wikipedia articles, by simple means: the first few MB of the
+    elwiki dump head, <text> of main-namespace pages, templates/links/markup stripped, only
+    long prose lines kept."""
+    with bz2.open(CORPORA / "wikipedia" / "elwiki-pages-articles-head933.xml.bz2", "rt") as f:
+        xml = f.read(4_000_000)
+    paragraphs = []
+    for page in re.findall(r"<page>(.*?)</page>", xml, re.S):
+        if "<ns>0</ns>" not in page or "<redirect" in page:
+            continue
+        body = re.search(r"<text[^>]*>(.*?)</text>", page, re.S)
+        if not body:
+            continue
+        wiki = html.unescape(body.group(1))
+        wiki = re.sub(r"<ref[^>]*/>|<ref.*?</ref>|<[^>]+>", "", wiki, flags=re.S)
+        for _ in range(3):  # nested templates, innermost first
+            wiki = re.sub(r"\{\{[^{}]*\}\}", "", wiki)
+        wiki = re.sub(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]", r"\1", wiki)
+        wiki = wiki.replace("'''", "").replace("''", "")
+        for line in wiki.split("\n"):
+            line = line.strip()
+            if len(line) > 300 and not line.startswith(("{", "|", "!", "*", "#", "=", "[")):
+                paragraphs.append(line)
+                if len(paragraphs) == count:
+                    return paragraphs
+    return paragraphs
+
+
+def test_french_book_rejected_under_english_kept_under_french_or_any():
+    candide = _book("Candide-fr.txt")
+    # Its Project Gutenberg header is English: the middle sample is what decides.
+    assert identify_language(candide.text[:SAMPLE_CHARS])[0] == "en"
+    rejected = clean_document(candide, CleanConfig())
+    assert isinstance(rejected, Reject)
+    assert rejected.reason == "language" and rejected.detail.startswith("fr ")
+    assert rejected.doc_id == candide.id and rejected.text  # kept for the audit file
+
+    for language in ("fr", ("en", "fr"), "en,fr"):
+        kept = clean_document(candide, CleanConfig(language=language))
+        assert isinstance(kept, Document), language
+        assert kept.meta["language"] == "fr"
+    anything = clean_document(candide, CleanConfig(language="any"))
+    assert isinstance(anything, Document) and "language" not in anything.meta
+
+
+def test_english_books_kept_with_their_language():
+    for name in ("2701-0.txt", "11-0.txt", "pg1080.txt"):
+        kept = clean_document(_book(name), CleanConfig.for_source("books"))
+        assert isinstance(kept, Document), name
+        assert kept.meta["language"] == "en"
+
+
+def test_greek_wikipedia_paragraphs():
+    paragraphs = greek_wiki_paragraphs()
+    assert len(paragraphs) == 8
+    for paragraph in paragraphs:
+        assert identify_language(paragraph)[0] == "el", paragraph[:80]
+    doc = Document("wikipedia:elwiki:test", "wikipedia", "\n\n".join(paragraphs))
+    assert clean_document(doc, CleanConfig.for_source("wikipedia")).reason == "language"
+    kept = clean_document(doc, CleanConfig.for_source("wikipedia", language="el"))
+    assert isinstance(kept, Document) and kept.meta["language"] == "el"
+    # Normalisation leaves clean Greek text alone, apart from making its NBSPs plain spaces.
+    assert "\xa0" in doc.text
+    assert kept.text == doc.text.replace("\xa0", " ")
+
+
+def test_confidence_threshold():
+    mixed = Document("jsonl:mixed:1", "jsonl", "Le chat est sur la table. The cat is on the table.")
+    language, confidence = identify_language(mixed.text)
+    assert language == "fr" and 0.3 < confidence < 0.9
+    strict = CleanConfig(language="fr", min_words=0, min_chars=0, language_threshold=0.95)
+    assert clean_document(mixed, strict).reason == "language"
+    lenient = CleanConfig(language="fr", min_words=0, min_chars=0, language_threshold=0.3)
+    assert isinstance(clean_document(mixed, lenient), Document)
+
+
+def test_long_documents_are_classified_on_a_bounded_sample():
+    text = (BOOKS / "2701-0.txt").read_text("utf-8")
+    sample = language_sample(text)
+    assert len(sample) <= 2 * SAMPLE_CHARS + 1
+    head, middle = sample.split("\n", 1)[0], sample[-100:]
+    assert text.startswith(head[:50]) and middle in text
+    assert text.index(middle) > len(text) // 3  # from the middle, not the start
+    short = "A short text."
+    assert language_sample(short) == short
+
+
+def test_unknown_language_code_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown language code.*'english'"):
+        CleanConfig(language="english")
+    with pytest.raises(ValueError, match="empty"):
+        CleanConfig(language=",")

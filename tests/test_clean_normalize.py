@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import json
+import unicodedata
+from pathlib import Path
+
+import ftfy.bad_codecs  # noqa: F401  (registers "sloppy-windows-1252")
+import pytest
+from ftfy.badness import MOJIBAKE_CATEGORIES, is_bad
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipelines.clean.normalize import looks_like_mojibake, needs_ftfy, normalize_text
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+BOOKS = CORPORA / "books"
+
+
+def _book(name: str) -> str:
+    return (BOOKS / name).read_bytes().decode("utf-8")
+
+
+def _multilingual_articles() -> list[str]:
+    """Human-checked article text in Korean, Russian, Italian, Portuguese, English, ..."""
+    truth = json.loads((CORPORA / "web" / "html" / "ground-truth.subset.json").read_text("utf-8"))
+    return [page["articleBody"] for page in truth.values()]
+
+
+def test_crlf_bom_book_becomes_lf_text_without_bom():
+    raw = _book("41-0.txt")  # Sleepy Hollow: UTF-8 BOM, CRLF
+    assert raw.startswith("\ufeff") and "\r\n" in raw
+    text = normalize_text(raw)
+    assert "\r" not in text and "\ufeff" not in text
+    assert not text[0].isspace()
+    # Same lines, minus the CRs and trailing blanks; curly quotes are kept, not "uncurled".
+    assert text.count("\n") == pytest.approx(raw.count("\r\n"), rel=0.05)
+    assert "“" in text and "’" in text
+
+
+def test_whitespace_rules():
+    raw = "Title\t\tline \u00a0\n\n\n\n\n\nBody\u2003text.   \r\nNext\rline\x0cpage  "
+    assert normalize_text(raw) == "Title  line\n\n\nBody text.\nNext\nline\npage"
+
+
+def test_blank_line_runs_of_two_are_kept():
+    assert normalize_text("a\n\nb\n\n\nc") == "a\n\nb\n\n\nc"
+
+
+def test_control_and_invisible_characters_removed():
+    raw = "bell\x07 null\x00 del\x7f zero\u200bwidth soft\u00adhyphen bom\ufeff end"
+    assert normalize_text(raw) == "bell null del zerowidth softhyphen bom end"
+
+
+def test_c1_controls_are_read_as_windows_1252():
+    # C1 controls in text are Windows-1252 punctuation decoded as Latin-1 (ftfy's rule).
+    assert normalize_text("\x93quoted\x94 \x96 dash") == "“quoted” – dash"
+
+
+def test_surrogates_joined_or_replaced_so_text_encodes():
+    # What json.loads makes of a split pair and of half a pair.
+    text = normalize_text("joined \ud83d\ude00 broken \ud800 pair")
+    assert text == "joined \U0001f600 broken \ufffd pair"
+    text.encode("utf-8")
+
+
+def test_nfc_composes_accents():
+    decomposed = "Cafe\u0301 de\u0301ja\u0300 vu"
+    assert normalize_text(decomposed) == "Café déjà vu"
+    assert unicodedata.is_normalized("NFC", normalize_text(decomposed))
+
+
+def test_html_entities_and_terminal_escapes_fixed():
+    assert normalize_text("Fish &amp; chips &#8212; &eacute;t&eacute;") == "Fish & chips — été"
+    assert normalize_text("\x1b[31mred\x1b[0m text") == "red text"
+
+
+def test_real_book_mojibake_repaired():
+    # A paragraph of Sleepy Hollow with curly quotes and dashes, pushed through the classic
+    # UTF-8 -> Windows-1252 mistake (undefined bytes kept as C1, as browsers do); ftfy must
+    # restore exactly the normalised original.
+    original = normalize_text(_book("41-0.txt"))
+    start = original.index("“")
+    paragraph = original[start - 400 : start + 400]
+    broken = paragraph.encode("utf-8").decode("sloppy-windows-1252")
+    assert broken != paragraph and needs_ftfy(broken)
+    assert normalize_text(broken) == paragraph
+
+
+def test_real_multilingual_mojibake_repaired():
+    for article in _multilingual_articles():
+        clean = normalize_text(article)
+        if clean.isascii():
+            continue
+        broken = clean[:600].encode("utf-8").decode("latin-1")
+        assert normalize_text(broken) == normalize_text(clean[:600])
+
+
+def test_clean_text_skips_ftfy_and_is_idempotent():
+    texts = [_book(p.name) for p in sorted(BOOKS.glob("*.txt"))] + _multilingual_articles()
+    for text in texts:
+        once = normalize_text(text)
+        assert normalize_text(once) == once
+        assert not looks_like_mojibake(once)
+
+
+def test_fullwidth_ligatures_and_curly_quotes_preserved():
+    text = "“Ｆｕｌｌ” ﬁne — it’s"
+    assert normalize_text(text) == text
+
+
+def _non_ascii_lines() -> list[str]:
+    texts = [_book(p.name) for p in sorted(BOOKS.glob("*.txt"))] + _multilingual_articles()
+    return [line for text in texts for line in text.splitlines() if not line.isascii()]
+
+
+def test_mojibake_gate_agrees_with_ftfy_on_real_lines():
+    lines = _non_ascii_lines()
+    assert len(lines) > 1000
+    for line in lines:
+        assert looks_like_mojibake(line) == is_bad(line), line
+        for codec in ("cp1252", "latin-1", "cp1251", "mac_roman"):
+            broken = line.encode("utf-8").decode(codec, errors="replace")
+            assert looks_like_mojibake(broken) == is_bad(broken), (codec, broken)
+
+
+# Characters ftfy's detector reasons about, plus ASCII context, so random strings hit its rules.
+_CATEGORY_CHARACTERS = (
+    "".join(chars for chars in MOJIBAKE_CATEGORIES.values() if "-" not in chars)
+    + "ÃÂÐÎØÙ€œŠ°µ×²³ВГРСΒΓΞΟàâäáèéñΑαаЯ"
+)
+
+
+@settings(max_examples=400, deadline=None)
+# ASCII repeated so that about half the characters are plain text, and strings are a mix of
+# bad and good (about a fifth are bad).
+@given(st.text(alphabet=st.sampled_from(_CATEGORY_CHARACTERS + "ab Z.,!?\n" * 60), max_size=40))
+def test_mojibake_gate_agrees_with_ftfy_on_random_text(text):
+    assert looks_like_mojibake(text) == is_bad(text)
