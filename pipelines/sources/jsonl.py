@@ -1,0 +1,137 @@
+"""JSON-lines source (Megatron "loose JSON"): one JSON object a line, one Document a line.
+
+Files: `.jsonl` / `.json` (one object a line, not a JSON array), plain or compressed with
+gzip, zstd, xz or bz2 (found by magic bytes, not by name). Options:
+
+- `json_keys` (comma-separated, default `text`): the fields holding the text. Megatron's
+  preprocess_data.py writes one dataset per key; here the keys' texts are joined, in the order
+  given, with a blank line ("\\n\\n") into ONE document. A key missing or null in a record is
+  left out; a record with none of them is Failure(reason="missing_text"), and a key that holds
+  something other than a string is Failure(reason="bad_field").
+- `max_document_bytes` (default 1 GiB): longer lines are Failure(reason="too_large").
+
+Document id `jsonl:<file name>:<line number>` (1-based; the name is relative to the input
+pattern's directory, i.e. the basename for a flat glob); `url` and `title` come from the
+record's "url" and "title" fields when present. A line that is not a JSON object is
+Failure(reason="bad_json", location="<file>:<line>") and reading goes on; invalid UTF-8 in a
+line is replaced by U+FFFD before parsing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, BinaryIO
+
+from pipelines.document import Document, Failure, ReadTask
+from pipelines.io import open_input
+from pipelines.sources.archives import (
+    InputError,
+    failure,
+    failure_from,
+    iter_lines,
+    max_document_bytes,
+    open_decompressed,
+    plan_file_tasks,
+    task_name,
+)
+
+NAME = "jsonl"
+JSON_KEYS_OPTION = "json_keys"
+DEFAULT_JSON_KEYS = ("text",)
+KEY_SEPARATOR = "\n\n"
+
+
+def json_keys(options: Mapping[str, str]) -> tuple[str, ...]:
+    value = options.get(JSON_KEYS_OPTION)
+    if value is None:
+        return DEFAULT_JSON_KEYS
+    keys = tuple(key.strip() for key in str(value).split(",") if key.strip())
+    if not keys:
+        raise ValueError(f"{JSON_KEYS_OPTION} names no key: {value!r}")
+    return keys
+
+
+def iter_json_records(stream: BinaryIO, location: str,
+                      limit: int) -> Iterator[tuple[int, dict[str, Any]] | Failure]:
+    """(line number, object) for each JSON-object line; a Failure for each bad line. Blank
+    lines are skipped. Raises InputError (e.g. truncated_input) when the stream itself fails."""
+    for number, line in iter_lines(stream, limit):
+        where = f"{location}:{number}"
+        if line is None:
+            yield failure(where, "too_large", f"line longer than max_document_bytes={limit}")
+            continue
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line.decode("utf-8", errors="replace"))
+        except ValueError as error:
+            yield failure(where, "bad_json", str(error))
+            continue
+        if not isinstance(record, dict):
+            yield failure(where, "bad_json", f"a JSON {type(record).__name__}, not an object")
+            continue
+        yield number, record
+
+
+def record_text(record: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+    """The record's text under `keys`, joined by a blank line. Raises TypeError for a
+    non-string value, ValueError when none of the keys is present (messages name the keys)."""
+    parts = []
+    for key in keys:
+        value = record.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise TypeError(f"field {key!r} holds a {type(value).__name__}, not a string")
+        parts.append(value)
+    if not parts:
+        raise ValueError(f"no field {', '.join(repr(k) for k in keys)} in the record")
+    return KEY_SEPARATOR.join(parts)
+
+
+def _string_field(record: Mapping[str, Any], key: str) -> str:
+    value = record.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+    json_keys(options)  # fail on the launcher for a bad option
+    return plan_file_tasks(NAME, pattern, options)
+
+
+def read(task: ReadTask) -> Iterator[Document | Failure]:
+    name = task_name(task)
+    keys = json_keys(task.options)
+    limit = max_document_bytes(task.options)
+    try:
+        with open_input(task.path) as raw:
+            opened = open_decompressed(raw)
+            if opened.head.lstrip().startswith(b"["):
+                yield failure(task.path, "json_array",
+                              "a JSON array, not JSON lines (one object a line)")
+                return
+            for item in iter_json_records(opened.stream, task.path, limit):
+                if isinstance(item, Failure):
+                    yield item
+                    continue
+                number, record = item
+                try:
+                    text = record_text(record, keys)
+                except TypeError as error:
+                    yield failure(f"{task.path}:{number}", "bad_field", str(error))
+                    continue
+                except ValueError as error:
+                    yield failure(f"{task.path}:{number}", "missing_text", str(error))
+                    continue
+                yield Document(
+                    id=f"{NAME}:{name}:{number}",
+                    source=NAME,
+                    text=text,
+                    url=_string_field(record, "url"),
+                    title=_string_field(record, "title"),
+                )
+    except InputError as error:
+        yield failure_from(error, task.path)
+    except OSError as error:
+        yield failure(task.path, "unreadable_file", str(error))

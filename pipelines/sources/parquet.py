@@ -1,0 +1,150 @@
+"""Parquet source (Hugging Face datasets, RedPajama/FineWeb-style shards): one row, one Document.
+
+Options:
+- `text_column` (default "text"): the string (or UTF-8 binary) column holding the text;
+  "url" and "title" columns are read too when the file has them.
+- `task_bytes` (default 64MiB): plan() cuts each file into tasks of consecutive row groups
+  of about this much uncompressed data (ReadTask.start/end = the row-group range), so one big
+  file is read by many workers. A file whose footer cannot be read is one task, which then
+  reports Failure(reason="unreadable_file").
+- `batch_rows` (default 1024): rows per Arrow batch while streaming (`iter_batches`).
+- `max_document_bytes` (default 1 GiB): a longer text is Failure(reason="too_large").
+
+Document id `parquet:<file name>:<row>`, row = 0-based row index within the file (the name is
+relative to the input pattern's directory, i.e. the basename for a flat glob). A null text is
+Failure(reason="missing_text"), a non-text column Failure(reason="bad_field").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.document import Document, Failure, ReadTask
+from pipelines.io import open_input
+from pipelines.sources.archives import (
+    BinaryContentError,
+    decode_text,
+    failure,
+    failure_from,
+    max_document_bytes,
+    parse_size,
+    plan_file_tasks,
+    task_name,
+)
+
+NAME = "parquet"
+TEXT_COLUMN_OPTION = "text_column"
+TASK_BYTES_OPTION = "task_bytes"
+BATCH_ROWS_OPTION = "batch_rows"
+DEFAULT_TEXT_COLUMN = "text"
+DEFAULT_TASK_BYTES = 64 << 20
+DEFAULT_BATCH_ROWS = 1024
+_EXTRA_COLUMNS = ("url", "title")
+
+
+def _positive_int(options: Mapping[str, str], key: str, default: int, *, size: bool) -> int:
+    value = options.get(key)
+    if value is None:
+        return default
+    number = parse_size(str(value)) if size else int(value)
+    if number <= 0:
+        raise ValueError(f"{key} must be positive, got {value!r}")
+    return number
+
+
+def row_group_ranges(row_group_bytes: list[int], task_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive (start, end) row-group ranges of about `task_bytes` each (at least one row
+    group a range), covering every row group once, in order."""
+    ranges: list[tuple[int, int]] = []
+    start, total = 0, 0
+    for index, size in enumerate(row_group_bytes):
+        total += size
+        if total >= task_bytes:
+            ranges.append((start, index + 1))
+            start, total = index + 1, 0
+    if start < len(row_group_bytes):
+        ranges.append((start, len(row_group_bytes)))
+    return ranges
+
+
+def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+    task_bytes = _positive_int(options, TASK_BYTES_OPTION, DEFAULT_TASK_BYTES, size=True)
+    _positive_int(options, BATCH_ROWS_OPTION, DEFAULT_BATCH_ROWS, size=False)
+    tasks: list[ReadTask] = []
+    for file_task in plan_file_tasks(NAME, pattern, options):
+        try:
+            with open_input(file_task.path) as raw:
+                metadata = pq.ParquetFile(raw).metadata
+        except (OSError, pa.ArrowException):
+            tasks.append(file_task)  # read() reports why it cannot be read
+            continue
+        sizes = [metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)]
+        for start, end in row_group_ranges(sizes, task_bytes):
+            tasks.append(ReadTask(source=NAME, path=file_task.path, start=start, end=end,
+                                  options=file_task.options))
+    return tasks
+
+
+def _text_of(value: object, where: str, limit: int) -> str | Failure:
+    if value is None:
+        return failure(where, "missing_text", "the text is null")
+    if isinstance(value, bytes):
+        if len(value) > limit:
+            return failure(where, "too_large", f"{len(value)} bytes, limit {limit}")
+        try:
+            return decode_text(value).text
+        except BinaryContentError as error:
+            return failure_from(error, where)
+    if not isinstance(value, str):
+        return failure(where, "bad_field", f"the text is a {type(value).__name__}")
+    if len(value) > limit // 4 and len(value.encode("utf-8")) > limit:
+        return failure(where, "too_large", f"longer than {limit} bytes")
+    return value
+
+
+def read(task: ReadTask) -> Iterator[Document | Failure]:
+    name = task_name(task)
+    text_column = task.options.get(TEXT_COLUMN_OPTION, DEFAULT_TEXT_COLUMN)
+    batch_rows = _positive_int(task.options, BATCH_ROWS_OPTION, DEFAULT_BATCH_ROWS, size=False)
+    limit = max_document_bytes(task.options)
+    row = 0
+    try:
+        with open_input(task.path) as raw:
+            parquet_file = pq.ParquetFile(raw)
+            metadata = parquet_file.metadata
+            columns = parquet_file.schema_arrow.names
+            if text_column not in columns:
+                yield failure(task.path, "missing_column",
+                              f"no column {text_column!r}; columns are {columns}")
+                return
+            end = metadata.num_row_groups if task.end < 0 else task.end
+            row_groups = list(range(task.start, end))
+            row = sum(metadata.row_group(i).num_rows for i in range(task.start))
+            extras = [c for c in _EXTRA_COLUMNS if c in columns and c != text_column]
+            for batch in parquet_file.iter_batches(batch_size=batch_rows, row_groups=row_groups,
+                                                   columns=[text_column, *extras]):
+                texts = batch.column(text_column).to_pylist()
+                missing = [None] * len(texts)
+                urls = batch.column("url").to_pylist() if "url" in extras else missing
+                titles = batch.column("title").to_pylist() if "title" in extras else missing
+                for offset, value in enumerate(texts):
+                    where = f"{task.path}:{row + offset}"
+                    text = _text_of(value, where, limit)
+                    if isinstance(text, Failure):
+                        yield text
+                        continue
+                    url, title = urls[offset], titles[offset]
+                    yield Document(
+                        id=f"{NAME}:{name}:{row + offset}",
+                        source=NAME,
+                        text=text,
+                        url=url if isinstance(url, str) else "",
+                        title=title if isinstance(title, str) else "",
+                    )
+                row += len(texts)
+    except (OSError, pa.ArrowException) as error:
+        yield failure(f"{task.path}:{row}", "unreadable_file", f"{type(error).__name__}: {error}")
+
