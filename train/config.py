@@ -45,6 +45,8 @@ class TrainConfig:
     precision: str | None = None  # None: bf16 on CUDA, fp32 on CPU
     resume: bool = False
     save_interval: int = 1000
+    save: bool = True
+    stop_at: int | None = None  # save and exit after this step (a job's time slice)
     keep_checkpoints: int = 3
     eval_interval: int = 100
     eval_iters: int = 10
@@ -110,6 +112,7 @@ def validate(config: TrainConfig) -> None:
         ("--micro-batch", config.micro_batch),
         ("--seq-len", config.seq_len),
         ("--decay-steps", config.decay_steps),
+        ("--stop-at", config.stop_at),
     ):
         if value is not None:
             positive[optional] = value
@@ -300,6 +303,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=d.save_interval,
         help="steps between checkpoints (0: only at the end)",
+    )
+    g.add_argument(
+        "--stop-at",
+        type=int,
+        default=d.stop_at,
+        metavar="STEP",
+        help="save a checkpoint and exit after STEP (resume later with --resume); the lr "
+        "schedule still spans --max-steps",
+    )
+    g.add_argument(
+        "--no-save",
+        dest="save",
+        action="store_false",
+        help="write no checkpoints at all (benchmarks, throwaway runs)",
     )
     g.add_argument(
         "--keep-checkpoints",

@@ -511,6 +511,8 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         }
 
     def save() -> None:
+        if not config.save:
+            return
         path = ckpt.save_checkpoint(
             run_dir, step, model, optimizer, trainer_state(), config.keep_checkpoints
         )
@@ -541,7 +543,8 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
     batches = iter(loader)
     train_model.train()
     last_loss = math.nan
-    while step < config.max_steps:
+    last_step = min(config.max_steps, config.stop_at or config.max_steps)
+    while step < last_step:
         started = time.perf_counter()
         lr = schedule.apply(optimizer, step)
         loss_sum = torch.zeros((), device=runtime.device)
@@ -622,9 +625,9 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
                 f"(last at step {step}, loss {loss_value}, grad norm {norm}); stopping. "
                 f"Resume from the last checkpoint with a lower --lr, or use --precision bf16"
             )
-        if config.eval_interval and step % config.eval_interval == 0 and step < config.max_steps:
+        if config.eval_interval and step % config.eval_interval == 0 and step < last_step:
             run_eval("valid", data.valid)
-        if config.save_interval and step % config.save_interval == 0 and step < config.max_steps:
+        if config.save_interval and step % config.save_interval == 0 and step < last_step:
             save()
         if kill_step is not None and step == kill_step and runtime.rank == kill_rank:
             if kill_marker and not os.path.exists(kill_marker):
@@ -632,8 +635,11 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
                     f.write(f"rank {runtime.rank} killed itself after step {step}\n")
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    run_eval("valid", data.valid)
-    run_eval("test", data.test)
+    if step == config.max_steps:
+        run_eval("valid", data.valid)
+        run_eval("test", data.test)
+    else:
+        console.print(f"stopped after step {step} (--stop-at); continue with --resume")
     save()
     metrics.close()
     console.close()

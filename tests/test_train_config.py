@@ -1,0 +1,114 @@
+"""train.config: the command line, and one-line errors for settings that cannot work."""
+
+from __future__ import annotations
+
+import pytest
+
+from train.config import TrainConfig, parse_args
+
+
+def test_flags_map_to_fields():
+    config = parse_args(
+        [
+            "--data",
+            "0.3",
+            "wiki/",
+            "0.7",
+            "web/",
+            "--model",
+            "bert",
+            "--max-steps",
+            "5",
+            "--global-batch",
+            "16",
+            "--micro-batch",
+            "4",
+            "--seq-len",
+            "64",
+            "--lr",
+            "1e-3",
+            "--min-lr",
+            "1e-5",
+            "--warmup-steps",
+            "2",
+            "--decay",
+            "linear",
+            "--weight-decay",
+            "0.01",
+            "--optimizer",
+            "lamb",
+            "--clip-grad",
+            "0",
+            "--precision",
+            "fp16",
+            "--out",
+            "runs/x",
+            "--resume",
+            "--save-interval",
+            "2",
+            "--eval-interval",
+            "3",
+            "--eval-iters",
+            "1",
+            "--split",
+            "98,1,1",
+            "--seed",
+            "9",
+            "--parallel",
+            "tp",
+            "--tp",
+            "2",
+            "--compile",
+            "--peak-tflops",
+            "100",
+            "--device",
+            "cpu",
+            "--skip-outliers",
+            "5",
+            "--log-interval",
+            "1",
+            "--no-decay-embeddings",
+        ]
+    )
+    assert config.data == ["0.3", "wiki/", "0.7", "web/"]
+    assert (config.model, config.max_steps, config.global_batch, config.micro_batch) == (
+        "bert",
+        5,
+        16,
+        4,
+    )
+    assert (config.optimizer, config.precision, config.parallel, config.tp) == (
+        "lamb",
+        "fp16",
+        "tp",
+        2,
+    )
+    assert config.resume and config.compile and not config.decay_embeddings
+    assert config.skip_outliers == 5.0 and config.peak_tflops == 100.0
+    assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+def test_defaults_train_a_tiny_model_on_cpu():
+    config = parse_args(["--data", "shards/"])
+    assert config.preset is None and config.model is None  # resolved to gpt / gpt-tiny later
+    assert config.device == "auto" and config.parallel == "ddp" and config.tp == 1
+    assert config.precision is None  # bf16 on CUDA, fp32 on CPU
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--max-steps", "0"], "--max-steps must be positive"),
+        (["--micro-batch", "-1"], "--micro-batch must be positive"),
+        (["--lr", "0"], "--lr must be positive"),
+        (["--lr", "1e-3", "--min-lr", "1e-2"], "--min-lr must be in"),
+        (["--tp", "2"], "--tp 2 needs --parallel tp"),
+        (["--dropout", "1.5"], "--dropout must be in"),
+        (["--warmup-steps", "-3"], "--warmup-steps must be >= 0"),
+    ],
+)
+def test_invalid_settings_exit_with_one_line(argv, message):
+    with pytest.raises(SystemExit) as excinfo:
+        parse_args(["--data", "x/", *argv])
+    text = str(excinfo.value.code)
+    assert message in text and "\n" not in text and text.startswith("error: ")

@@ -1,0 +1,136 @@
+"""train.optim: weight-decay groups, LAMB against the paper's update, the lr schedule, clipping."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from train.models.presets import build_model
+from train.optim import (
+    Lamb,
+    LRSchedule,
+    build_optimizer,
+    clip_grads_,
+    grad_norm,
+    param_groups,
+    scale_grads_,
+)
+
+
+def _names(model: nn.Module, group: dict) -> set[str]:
+    ids = {id(p) for p in group["params"]}
+    return {n for n, p in model.named_parameters() if id(p) in ids}
+
+
+def test_gpt_groups_exclude_norms_and_biases_and_count_the_tied_head_once():
+    model = build_model("gpt-tiny", vocab_size=256)
+    groups = {g["name"]: g for g in param_groups(model, weight_decay=0.1)}
+    assert set(groups) == {"decay", "no_decay"}
+    decay, no_decay = _names(model, groups["decay"]), _names(model, groups["no_decay"])
+    assert groups["decay"]["weight_decay"] == 0.1 and groups["no_decay"]["weight_decay"] == 0.0
+    assert "wte.weight" in decay and "wpe.weight" in decay
+    assert "blocks.0.attn.q_proj.weight" in decay and "blocks.1.mlp.fc_out.weight" in decay
+    assert "blocks.0.ln_1.weight" in no_decay and "ln_f.bias" in no_decay
+    assert "blocks.0.attn.q_proj.bias" in no_decay
+    assert not decay & no_decay
+    # lm_head.weight is wte.weight: one parameter, in one group, once
+    total = sum(len(g["params"]) for g in groups.values())
+    assert total == len(list(model.parameters()))
+
+
+def test_embeddings_excluded_when_configured():
+    model = build_model("bert-tiny", vocab_size=256)
+    groups = {g["name"]: g for g in param_groups(model, 0.01, decay_embeddings=False)}
+    no_decay = _names(model, groups["no_decay"])
+    assert {"wte.weight", "wpe.weight", "wtt.weight", "ln_emb.weight"} <= no_decay
+    assert "mlm_head.dense.weight" in _names(model, groups["decay"])
+
+
+def test_lamb_step_matches_the_paper_update():
+    torch.manual_seed(0)
+    weight = nn.Parameter(torch.randn(4, 3))
+    grad = torch.randn(4, 3)
+    start = weight.detach().clone()
+    weight.grad = grad.clone()
+    lr, (b1, b2), eps, wd = 0.01, (0.9, 0.999), 1e-6, 0.01
+    Lamb([weight], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd).step()
+    m = (1 - b1) * grad / (1 - b1)
+    v = (1 - b2) * grad**2 / (1 - b2)
+    update = m / (v.sqrt() + eps) + wd * start
+    trust = start.norm() / update.norm()
+    torch.testing.assert_close(weight.detach(), start - lr * trust * update)
+
+
+def test_lamb_trust_ratio_is_one_for_zero_weights():
+    weight = nn.Parameter(torch.zeros(3))
+    weight.grad = torch.tensor([1.0, -2.0, 0.5])
+    Lamb([weight], lr=0.1, weight_decay=0.0).step()
+    # Adam's first step is sign(g) (up to eps); trust ratio 1 leaves it unscaled
+    torch.testing.assert_close(weight.detach(), -0.1 * torch.sign(weight.grad), atol=1e-5, rtol=0)
+
+
+def test_build_optimizer_kinds():
+    model = build_model("gpt-tiny", vocab_size=256)
+    adamw = build_optimizer(model, "adamw", 1e-3, 0.1, (0.9, 0.95), 1e-8)
+    assert isinstance(adamw, torch.optim.AdamW)
+    assert [g["weight_decay"] for g in adamw.param_groups] == [0.0, 0.1]
+    lamb = build_optimizer(model, "lamb", 1e-3, 0.1, (0.9, 0.999), 1e-6)
+    assert isinstance(lamb, Lamb)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        build_optimizer(model, "sgd", 1e-3, 0.1, (0.9, 0.95), 1e-8)
+
+
+def test_schedule_warmup_cosine_and_floor():
+    s = LRSchedule(lr=1.0, min_lr=0.1, warmup_steps=10, decay_steps=110, decay="cosine")
+    assert s(0) == pytest.approx(0.1)  # (step + 1) / warmup: never a zero-lr first step
+    assert s(9) == pytest.approx(1.0)
+    assert s(10) == pytest.approx(1.0)
+    assert s(60) == pytest.approx(0.55)  # half-way: mean of lr and min_lr
+    assert s(110) == pytest.approx(0.1) and s(500) == pytest.approx(0.1)
+    values = [s(i) for i in range(10, 111)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+
+
+def test_schedule_linear_and_no_warmup():
+    s = LRSchedule(lr=2.0, min_lr=0.0, warmup_steps=0, decay_steps=4, decay="linear")
+    assert [s(i) for i in range(6)] == pytest.approx([2.0, 1.5, 1.0, 0.5, 0.0, 0.0])
+    with pytest.raises(ValueError, match="warmup_steps"):
+        LRSchedule(1.0, 0.0, warmup_steps=5, decay_steps=4, decay="linear")
+
+
+def test_schedule_applies_to_every_group():
+    model = build_model("gpt-tiny", vocab_size=256)
+    optimizer = build_optimizer(model, "adamw", 1e-3, 0.1, (0.9, 0.95), 1e-8)
+    lr = LRSchedule(1e-3, 1e-4, 2, 10, "cosine").apply(optimizer, 0)
+    assert lr == pytest.approx(5e-4)
+    assert all(g["lr"] == lr for g in optimizer.param_groups)
+
+
+def test_grad_norm_and_clipping_match_torch():
+    torch.manual_seed(0)
+    model = build_model("gpt-tiny", vocab_size=256)
+    ids = torch.randint(0, 256, (2, 16))
+    model(ids, ids)[1].backward()
+    reference = [p.grad.clone() for p in model.parameters()]
+    norm = grad_norm(model.parameters())
+    expected = torch.nn.utils.get_total_norm(reference).item()
+    assert norm == pytest.approx(expected, rel=1e-6)
+    clip_grads_(list(model.parameters()), 0.5, norm)
+    for p, r in zip(model.parameters(), reference):
+        torch.testing.assert_close(p.grad, r * (0.5 / (expected + 1e-6)))
+    assert grad_norm(model.parameters()) == pytest.approx(0.5, rel=1e-4)
+
+
+def test_grad_norm_sees_inf_and_scale_grads():
+    a, b = nn.Parameter(torch.ones(3)), nn.Parameter(torch.ones(2))
+    a.grad, b.grad = torch.full((3,), 2.0), torch.full((2,), 2.0)
+    scale_grads_([a, b], 0.5)
+    assert grad_norm([a, b]) == pytest.approx(math.sqrt(5))
+    b.grad[0] = math.inf
+    assert math.isinf(grad_norm([a, b]))
+    b.grad[0] = math.nan
+    assert math.isnan(grad_norm([a, b]))
+    assert grad_norm([nn.Parameter(torch.ones(1))]) == 0.0  # no gradients at all
