@@ -213,7 +213,8 @@ def _gzip_decompressed(chunks: Iterator[bytes], label: str) -> Iterator[bytes]:
 
 
 def _decompressed(raw: BinaryIO, start: int, end: int, label: str) -> Iterator[bytes]:
-    """The input's bytes from `start` to `end`, decompressed per its magic bytes."""
+    """The input's bytes from `start` to `end`, decompressed per their magic bytes (bz2, gzip,
+    else taken as they are)."""
     chunks = _raw_chunks(raw, start, end)
     first = next(chunks, b"")
     if not first:
@@ -229,12 +230,7 @@ def _decompressed(raw: BinaryIO, start: int, end: int, label: str) -> Iterator[b
         raise _InputError("unreadable_file", f"{label}: byte {start} is not a bz2 stream start")
     if first.startswith(_GZIP_MAGIC):
         return _gzip_decompressed(all_chunks(), label)
-    if first.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
-        return all_chunks()
-    raise _InputError(
-        "unreadable_file",
-        f"{label}: neither XML nor bz2/gzip (starts with {first[:8]!r})",
-    )
+    return all_chunks()
 
 
 # --- parsing XML -------------------------------------------------------------------------------
@@ -488,6 +484,11 @@ def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
     try:
         with raw:
             for chunk in _decompressed(raw, task.start, task.end, location):
+                if not recent and not chunk.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+                    raise _InputError(
+                        "unreadable_file",
+                        f"{location}: neither XML nor bz2/gzip (starts with {chunk[:8]!r})",
+                    )
                 recent = [*recent[-1:], (fed, chunk)]
                 parser.Parse(chunk, False)
                 fed += len(chunk)

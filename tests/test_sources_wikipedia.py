@@ -1,0 +1,494 @@
+"""The Wikipedia source on the real dump samples: what is kept, what is skipped, how a
+multistream dump is split, and what broken, hostile or truncated input gives."""
+
+from __future__ import annotations
+
+import bz2
+import collections
+import gzip
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.document import Document, Failure, ReadTask
+from pipelines.sources import wikipedia
+from pipelines.sources.wikipedia import classify_page, parse_pages, plan, read
+
+WIKIPEDIA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "wikipedia"
+SIMPLEWIKI = WIKIPEDIA / "simplewiki-sample.xml.bz2"
+ENWIKI_PARTIAL = WIKIPEDIA / "enwiki-articles-partial.xml"
+ENWIKI_BZ2 = WIKIPEDIA / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+ELWIKI = WIKIPEDIA / "elwiki-pages-articles-head933.xml.bz2"
+
+
+def read_path(path: Path | str) -> list[Document | Failure]:
+    tasks = plan(str(path), {})
+    return [item for task in tasks for item in read(task)]
+
+
+def documents(items: list) -> list[Document]:
+    return [item for item in items if isinstance(item, Document)]
+
+
+def failures(items: list) -> list[Failure]:
+    return [item for item in items if isinstance(item, Failure)]
+
+
+@pytest.fixture(scope="module")
+def enwiki_documents() -> list[Document]:
+    items = read_path(ENWIKI_BZ2)
+    assert not failures(items)
+    return documents(items)
+
+
+# --- the real samples --------------------------------------------------------------------------
+
+
+def test_simplewiki_articles():
+    items = read_path(SIMPLEWIKI)
+    assert not failures(items)
+    docs = documents(items)
+    assert [d.title for d in docs] == [
+        "April", "August", "Art", "A", "Air", "Autonomous communities of Spain",
+    ]  # fmt: skip
+    april = docs[0]
+    assert april.id == "wikipedia:simplewiki:1"
+    assert april.source == "wikipedia"
+    assert april.url == "https://simple.wikipedia.org/wiki/April"
+    assert april.meta == {"page_id": "1", "revision_id": "6516364", "dbname": "simplewiki"}
+    assert april.text.startswith("April is the 4th month of the year, and comes between March")
+    for doc in docs:
+        for markup in ("{{", "[[", "<ref", "]]", "}}"):
+            assert markup not in doc.text, (doc.title, markup)
+    assert docs[-1].url == "https://simple.wikipedia.org/wiki/Autonomous_communities_of_Spain"
+
+
+def test_enwiki_partial_keeps_only_real_articles():
+    pages = [p for p in parse_pages(ReadTask("wikipedia", str(ENWIKI_PARTIAL)))]
+    assert len(pages) == 11
+    assert sum(p.ns == 0 for p in pages) == 7
+    assert sum(p.is_redirect for p in pages) == 4
+    reasons = collections.Counter(
+        classify_page(p.ns, p.title, p.text, p.is_redirect) for p in pages
+    )
+    assert reasons == {"namespace": 4, "redirect": 3, "disambiguation": 2, None: 2}
+    docs = documents(read_path(ENWIKI_PARTIAL))
+    assert [d.title for d in docs] == ["Archer (typeface)", "Ricky Minard"]
+    assert docs[0].id == "wikipedia:enwiki:7697611"
+    assert docs[0].url == "https://en.wikipedia.org/wiki/Archer_(typeface)"
+
+
+def test_enwiki_dump_split_without_xml_in_its_name(enwiki_documents: list[Document]):
+    (task,) = plan(str(ENWIKI_BZ2), {})  # .bz2 told by its magic bytes, one task (no index)
+    assert (task.start, task.end) == (0, -1)
+    pages = list(parse_pages(task))
+    assert len(pages) == 206
+    assert sum(p.is_redirect for p in pages) == 100
+    assert len(enwiki_documents) == 98  # 99 ns-0 redirects, 1 ns-4 page, 8 disambiguations
+    assert len({d.id for d in enwiki_documents}) == 98
+    assert all(d.id.startswith("wikipedia:enwiki:") for d in enwiki_documents)
+    anarchism = enwiki_documents[0]
+    assert anarchism.title == "Anarchism" and anarchism.meta["page_id"] == "12"
+    assert anarchism.text.startswith("Anarchism is a political philosophy that advocates")
+    assert "References" not in anarchism.text.split("\n\n")
+
+
+@pytest.mark.slow  # a 15 MB dump, read twice
+def test_elwiki_greek_namespaces():
+    pages = list(parse_pages(ReadTask("wikipedia", str(ELWIKI))))
+    assert len(pages) == 933
+    assert sum(p.ns == 0 for p in pages) == 545
+    assert sum(p.is_redirect for p in pages) == 26
+    assert pages[0].site.namespace_name(6) == "Αρχείο"
+    docs = documents(read_path(ELWIKI))
+    # 545 articles less 21 redirects, 23 {{αποσαφήνιση}} pages and 1 page that is one template.
+    assert len(docs) == 500
+    assert all(d.url.startswith("https://el.wikipedia.org/wiki/") for d in docs)
+    by_title = {d.title: d for d in docs}
+    assert (
+        by_title["Κύπρος"].url
+        == "https://el.wikipedia.org/wiki/%CE%9A%CF%8D%CF%80%CF%81%CE%BF%CF%82"
+    )
+    assert all(d.id.startswith("wikipedia:elwiki:") for d in docs)
+    for doc in docs:
+        assert "Κατηγορία:" not in doc.text and "thumb" not in doc.text, doc.title
+    # Without siteinfo's Greek names, the same pages would leak categories and image options.
+    kept = [p for p in pages if classify_page(p.ns, p.title, p.text, p.is_redirect) is None]
+    leaked = [wikipedia.wikimarkup.wikitext_to_text(p.text) for p in kept]
+    assert sum("Κατηγορία:" in t for t in leaked) > 100
+
+
+def test_redirect_by_text_without_a_redirect_element(tmp_path: Path):
+    xml = ENWIKI_PARTIAL.read_bytes().replace(b'    <redirect title="Coin rolling scams" />\n', b"")
+    path = tmp_path / "enwiki-noredirect.xml"
+    path.write_bytes(xml)
+    pages = {p.title: p for p in parse_pages(ReadTask("wikipedia", str(path)))}
+    scam = pages["Penny-and-dime scam"]
+    assert not scam.is_redirect and scam.text.startswith("#REDIRECT")
+    assert classify_page(scam.ns, scam.title, scam.text, scam.is_redirect) == "redirect"
+
+
+@pytest.mark.parametrize(
+    ("ns", "title", "text", "is_redirect", "reason"),
+    [
+        (0, "A", "Prose.", False, None),
+        (4, "Wikipedia:X", "Prose.", False, "namespace"),
+        (0, "A", "Prose.", True, "redirect"),
+        (0, "A", "#REDIRECT [[B]]", False, "redirect"),
+        (0, "A", "  #redirect[[B]]", False, "redirect"),
+        (0, "A", "#ΑΝΑΚΑΤΕΥΘΥΝΣΗ [[Β]]", False, "redirect"),
+        (0, "A", "#WEITERLEITUNG [[B]]", False, "redirect"),
+        (0, "A", "#Redirected rivers are a list item here.", False, None),
+        (0, "A", "", False, "empty"),
+        (0, "A", " \n\t", False, "empty"),
+        (0, "A", "A may mean:\n* [[B]]\n{{Disambiguation|geo}}", False, "disambiguation"),
+        (0, "A", "A may mean: [[B]] {{dab}}", False, "disambiguation"),
+        (0, "A", "A may mean: [[B]] {{ Airport_disambiguation }}", False, "disambiguation"),
+        (0, "A", "Α: [[Β]]\n{{αποσαφήνιση}}", False, "disambiguation"),
+        (0, "A (disambiguation)", "A may mean: [[B]]", False, "disambiguation"),
+        (0, "A", "A is a letter.{{Disambiguation needed|date=May 2020}}", False, None),
+    ],
+)
+def test_classify_page(ns: int, title: str, text: str, is_redirect: bool, reason: str | None):
+    assert classify_page(ns, title, text, is_redirect) == reason
+
+
+def test_page_url_escapes_like_mediawiki():
+    base = "https://en.wikipedia.org/wiki/Main_Page"
+    assert wikipedia.page_url(base, "Mr. & Mrs.") == "https://en.wikipedia.org/wiki/Mr._%26_Mrs."
+    assert wikipedia.page_url(base, "AC/DC (band)") == "https://en.wikipedia.org/wiki/AC/DC_(band)"
+    assert wikipedia.page_url(base, "Ω?") == "https://en.wikipedia.org/wiki/%CE%A9%3F"
+    assert wikipedia.page_url("", "X") == ""
+
+
+def test_export_schema_and_missing_ns_elements(tmp_path: Path):
+    baseline = documents(read_path(ENWIKI_PARTIAL))
+    xml = ENWIKI_PARTIAL.read_bytes()
+    # A newer export schema (another XML namespace) and no <ns> elements (schemas before 0.6):
+    # the namespace is then told from the title prefix, so Category: pages still go.
+    changed = re.sub(rb"\s*<ns>\d+</ns>", b"", xml.replace(b"export-0.10", b"export-0.11"))
+    path = tmp_path / "enwiki-schema.xml"
+    path.write_bytes(changed)
+    assert documents(read_path(path)) == baseline
+
+
+def test_gzip_dump(tmp_path: Path):
+    path = tmp_path / "enwiki-partial.xml.gz"
+    path.write_bytes(gzip.compress(ENWIKI_PARTIAL.read_bytes()))
+    assert read_path(path) == read_path(ENWIKI_PARTIAL)
+
+
+def test_dbname_from_file_name_when_siteinfo_is_missing(tmp_path: Path):
+    xml = re.sub(rb"<siteinfo>.*</siteinfo>", b"", ENWIKI_PARTIAL.read_bytes(), flags=re.DOTALL)
+    path = tmp_path / "frwiki-20240101-pages-articles.xml"
+    path.write_bytes(xml)
+    docs = documents(read_path(path))
+    assert [d.title for d in docs] == ["Archer (typeface)", "Ricky Minard"]
+    assert docs[0].id == "wikipedia:frwiki:7697611"
+    assert docs[0].meta["dbname"] == "frwiki" and docs[0].url == ""
+
+
+# --- multistream dumps -------------------------------------------------------------------------
+
+
+DUMP_NAME = "enwiki-20160101-pages-articles-multistream.xml.bz2"
+INDEX_NAME = "enwiki-20160101-pages-articles-multistream-index.txt"
+
+
+def build_multistream(source: Path, pages_per_stream: int) -> tuple[bytes, bytes]:
+    """A real multistream dump of `source`'s pages and its index, as Wikimedia writes them: the
+    header (<mediawiki> and <siteinfo>) as one bz2 stream, then `pages_per_stream` pages per
+    stream, then `</mediawiki>`; the index has a line `offset:page_id:title` for every page."""
+    xml = bz2.open(source).read().decode("utf-8")
+    first_page = xml.index("  <page>")
+    footer = xml.rindex("</mediawiki>")
+    pages = re.findall(r"  <page>.*?</page>\n", xml[first_page:footer], re.DOTALL)
+    assert "".join(pages) == xml[first_page:footer]
+    streams = [bz2.compress(xml[:first_page].encode())]
+    index_lines = []
+    offset = len(streams[0])
+    for i in range(0, len(pages), pages_per_stream):
+        group = pages[i : i + pages_per_stream]
+        for page in group:
+            page_id = re.search(r"<id>(\d+)</id>", page).group(1)
+            title = re.search(r"<title>(.*?)</title>", page).group(1)
+            index_lines.append(f"{offset}:{page_id}:{title}\n")
+        streams.append(bz2.compress("".join(group).encode()))
+        offset += len(streams[-1])
+    streams.append(bz2.compress(xml[footer:].encode()))
+    return b"".join(streams), "".join(index_lines).encode()
+
+
+@pytest.fixture(scope="module")
+def simple_multistream() -> tuple[bytes, bytes]:
+    return build_multistream(SIMPLEWIKI, pages_per_stream=1)
+
+
+def write_multistream(directory: Path, multistream: tuple[bytes, bytes], index_bz2: bool) -> Path:
+    dump, index = multistream
+    (directory / DUMP_NAME).write_bytes(dump)
+    if index_bz2:
+        (directory / (INDEX_NAME + ".bz2")).write_bytes(bz2.compress(index))
+    else:
+        (directory / INDEX_NAME).write_bytes(index)
+    return directory / DUMP_NAME
+
+
+def check_split_reads_like_whole(dump: Path, tasks: list[ReadTask], expected: list[Document]):
+    assert {t.path for t in tasks} == {str(dump)}
+    assert tasks[0].start == 0 and tasks[-1].end == -1
+    assert all(a.end == b.start for a, b in zip(tasks, tasks[1:]))
+    split = [item for task in tasks for item in read(task)]
+    assert not failures(split)
+    whole = list(read(ReadTask("wikipedia", str(dump))))
+    assert split == whole
+    assert split == expected
+
+
+def test_multistream_tasks_read_exactly_the_whole_dump(
+    tmp_path: Path, simple_multistream: tuple[bytes, bytes]
+):
+    dump = write_multistream(tmp_path, simple_multistream, index_bz2=True)
+    tasks = plan(str(tmp_path / "*"), {"wiki_task_mb": "0.004"})  # the glob matches the index
+    assert len(tasks) >= 3
+    # Every task but the last holds whole streams of at least 4 kB.
+    assert all(t.end - t.start >= 4000 for t in tasks[:-1])
+    check_split_reads_like_whole(dump, tasks, documents(read_path(SIMPLEWIKI)))
+
+
+@pytest.mark.slow  # compresses and reads a 6 MB dump
+def test_enwiki_multistream_in_many_tasks(tmp_path: Path, enwiki_documents: list[Document]):
+    dump = write_multistream(tmp_path, build_multistream(ENWIKI_BZ2, 10), index_bz2=True)
+    tasks = plan(str(dump), {"wiki_task_mb": "0.1"})
+    assert len(tasks) >= 10
+    check_split_reads_like_whole(dump, tasks, enwiki_documents)
+
+
+def test_multistream_plain_index_and_default_task_size(
+    tmp_path: Path, simple_multistream: tuple[bytes, bytes]
+):
+    bz2_index = tmp_path / "a"
+    plain_index = tmp_path / "b"
+    bz2_index.mkdir()
+    plain_index.mkdir()
+    write_multistream(bz2_index, simple_multistream, index_bz2=True)
+    write_multistream(plain_index, simple_multistream, index_bz2=False)
+    options = {"wiki_task_mb": "0.004"}
+    ranges = [(t.start, t.end) for t in plan(str(bz2_index / DUMP_NAME), options)]
+    assert len(ranges) >= 3
+    assert [(t.start, t.end) for t in plan(str(plain_index / DUMP_NAME), options)] == ranges
+    # 64 MB tasks by default: this small dump stays one task.
+    assert [(t.start, t.end) for t in plan(str(bz2_index / DUMP_NAME), {})] == [(0, -1)]
+
+
+def test_explicit_index_option_and_an_index_from_another_dump(
+    tmp_path: Path, simple_multistream: tuple[bytes, bytes]
+):
+    dump = write_multistream(tmp_path, simple_multistream, index_bz2=False)
+    index = tmp_path / INDEX_NAME
+    renamed = tmp_path / "other.bz2"
+    shutil.move(dump, renamed)
+    options = {"wiki_task_mb": "0.004"}
+    assert len(plan(str(renamed), options)) == 1  # no index by that name
+    assert len(plan(str(renamed), {**options, "wiki_index": str(index)})) >= 3
+    # Offsets shifted by one byte do not start bz2 streams: a clear error, not garbage.
+    shifted = re.sub(r"(?m)^(\d+):", lambda m: f"{int(m.group(1)) + 1}:", index.read_text())
+    index.write_text(shifted)
+    with pytest.raises(ValueError, match="not the start of a bz2 stream"):
+        plan(str(renamed), {**options, "wiki_index": str(index)})
+    index.write_text("12:x:broken line\n")
+    with pytest.raises(ValueError, match=r"index\.txt:1: not an 'offset:page_id:title'"):
+        plan(str(renamed), {**options, "wiki_index": str(index)})
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "abc"])
+def test_bad_task_size_option(value: str):
+    with pytest.raises(ValueError, match="wiki_task_mb"):
+        plan(str(ENWIKI_BZ2), {"wiki_task_mb": value})
+
+
+def test_no_match_is_an_error(tmp_path: Path):
+    with pytest.raises(FileNotFoundError):
+        plan(str(tmp_path / "missing-*.bz2"), {})
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def test_truncated_bz2_keeps_every_page_before_the_cut(
+    tmp_path: Path, enwiki_documents: list[Document]
+):
+    data = ENWIKI_BZ2.read_bytes()
+    path = tmp_path / "enwiki-cut.xml.bz2"
+    path.write_bytes(data[: len(data) // 2])
+    items = read_path(path)
+    docs = documents(items)
+    assert 10 < len(docs) < len(enwiki_documents)
+    assert docs == enwiki_documents[: len(docs)]
+    assert len(failures(items)) == 1 and items[-1] == failures(items)[0]
+    assert items[-1].reason == "truncated_input"
+    assert str(path) in items[-1].location
+
+
+def test_truncated_plain_xml(tmp_path: Path):
+    data = ENWIKI_PARTIAL.read_bytes()
+    path = tmp_path / "enwiki-cut.xml"
+    path.write_bytes(data[: data.index(b"<title>Penny-and-dime scam")])
+    items = read_path(path)
+    assert [d.title for d in documents(items)] == ["Archer (typeface)", "Ricky Minard"]
+    assert [f.reason for f in failures(items)] == ["truncated_input"]
+
+
+def test_corrupt_bz2_block(tmp_path: Path, enwiki_documents: list[Document]):
+    data = bytearray(ENWIKI_BZ2.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(64)
+    path = tmp_path / "enwiki-corrupt.xml.bz2"
+    path.write_bytes(bytes(data))
+    items = read_path(path)
+    docs = documents(items)
+    assert docs == enwiki_documents[: len(docs)] and len(docs) < len(enwiki_documents)
+    assert [f.reason for f in failures(items)] == ["unreadable_file"]
+    assert "bz2" in items[-1].detail
+
+
+def test_malformed_xml_reports_line_and_column(tmp_path: Path):
+    data = ENWIKI_PARTIAL.read_bytes()
+    broken = data.replace(b"<title>Penny-and-dime scam</title>", b"<title>Penny</titel>")
+    path = tmp_path / "enwiki-broken.xml"
+    path.write_bytes(broken)
+    items = read_path(path)
+    assert [d.title for d in documents(items)] == ["Archer (typeface)", "Ricky Minard"]
+    (failure,) = failures(items)
+    line = broken[: broken.index(b"</titel>")].count(b"\n") + 1
+    assert failure.reason == "malformed_xml"
+    assert failure.location.startswith(f"{path}:{line}:")
+    assert f"line {line}, column" in failure.detail and "mismatched tag" in failure.detail
+
+
+def test_invalid_utf8(tmp_path: Path):
+    data = ENWIKI_PARTIAL.read_bytes()
+    at = data.index(b"Penny-and-dime scam")
+    path = tmp_path / "enwiki-latin1.xml"
+    path.write_bytes(data[:at] + b"Penny\xe9\xff" + data[at:])
+    items = read_path(path)
+    assert [d.title for d in documents(items)] == ["Archer (typeface)", "Ricky Minard"]
+    assert [f.reason for f in failures(items)] == ["invalid_utf8"]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "detail"),
+    [
+        ("binary.xml.bz2", ENWIKI_BZ2.read_bytes()[4:], "neither XML nor bz2/gzip"),
+        ("empty.xml", b"", "no bytes"),
+        ("html.xml", b"<html><body><p>not a dump</p></body></html>", "is not <mediawiki>"),
+    ],
+)
+def test_not_a_dump(tmp_path: Path, name: str, data: bytes, detail: str):
+    path = tmp_path / name
+    path.write_bytes(data)
+    items = read_path(path)
+    assert len(items) == 1 and items[0].reason == "unreadable_file"
+    assert detail in items[0].detail and str(path) in items[0].location
+
+
+def test_empty_page_text_is_a_counted_skip(tmp_path: Path):
+    data = ENWIKI_PARTIAL.read_bytes()
+    start = data.index(b"<text", data.index(b"<title>Archer (typeface)"))
+    end = data.index(b"</text>", start) + len(b"</text>")
+    path = tmp_path / "enwiki-empty.xml"
+    path.write_bytes(data[:start] + b'<text bytes="0" />' + data[end:])
+    pages = {p.title: p for p in parse_pages(ReadTask("wikipedia", str(path)))}
+    archer = pages["Archer (typeface)"]
+    assert classify_page(archer.ns, archer.title, archer.text, archer.is_redirect) == "empty"
+    assert [d.title for d in documents(read_path(path))] == ["Ricky Minard"]
+
+
+BILLION_LAUGHS = (
+    b'<?xml version="1.0"?>\n<!DOCTYPE mediawiki [\n <!ENTITY lol "lol">\n'
+    + b"".join(
+        b' <!ENTITY lol%d "%s">\n' % (i, (b"&lol%d;" % (i - 1) if i > 1 else b"&lol;") * 10)
+        for i in range(1, 10)
+    )
+    + b"]>\n"
+)
+
+
+@pytest.mark.parametrize(
+    "doctype",
+    [
+        BILLION_LAUGHS,
+        b'<?xml version="1.0"?>\n<!DOCTYPE m [<!ENTITY lol9 SYSTEM "file:///etc/passwd">]>\n',
+        b'<?xml version="1.0"?>\n<!DOCTYPE mediawiki SYSTEM "http://example.com/x.dtd">\n',
+    ],
+)
+def test_entity_declarations_are_refused_not_expanded(tmp_path: Path, doctype: bytes):
+    data = ENWIKI_PARTIAL.read_bytes()
+    data = data.replace(b"'''Archer''' is", b"'''Archer''' &lol9; is")
+    path = tmp_path / "enwiki-laughs.xml"
+    path.write_bytes(doctype + data)
+    started = time.perf_counter()
+    items = read_path(path)
+    assert time.perf_counter() - started < 5
+    assert len(items) == 1 and items[0].reason == "forbidden_dtd"
+
+
+def test_undeclared_entity_is_malformed(tmp_path: Path):
+    data = ENWIKI_PARTIAL.read_bytes().replace(b"'''Archer''' is", b"'''Archer''' &lol9; is")
+    path = tmp_path / "enwiki-entity.xml"
+    path.write_bytes(data)
+    items = read_path(path)
+    assert [f.reason for f in failures(items)] == ["malformed_xml"]
+    assert "undefined entity" in items[-1].detail
+
+
+def test_missing_file_is_a_failure_not_an_exception(tmp_path: Path):
+    items = list(read(ReadTask("wikipedia", str(tmp_path / "gone.xml.bz2"))))
+    assert len(items) == 1 and items[0].reason == "unreadable_file"
+
+
+# --- Beam counters -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_skips_are_counted_in_beam_metrics():
+    import apache_beam as beam
+    from apache_beam.metrics.metric import MetricsFilter
+
+    pipeline = beam.Pipeline(runner="DirectRunner")
+    _ = (
+        pipeline
+        | beam.Create(plan(str(ENWIKI_BZ2), {}))
+        | beam.FlatMap(read)
+        | beam.Filter(lambda item: isinstance(item, Document))
+    )
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace("pipelines"))["counters"]
+    }
+    assert counters["wikipedia_pages"] == 206
+    assert counters["wikipedia_skipped_redirect"] == 99
+    assert counters["wikipedia_skipped_namespace"] == 1
+    assert counters["wikipedia_skipped_disambiguation"] == 8
+
+
+def test_index_cutting_a_page_in_two_gives_failures_not_wrong_pages(tmp_path: Path):
+    """Streams that split a page (not how Wikimedia writes them) are caught at both ends."""
+    xml = bz2.open(SIMPLEWIKI).read()
+    cut = xml.index(b"<title>Art</title>")  # inside the third page
+    head, tail = bz2.compress(xml[:cut]), bz2.compress(xml[cut:])
+    (tmp_path / DUMP_NAME).write_bytes(head + tail)
+    (tmp_path / INDEX_NAME).write_text(f"{len(head)}:3:Art\n")
+    tasks = plan(str(tmp_path / DUMP_NAME), {"wiki_task_mb": "0.001"})
+    assert [(t.start, t.end) for t in tasks] == [(0, len(head)), (len(head), -1)]
+    first, second = (list(read(task)) for task in tasks)
+    assert [d.title for d in documents(first)] == ["April", "August"]
+    assert [f.reason for f in failures(first)] == ["truncated_input"]
+    assert "ends inside a <page>" in first[-1].detail
+    assert documents(second) == []
+    assert [f.reason for f in failures(second)] == ["malformed_xml"]
