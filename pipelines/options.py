@@ -99,9 +99,6 @@ class PreprocessOptions(PipelineOptions):
             help="write every dropped document and failed record to OUTPUT/rejects/*.jsonl",
         )
         group.add_argument(
-            "--no-dedup", action="store_true", help="skip deduplication (clean -> tokenize)"
-        )
-        group.add_argument(
             "--source-option",
             action="append",
             default=[],
@@ -122,7 +119,7 @@ class PreprocessOptions(PipelineOptions):
         )
         from pipelines.dedup import add_dedup_arguments
 
-        add_dedup_arguments(group)
+        add_dedup_arguments(parser)  # its own group, with --no-dedup
 
 
 def parse_source_options(items: list[str]) -> dict[str, str]:
@@ -191,7 +188,7 @@ class PreprocessConfig:
         if missing:
             raise ValueError(f"missing required option(s): {', '.join(missing)}")
         dedup_config = None
-        if not view.no_dedup:
+        if view.dedup:
             from pipelines.dedup import DedupConfig
 
             dedup_config = DedupConfig.from_args(view)
@@ -209,7 +206,7 @@ class PreprocessConfig:
             num_buckets=view.num_buckets,
             max_failure_rate=view.max_failure_rate,
             keep_rejects=view.keep_rejects,
-            dedup=not view.no_dedup,
+            dedup=view.dedup,
             dedup_config=dedup_config,
             source_options=parse_source_options(view.source_option),
             tokenize_batch_docs=view.tokenize_batch_docs,

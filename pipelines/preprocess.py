@@ -24,7 +24,12 @@ from collections.abc import Sequence
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+    WorkerOptions,
+)
 
 from dataset_format import dtype_for_vocab
 from pipelines.document import ReadTask
@@ -124,7 +129,7 @@ def build_pipeline(
         from pipelines.dedup import Deduplicate
 
         deduplicated = documents | "Deduplicate" >> Deduplicate(config.dedup_config)
-        documents = deduplicated["main"]
+        documents = deduplicated.main
         dedup_rejects = deduplicated["rejects"] | "CountDedupRejects" >> CountRejects(
             keep_rejects=keep
         )
@@ -176,12 +181,16 @@ def build_pipeline(
 
 
 # -- the launcher -----------------------------------------------------------------------------
-def unknown_arguments(options: PipelineOptions) -> list[str]:
-    """Flags no PipelineOptions class knows: Beam would drop them with a warning, which turns
-    a typo such as --shard_tokens into a silently ignored setting."""
-    known = options.get_all_options()
-    everything = options.get_all_options(retain_unknown_options=True)
-    return sorted(f"--{name}" for name in everything if name not in known)
+def unknown_arguments(argv: Sequence[str]) -> list[str]:
+    """Flags no PipelineOptions class knows. Beam drops them with a warning, which would turn a
+    typo such as --shard_tokens (ours use dashes) into a silently ignored setting."""
+    from apache_beam.options.pipeline_options import _BeamArgumentParser
+
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
+        cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(list(argv))
+    return [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
 
 
 def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
@@ -199,6 +208,12 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
     if "--direct_num_workers" not in given:
         direct.direct_num_workers = 0  # 0 = one worker per core
     if direct.direct_running_mode == "multi_processing":
+        # Worker processes get no pipeline options from this runner, only their environment:
+        # without this they log every gRPC channel they open at INFO.
+        level = options.view_as(WorkerOptions).default_sdk_harness_log_level or "WARNING"
+        os.environ.setdefault(
+            "PIPELINE_OPTIONS", json.dumps({"default_sdk_harness_log_level": level})
+        )
         # Worker processes start with `python -m apache_beam.runners.worker.sdk_worker_main`:
         # they must import this package from wherever it is, installed or not.
         path = os.environ.get("PYTHONPATH", "")
@@ -244,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     options = PipelineOptions(argv)
     try:
-        unknown = unknown_arguments(options)
+        unknown = unknown_arguments(argv)
         if unknown:
             raise ValueError(f"unknown option(s): {', '.join(unknown)}")
         config = PreprocessConfig.from_options(options)

@@ -191,6 +191,11 @@ class ReadDoFn(_CountingDoFn):
         if self.progress:
             self.progress.add(tasks=1)
 
+    def finish_bundle(self) -> Iterator:
+        if self.progress:
+            self.progress.flush()
+        yield from super().finish_bundle()
+
 
 class ReadSource(beam.PTransform):
     """PBegin -> {"documents", "failures", "counts"} from a source's planned ReadTasks.
@@ -370,6 +375,8 @@ class TokenizeDoFn(_CountingDoFn):
     def finish_bundle(self) -> Iterator:
         for output in self._flush():
             yield _windowed(output)
+        if self.progress:
+            self.progress.flush()
         yield from super().finish_bundle()
 
 

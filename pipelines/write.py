@@ -540,6 +540,8 @@ class MergeBucketDoFn(beam.DoFn):
             if self.progress:
                 self.progress.add(shards=1)
             yield info
+        if self.progress:
+            self.progress.flush()
         yield pvalue.TaggedOutput("counts", counts.drain())
 
 

@@ -1,0 +1,490 @@
+"""End to end: `python -m pipelines.preprocess` on the real sample corpora, on the FnApiRunner
+in-process and multi_processing, checked against the stages' own functions called in a loop.
+
+Every run here is a real Beam pipeline, hence `slow`.
+"""
+
+from __future__ import annotations
+
+import bz2
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from dataset_format import IndexedDataset, Manifest, ShardSet
+from pipelines.clean import CleanConfig, clean_document
+from pipelines.document import Document
+from pipelines.preprocess import main
+from pipelines.sources import get_source
+from pipelines.tokenize import load_tokenizer, split_sentences, tokenize_batch
+from pipelines.write import bucket_of
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = REPO.parent / "shared" / "corpora"
+GPT2 = str(CORPORA / "vocab" / "gpt2")
+BERT = str(CORPORA / "vocab" / "bert-base-uncased" / "vocab.txt")
+IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+TWO_PROCESSES = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def preprocess(capsys, *args: str) -> tuple[int, str, str]:
+    code = main([*args, "--progress-interval=0"])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def set_files(directory: Path) -> dict[str, bytes]:
+    """Every file of a finished set except stats.json (which records times)."""
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.name != "stats.json"}
+
+
+def dump_verify(directory: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "dump"), str(directory), "--verify"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def reference(
+    source: str,
+    pattern: str,
+    tokenizer,
+    *,
+    num_buckets: int,
+    language: str = "en",
+    min_tokens: int = 0,
+    sentences: bool = False,
+    eod: bool = True,
+    options: dict | None = None,
+):
+    """What the shards must hold, from the stages' pure functions in a plain loop:
+    (documents in shard order, cleaned text by id, number of records read)."""
+    module = get_source(source)
+    records = [r for task in module.plan(pattern, options or {}) for r in module.read(task)]
+    config = CleanConfig.for_source(source, language=language)
+    cleaned = [clean_document(r, config) for r in records if isinstance(r, Document)]
+    cleaned = [d for d in cleaned if isinstance(d, Document)]
+    tokenized, _ = tokenize_batch(
+        cleaned, tokenizer, split_sentences=sentences, append_eod=eod, min_tokens=min_tokens
+    )
+    order = sorted(tokenized, key=lambda d: (bucket_of(d.id, num_buckets), d.id))
+    return order, {d.id: d.text for d in cleaned}, len(records)
+
+
+def assert_matches_reference(out: Path, order, texts, tokenizer, shard_tokens: int, eod=True):
+    shard_set = ShardSet(str(out))
+    shard_set.verify()
+    assert shard_set.num_documents == len(order)
+    eod_id = tokenizer.special_ids["eod"]
+    for i, doc in enumerate(order):
+        sequences = shard_set.document_sequences(i)
+        assert [s.tolist() for s in sequences] == [s.tolist() for s in doc.sequences], doc.id
+        if eod:
+            tokens = shard_set.document(i)
+            assert tokens[-1] == eod_id
+            assert tokenizer.decode(tokens[:-1]) == texts[doc.id]  # decodes to the cleaned text
+    manifest = Manifest.read(str(out))
+    names = [s.name for s in manifest.shards]
+    assert names == sorted(names)
+    for info in manifest.shards:
+        assert info.tokens <= shard_tokens or info.documents == 1
+
+
+# -- inputs --------------------------------------------------------------------------------------
+def _links(directory: Path, files: list[Path]) -> str:
+    directory.mkdir()
+    for f in files:
+        (directory / f.name).symlink_to(f)
+    return str(directory / "*")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("inputs")
+    books = [
+        CORPORA / "books" / n for n in ("pg1080.txt", "1952-0.txt", "41-0.txt", "Candide-fr.txt")
+    ]
+    wiki = [
+        CORPORA / "wikipedia" / "simplewiki-sample.xml.bz2",
+        CORPORA / "wikipedia" / "enwiki-articles-partial.xml",
+    ]
+    webtext = sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))
+    jsonl = root / "jsonl"
+    jsonl.mkdir()
+    for i, group in enumerate((webtext[:5], webtext[5:])):
+        with open(jsonl / f"part-{i}.jsonl", "w", encoding="utf-8") as f:
+            for path in group:
+                f.write(json.dumps({"text": path.read_text(encoding="utf-8")}) + "\n")
+    return {
+        "books": _links(root / "books", books),
+        "wikipedia": _links(root / "wiki", wiki),
+        "webtext": str(CORPORA / "web" / "text" / "webtext_train_10" / "*.txt"),
+        "jsonl": str(jsonl / "*.jsonl"),
+    }
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return load_tokenizer(GPT2)
+
+
+# -- every source, in-process and with two worker processes ---------------------------------------
+@pytest.mark.parametrize("source", ["books", "wikipedia", "webtext", "jsonl"])
+def test_source_end_to_end_in_process_and_multi_processing(source, inputs, gpt2, tmp_path, capsys):
+    shard_tokens, buckets = 3000, 3
+    min_tokens = 128 if source == "webtext" else 0
+    args = [
+        f"--source={source}",
+        f"--input={inputs[source]}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--no-dedup",
+        f"--shard-tokens={shard_tokens}",
+        f"--num-buckets={buckets}",
+    ]
+    code, report, err = preprocess(capsys, *args, f"--output={tmp_path / 'a'}", *IN_PROCESS)
+    assert code == 0, err
+    assert "(balanced)" in report
+    order, texts, records = reference(
+        source, inputs[source], gpt2, num_buckets=buckets, min_tokens=min_tokens
+    )
+    assert order, "the sample must leave documents to write"
+    assert_matches_reference(tmp_path / "a", order, texts, gpt2, shard_tokens)
+    dump_verify(tmp_path / "a")
+    stats = json.loads((tmp_path / "a" / "stats.json").read_text())
+    assert stats["read"] == records and stats["written"] == len(order)
+    assert stats["read"] == stats["written"] + stats["dropped_total"] + stats["failed_total"]
+    if source == "books":
+        assert stats["dropped"].get("language") == 1  # Candide is French; the default is en
+
+    code, _, err = preprocess(capsys, *args, f"--output={tmp_path / 'b'}", *TWO_PROCESSES)
+    assert code == 0, err
+    assert set_files(tmp_path / "b") == set_files(tmp_path / "a")  # byte-identical
+
+
+def test_rerun_gives_byte_identical_shards_and_dedup_drops_copies(inputs, gpt2, tmp_path, capsys):
+    """Default pipeline (with dedup) on JSONL holding every document twice, run twice."""
+    doubled = tmp_path / "doubled"
+    doubled.mkdir()
+    for path in sorted(Path(inputs["jsonl"]).parent.glob("*.jsonl")):
+        for copy in ("x", "y"):
+            (doubled / f"{copy}-{path.name}").write_bytes(path.read_bytes())
+    args = [
+        "--source=jsonl",
+        f"--input={doubled}/*.jsonl",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--num-buckets=2",
+        *IN_PROCESS,
+    ]
+    for name in ("first", "second"):
+        code, _, err = preprocess(capsys, *args, f"--output={tmp_path / name}")
+        assert code == 0, err
+    assert set_files(tmp_path / "first") == set_files(tmp_path / "second")
+    stats = json.loads((tmp_path / "first" / "stats.json").read_text())
+    order, _, _ = reference("jsonl", f"{doubled}/*.jsonl", gpt2, num_buckets=2)
+    assert stats["written"] * 2 == len(order)  # one of each pair of copies kept
+    assert stats["dropped"]["exact_duplicate"] == len(order) // 2
+    assert stats["balanced"]
+
+
+def test_bert_one_sequence_per_sentence(inputs, tmp_path, capsys):
+    bert = load_tokenizer(BERT)
+    pattern = str(CORPORA / "books" / "pg1080.txt")
+    code, _, err = preprocess(
+        capsys,
+        "--source=books",
+        f"--input={pattern}",
+        f"--output={tmp_path / 'bert'}",
+        f"--tokenizer={BERT}",
+        "--split-sentences",
+        "--no-dedup",
+        *IN_PROCESS,
+    )
+    assert code == 0, err
+    shard_set = ShardSet(str(tmp_path / "bert"))
+    assert shard_set.manifest.sequence_unit == "sentence"
+    assert shard_set.manifest.tokenizer.special_ids["cls"] == 101
+    order, texts, _ = reference("books", pattern, bert, num_buckets=1, sentences=True, eod=False)
+    (doc,) = order
+    sentences = split_sentences(texts[doc.id])
+    expected = [s for s in bert.encode_batch(sentences) if len(s)]
+    got = shard_set.document_sequences(0)
+    assert len(got) == len(expected) > 100
+    assert all(g.tolist() == e.tolist() for g, e in zip(got, expected))
+
+
+# -- killed and restarted ------------------------------------------------------------------------
+def test_sigkill_leaves_no_whole_looking_partial_shard_and_rerun_equals_clean_run(tmp_path, capsys):
+    books = str(CORPORA / "books" / "*.txt")
+    args = [
+        "--source=books",
+        f"--input={books}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--no-dedup",
+        "--language=any",
+        "--shard-tokens=4000",
+        "--num-buckets=2",
+        *IN_PROCESS,
+    ]
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAYON_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.preprocess", *args, f"--output={killed}"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list(killed.glob("shard-*.idx")):
+            assert process.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.killpg(process.pid, signal.SIGKILL)  # mid-way through writing shards
+    finally:
+        process.wait()
+    assert not (killed / "manifest.json").exists()
+    code, _, err = preprocess(capsys, *args, f"--output={tmp_path / 'clean'}")
+    assert code == 0, err
+    whole = set_files(tmp_path / "clean")
+    left = sorted(p.name for p in killed.glob("shard-*.idx"))
+    assert 0 < len(left) < len([n for n in whole if n.endswith(".idx")])
+    for name in left:  # every pair that looks whole is whole, and is the final one
+        prefix = killed / name[: -len(".idx")]
+        IndexedDataset(str(prefix)).verify()
+        assert (killed / name).read_bytes() == whole[name]
+        assert prefix.with_suffix(".bin").read_bytes() == whole[prefix.name + ".bin"]
+
+    code, _, err = preprocess(capsys, *args, f"--output={killed}")
+    assert code == 0, err
+    assert set_files(killed) == whole
+    assert not (killed / "_work").exists()
+
+
+# -- bad inputs ----------------------------------------------------------------------------------
+def _tar_with_escape(path: Path, good_text: str) -> None:
+    with tarfile.open(path, "w") as tar:
+        for name, text in (("../../escape.txt", "evil " * 100), ("ok/doc.txt", good_text)):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_bad_web_inputs_are_counted_not_fatal(tmp_path, capsys):
+    web = sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))
+    good = web[2].read_text(encoding="utf-8")  # a long article that passes the web filters
+    bad = tmp_path / "web"
+    bad.mkdir()
+    (bad / "good.txt").write_text(good, encoding="utf-8")
+    (bad / "latin1.txt").write_bytes(web[3].read_bytes() + b"\xff\xfe broken \xc3(")
+    (bad / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40)
+    (bad / "empty.txt").write_bytes(b"")
+    _tar_with_escape(bad / "pages.tar", web[4].read_text(encoding="utf-8"))
+    out = tmp_path / "out"
+    code, report, err = preprocess(
+        capsys,
+        "--source=webtext",
+        f"--input={bad}/*",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--no-dedup",
+        "--max-failure-rate=1",
+        "--keep-rejects",
+        *IN_PROCESS,
+    )
+    assert code == 0, err
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["balanced"]
+    assert stats["failed"].get("binary") == 1
+    assert stats["failed"].get("unsafe_tar_member") == 1
+    assert stats["failed_total"] >= 3  # + the empty file
+    # good.txt, the invalid UTF-8 file (decoded with replacement) and the tar's safe member
+    assert stats["written"] == 3
+    dump_verify(out)
+    lines = [
+        json.loads(line)
+        for f in sorted((out / "rejects").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+    assert len(lines) == stats["dropped_total"] + stats["failed_total"]
+    assert any(r["kind"] == "failure" and "escape.txt" in r["location"] for r in lines)
+
+
+def test_bad_wikipedia_inputs_are_counted_not_fatal(tmp_path, capsys):
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    good = (CORPORA / "wikipedia" / "simplewiki-sample.xml.bz2").read_bytes()
+    (dumps / "good.xml.bz2").write_bytes(good)
+    (dumps / "truncated.xml.bz2").write_bytes(good[: len(good) // 2])
+    xml = bz2.decompress(good).decode("utf-8")
+    (dumps / "malformed.xml").write_text(
+        xml[: len(xml) // 3] + "<page><title>x</ti", encoding="utf-8"
+    )
+    no_text = xml.split("<page>")[0] + (
+        "<page><title>Empty</title><ns>0</ns><id>99</id><revision><id>1</id>"
+        '<text xml:space="preserve" /></revision></page></mediawiki>'
+    )
+    (dumps / "no_text.xml").write_text(no_text, encoding="utf-8")
+    out = tmp_path / "out"
+    code, report, err = preprocess(
+        capsys,
+        "--source=wikipedia",
+        f"--input={dumps}/*",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--no-dedup",
+        "--max-failure-rate=1",
+        *IN_PROCESS,
+    )
+    assert code == 0, err
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["balanced"] and stats["failed_total"] >= 2  # truncated + malformed
+    assert set(stats["failed"]) & {"truncated_input", "corrupt_input"}
+    # the good dump, plus the whole pages before the cut in the truncated and malformed copies
+    assert stats["written"] > 6
+    assert "wikipedia_skipped_empty=1" in report  # the page without text: a counted skip
+    dump_verify(out)
+
+
+def test_too_many_failures_fail_the_run_loudly(tmp_path, capsys):
+    bad = tmp_path / "web"
+    bad.mkdir()
+    good = sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))[2]
+    (bad / "good.txt").write_bytes(good.read_bytes())
+    for i in range(2):
+        (bad / f"blob{i}.bin").write_bytes(b"\x00\x01\x02\x03" * 3000)
+    out = tmp_path / "out"
+    code, _, err = preprocess(
+        capsys,
+        "--source=webtext",
+        f"--input={bad}/*",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--no-dedup",
+        *IN_PROCESS,
+    )
+    assert code == 1
+    assert "FAILED" in err and "--max-failure-rate" in err
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["status"] == "failed" and stats["failed_total"] == 2
+    assert not (out / "manifest.json").exists()
+
+
+def test_a_fifty_megabyte_document(tmp_path, gpt2, capsys):
+    text = (CORPORA / "books" / "2701-0.txt").read_text(encoding="utf-8")
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "huge.txt").write_text((text * 45)[:50_000_000], encoding="utf-8")
+    (big / "small.txt").write_bytes((CORPORA / "books" / "pg1080.txt").read_bytes())
+    out = tmp_path / "out"
+    code, _, err = preprocess(
+        capsys,
+        "--source=books",
+        f"--input={big}/*",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--no-dedup",
+        "--shard-tokens=1000000",
+        *IN_PROCESS,
+    )
+    assert code == 0, err
+    shard_set = ShardSet(str(out))
+    lengths = shard_set.document_lengths()
+    assert len(lengths) == 2 and lengths.max() > 10_000_000
+    big_shard = [s for s in shard_set.manifest.shards if s.tokens > 1_000_000]
+    assert len(big_shard) == 1 and big_shard[0].documents == 1  # alone in its shard
+
+
+# -- outputs elsewhere, progress, command-line errors --------------------------------------------
+def test_fsspec_output_with_rejects(inputs, gpt2, capsys):
+    url = "memory://pipeline-e2e/set"
+    code, _, err = preprocess(
+        capsys,
+        "--source=webtext",
+        f"--input={inputs['webtext']}",
+        f"--output={url}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--no-dedup",
+        "--keep-rejects",
+        "--num-buckets=2",
+        *IN_PROCESS,
+    )
+    assert code == 0, err
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    stats = json.loads(fs.cat_file("/pipeline-e2e/set/stats.json"))
+    shard_set = ShardSet(url)
+    shard_set.verify()
+    assert shard_set.num_documents == stats["written"] > 0
+    rejects = [
+        json.loads(line)
+        for path in fs.glob("/pipeline-e2e/set/rejects/*.jsonl")
+        for line in fs.cat_file(path).decode().splitlines()
+    ]
+    assert len(rejects) == stats["dropped_total"] > 0
+    assert all(r["kind"] == "reject" and r["text"] for r in rejects)
+    assert not fs.exists("/pipeline-e2e/set/_work")
+
+
+def test_progress_lines_and_final_report(inputs, tmp_path, capsys):
+    code = main(
+        [
+            "--source=books",
+            f"--input={CORPORA / 'books' / '2701-0.txt'}",
+            f"--output={tmp_path / 'out'}",
+            f"--tokenizer={GPT2}",
+            "--no-dedup",
+            "--progress-interval=0.2",
+            *IN_PROCESS,
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    progress_lines = [line for line in captured.err.splitlines() if "tasks " in line]
+    assert progress_lines and "docs read" in progress_lines[-1]
+    assert "read " in captured.out and "account: read = written + dropped + failed" in captured.out
+    assert "Beam metrics (namespace pipelines): " in captured.out
+
+
+def test_command_line_errors_are_clear(tmp_path, capsys):
+    base = ["--source=books", f"--tokenizer={GPT2}", *IN_PROCESS]
+    code, _, err = preprocess(capsys, *base, "--input=/nonexistent/*.txt", f"--output={tmp_path}/o")
+    assert code == 2 and "no input files match" in err
+    code, _, err = preprocess(
+        capsys,
+        *base,
+        f"--input={CORPORA}/books/pg1080.txt",
+        f"--output={tmp_path}/o",
+        "--shard_tokens=5",
+    )
+    assert code == 2 and "--shard_tokens" in err
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    code, _, err = preprocess(
+        capsys, *base, f"--input={CORPORA}/books/pg1080.txt", f"--output={tmp_path}/mine"
+    )
+    assert code == 2 and "notes.txt" in err
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
