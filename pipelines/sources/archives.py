@@ -592,6 +592,16 @@ def iter_tar_members(stream: BinaryIO, location: str) -> Iterator[ArchiveMember 
                 stream=_MemberStream(member_file, location, info.name),
             )
         end_error = getattr(archive, "stream_end_error", None)
+    if isinstance(end_error, tarfile.EOFHeaderError):
+        # tarfile stops at the end-of-archive blocks; reading on to the end of the stream lets
+        # the decompressor check its own end marker (a cut .tar.gz loses only zero padding)
+        try:
+            while stream.read(_STREAM_BUFFER):
+                pass
+        except ArchiveError:
+            raise
+        except InputError as error:
+            raise ArchiveError(error, location) from None
     if isinstance(end_error, (tarfile.EmptyHeaderError, tarfile.TruncatedHeaderError)):
         truncated = TruncatedInputError(
             f"tar data ends without the end-of-archive blocks, after member {last_name}")

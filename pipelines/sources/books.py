@@ -77,81 +77,113 @@ _FRONT_MATTER_LINES = 120
 _TITLE = re.compile(r"Title:[ \t]*(.*)")
 
 
-def _gutenberg_bounds(lines: list[str]) -> tuple[int, int, bool]:
-    """(first body line, one past the last body line, whether a header marker was found)."""
+# Every marker line names one of these words, in one of these cases; only such lines are
+# matched against the regexes, so a 50 MB book costs a few str.find calls, not a regex per line
+# (and not a lower() copy of the whole text).
+_MARKER_WORDS = tuple(
+    variant
+    for word in ("gutenberg", "small print", "full license")
+    for variant in (word, word.upper(), word.title())
+)
+
+
+def _marker_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the lines that mention a marker word, in text order."""
+    lines = set()
+    for word in _MARKER_WORDS:
+        position = text.find(word)
+        while position >= 0:
+            line_start = text.rfind("\n", 0, position) + 1
+            line_end = text.find("\n", position)
+            line_end = len(text) if line_end < 0 else line_end
+            lines.add((line_start, line_end))
+            position = text.find(word, line_end)
+    return sorted(lines)
+
+
+def split_gutenberg(text: str) -> tuple[str, str]:
+    """(Project Gutenberg header, the book's own text); the header is '' for a file without
+    Gutenberg markers. See strip_gutenberg."""
+    text = to_lf(text)
+    markers = _marker_lines(text)
     # A header marker in the second half of a file is not a header (1990s files sometimes
     # carry the "*END*THE SMALL PRINT" block after the book).
-    headers = [i for i, line in enumerate(lines[: len(lines) // 2 + 1]) if _HEADER_END.search(line)]
-    search_from = headers[0] + 1 if headers else 0
-    end = len(lines)
-    for i in range(search_from, len(lines)):
-        if _FOOTER_START.search(lines[i]):
-            end = i
+    headers = [(a, b) for a, b in markers if a < len(text) // 2 and _HEADER_END.search(text, a, b)]
+    search_from = headers[0][1] if headers else 0
+    end = next((a for a, b in markers if a >= search_from and _FOOTER_START.search(text[a:b])),
+               len(text))
+    start = max((b for a, b in headers if b <= end), default=0)
+    if headers:
+        start = _skip_front_matter(text, start, end)
+    body = _BLANK_LINES_AT_START.sub("", text[start:end], count=1)
+    return text[:start] if headers else "", _without_trailing_blank_lines(body)
+
+
+_BLANK_LINES_AT_START = re.compile(r"\A(?:[^\S\n]*\n)+")
+
+
+def _without_trailing_blank_lines(body: str) -> str:
+    """`body` without its trailing lines of only white space or asterisks (a "***" rule)."""
+    end = len(body)
+    while end > 0:
+        line_start = body.rfind("\n", 0, end) + 1
+        if body[line_start:end].strip(" \t\r\f\v*"):
             break
-    start = max((i for i in headers if i < end), default=-1) + 1
-    return start, end, bool(headers)
+        end = max(line_start - 1, 0)
+    return body[:end]
 
 
-def _paragraphs(lines: list[str], start: int, stop: int) -> Iterator[tuple[int, int]]:
-    """(first, one past last) line index of each paragraph in lines[start:stop]."""
-    i = start
-    while i < stop:
-        while i < stop and not lines[i].strip():
-            i += 1
-        first = i
-        while i < stop and lines[i].strip():
-            i += 1
-        if first < i:
-            yield first, i
-
-
-def _skip_front_matter(lines: list[str], start: int, end: int) -> int:
-    """The first line of the author's text after Project Gutenberg's own front matter."""
+def _skip_front_matter(text: str, start: int, end: int) -> int:
+    """The offset of the author's text after Project Gutenberg's own front matter."""
+    head = text[start:end].split("\n", _FRONT_MATTER_LINES)[:_FRONT_MATTER_LINES]
     in_credit = False
-    body = start
-    for first, stop in _paragraphs(lines, start, min(end, start + _FRONT_MATTER_LINES)):
-        paragraph = "\n".join(lines[first:stop])
-        if _CREDIT.match(paragraph):
-            in_credit = True
-        elif not (
-            _GUTENBERG.search(paragraph)
-            or _RULE.match(paragraph)
-            or (in_credit and _CREDIT_CONTINUATION.search(paragraph))
-        ):
-            return first
-        body = stop
-    return body
+    offset = start
+    paragraph: list[str] = []
+    paragraph_start = start
+    position = start
+    for line in [*head, ""]:
+        if line.strip():
+            if not paragraph:
+                paragraph_start = position
+            paragraph.append(line)
+        elif paragraph:
+            block = "\n".join(paragraph)
+            if _CREDIT.match(block):
+                in_credit = True
+            elif not (_GUTENBERG.search(block) or _RULE.match(block)
+                      or (in_credit and _CREDIT_CONTINUATION.search(block))):
+                return paragraph_start
+            offset = position
+            paragraph = []
+        position += len(line) + 1
+    return min(offset, end)
 
 
 def strip_gutenberg(text: str) -> str:
-    """The book's own text: Project Gutenberg header, front-matter credits, footer and license
-    removed, leading and trailing blank lines dropped. Text without Gutenberg markers is
-    returned whole (minus the blank lines at its ends). Accepts LF or CRLF line ends."""
-    lines = text.splitlines()
-    start, end, has_header = _gutenberg_bounds(lines)
-    if has_header:
-        start = _skip_front_matter(lines, start, end)
-    while start < end and not lines[start].strip():
-        start += 1
-    while end > start and (not lines[end - 1].strip() or _RULE.match(lines[end - 1])):
-        end -= 1
-    return "\n".join(lines[start:end])
+    """The book's own text: the Project Gutenberg header (up to the last "*** START OF
+    THE/THIS PROJECT GUTENBERG EBOOK" or "*END*THE SMALL PRINT" line), its front-matter
+    credits ("Produced by ...", "The Project Gutenberg Etext of ..."), the footer (from "End of
+    [the] Project Gutenberg ...", "*** END OF THE/THIS PROJECT GUTENBERG", or the license
+    block, whichever comes first) removed, and blank lines at both ends dropped. Line ends
+    come back as LF. Text without Gutenberg markers is returned whole."""
+    return split_gutenberg(text)[1]
 
 
 def gutenberg_title(text: str) -> str:
     """The `Title:` field of a Project Gutenberg header (continuation lines joined), or ''."""
-    lines = text.splitlines()
-    start, _, has_header = _gutenberg_bounds(lines)
-    if not has_header:
-        return ""
-    for i in range(start):
-        match = _TITLE.search(lines[i])
+    return _title_from_header(split_gutenberg(text)[0])
+
+
+def _title_from_header(header: str) -> str:
+    lines = header.split("\n")
+    for i, line in enumerate(lines):
+        match = _TITLE.search(line)
         if match:
             parts = [match.group(1).strip()]
-            for line in lines[i + 1 : start]:
-                if not line.strip() or not line[0].isspace():
+            for continuation in lines[i + 1:]:
+                if not continuation.strip() or not continuation[0].isspace():
                     break
-                parts.append(line.strip())
+                parts.append(continuation.strip())
             return " ".join(part for part in parts if part)
     return ""
 
@@ -166,7 +198,7 @@ def book_document(data: bytes, name: str, location: str) -> Iterator[Document | 
     text = to_lf(decoded.text).lstrip("\ufeff")
     if not text.strip():
         return  # an empty file holds no book: nothing is lost
-    body = strip_gutenberg(text)
+    header, body = split_gutenberg(text)
     if not body.strip():
         yield failure(location, "no_book_text", "nothing left after removing Gutenberg boilerplate")
         return
@@ -174,7 +206,7 @@ def book_document(data: bytes, name: str, location: str) -> Iterator[Document | 
         id=f"{NAME}:{name}",
         source=NAME,
         text=body,
-        title=gutenberg_title(text),
+        title=_title_from_header(header),
         meta={"encoding": decoded.encoding},
     )
 
