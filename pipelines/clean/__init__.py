@@ -47,7 +47,7 @@ FILTER_NAMES = (
 
 # Sources whose documents are crawled web pages and get the Gopher and C4 rules. Every other
 # source (books, wikipedia, jsonl, parquet, ...) is curated text and gets the light defaults.
-WEB_SOURCES = frozenset({"webtext", "warc"})
+WEB_SOURCES = frozenset({"webtext"})
 
 _GOPHER_TOP_NGRAMS = ((2, 0.20), (3, 0.18), (4, 0.16))
 _GOPHER_DUPLICATE_NGRAMS = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))

@@ -1,0 +1,591 @@
+"""The tokenize stage: tokenizer loading, batch encoding and sentence splitting.
+
+    tokenizer = load_tokenizer("/path/gpt2")            # vocab.json + merges.txt: GPT-2 BPE
+    docs, rejects = tokenize_batch(batch, tokenizer, split_sentences=False, append_eod=True,
+                                   min_tokens=128)
+
+Every tokenizer is held as a Hugging Face `tokenizers` JSON string: that is what is pickled to
+Beam workers (a few hundred KB, no Rust object) and what is saved inside a shard set; the Rust
+tokenizer is built lazily, once per process. For plain GPT-2-style byte-level BPE the ids come
+from a `tiktoken.Encoding` built from the same vocabulary and merges (no download), which is
+several times faster than `tokenizers` and gives identical ids (tests/test_tokenize.py checks
+this on every sample corpus).
+
+Minimum length: Megatron's OpenWebText cleanup drops documents shorter than 128 GPT-2 tokens;
+preprocess should pass `min_tokens=128` for web text with a GPT-2 vocabulary and 0 (keep every
+non-empty document) for curated sources.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from pipelines.document import Document, Reject, TokenizedDocument
+
+EOD_TOKEN = "<|endoftext|>"
+# Names under which special tokens are reported in `TextTokenizer.special_ids`.
+_SPECIAL_TOKEN_NAMES = {
+    "eod": ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>"),
+    "cls": ("[CLS]",),
+    "sep": ("[SEP]",),
+    "mask": ("[MASK]",),
+    "pad": ("[PAD]", "<pad>"),
+    "unk": ("[UNK]", "<unk>"),
+}
+BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# GPT-2's pre-tokenizer regex, as tiktoken writes it; the same split as tokenizers' ByteLevel.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+@functools.cache
+def gpt2_byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 byte values to printable characters: printable
+    Latin-1 bytes map to themselves, the rest to code points from U+0100 on, in byte order."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    mapping = {byte: chr(byte) for byte in printable}
+    extra = 0
+    for byte in range(256):
+        if byte not in mapping:
+            mapping[byte] = chr(0x100 + extra)
+            extra += 1
+    return mapping
+
+
+def _read_text(path: str) -> str:
+    try:
+        if "://" in path:
+            from pipelines.io import open_input  # imports Beam: only for remote paths
+
+            with open_input(path) as f:
+                data = f.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"tokenizer file not found: {path}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
+
+
+def _gpt2_tokenizer_json(vocab_path: str, merges_path: str) -> str:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    try:
+        vocab = json.loads(_read_text(vocab_path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{vocab_path}: not a JSON vocabulary ({e})") from None
+    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+        raise ValueError(f"{vocab_path}: expected a JSON object mapping token -> id")
+    merges = []
+    for line_number, line in enumerate(_read_text(merges_path).split("\n"), 1):
+        if not line or (line_number == 1 and line.startswith("#version")):
+            continue
+        pair = line.split(" ")
+        if len(pair) != 2:
+            raise ValueError(f"{merges_path}:{line_number}: expected 'left right', got {line!r}")
+        merges.append((pair[0], pair[1]))
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens([AddedToken(EOD_TOKEN, special=True, normalized=False)])
+    return tokenizer.to_str()
+
+
+def _wordpiece_tokenizer_json(vocab_path: str, lowercase: bool | None) -> str:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    vocab: dict[str, int] = {}
+    for index, line in enumerate(_read_text(vocab_path).split("\n")):
+        token = line.rstrip("\r")
+        if not token:
+            continue
+        if token in vocab:
+            raise ValueError(f"{vocab_path}:{index + 1}: duplicate token {token!r}")
+        vocab[token] = index
+    if "[UNK]" not in vocab:
+        raise ValueError(f"{vocab_path}: a WordPiece vocab.txt needs an [UNK] line")
+    if lowercase is None:
+        # An uncased vocabulary has (almost) no capital letters outside its [SPECIAL] tokens:
+        # bert-base-uncased has 2 ("ℝ"), bert-base-cased thousands.
+        capitalised = sum(
+            any(c.isupper() for c in token) for token in vocab if not token.startswith("[")
+        )
+        lowercase = "uncased" in vocab_path.lower() or capitalised < 0.001 * len(vocab)
+    tokenizer = Tokenizer(
+        models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100)
+    )
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in BERT_SPECIAL_TOKENS if t in vocab]
+    )
+    return tokenizer.to_str()
+
+
+def load_tokenizer(spec: str, *, lowercase: bool | None = None) -> TextTokenizer:
+    """Load a tokenizer; never downloads anything.
+
+    `spec` is one of
+    - a Hugging Face `tokenizers` JSON file (what `python -m pipelines.train_tokenizer` writes);
+    - GPT-2 byte-level BPE: "vocab.json,merges.txt" (either order) or a directory holding both
+      (`<|endoftext|>` is the end-of-document token, id 50256 in GPT-2's vocabulary);
+    - BERT WordPiece: a `vocab.txt`, or a directory holding one. `lowercase` defaults to True
+      when the path says "uncased" or the vocabulary has no capital letters.
+    A directory is searched in that order: tokenizer.json, vocab.json + merges.txt, vocab.txt.
+    """
+    from tokenizers import Tokenizer
+
+    if "," in spec:
+        paths = [p.strip() for p in spec.split(",")]
+        json_paths = [p for p in paths if p.endswith(".json")]
+        if len(paths) != 2 or len(json_paths) != 1:
+            raise ValueError(f"tokenizer spec {spec!r}: expected 'vocab.json,merges.txt'")
+        merges_path = next(p for p in paths if p not in json_paths)
+        return TextTokenizer(_gpt2_tokenizer_json(json_paths[0], merges_path))
+    if os.path.isdir(spec):
+        candidates = [
+            os.path.join(spec, name)
+            for name in ("tokenizer.json", "vocab.json", "merges.txt", "vocab.txt")
+        ]
+        tokenizer_json, vocab_json, merges, vocab_txt = (
+            p if os.path.isfile(p) else None for p in candidates
+        )
+        if tokenizer_json:
+            return load_tokenizer(tokenizer_json)
+        if vocab_json and merges:
+            return TextTokenizer(_gpt2_tokenizer_json(vocab_json, merges))
+        if vocab_txt:
+            return TextTokenizer(_wordpiece_tokenizer_json(vocab_txt, lowercase))
+        raise FileNotFoundError(
+            f"tokenizer directory {spec} holds none of tokenizer.json, vocab.json + merges.txt, vocab.txt"
+        )
+    if spec.endswith(".txt"):
+        return TextTokenizer(_wordpiece_tokenizer_json(spec, lowercase))
+    text = _read_text(spec)
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{spec}: not a tokenizer JSON file ({e})") from None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("model"), dict):
+        raise ValueError(
+            f"{spec}: not a Hugging Face tokenizers JSON (no 'model'); a GPT-2 vocab.json needs its "
+            f"merges: pass 'vocab.json,merges.txt' or their directory"
+        )
+    try:
+        tokenizer = Tokenizer.from_str(text)
+    except Exception as e:  # tokenizers raises a bare Exception for a malformed file
+        raise ValueError(f"{spec}: cannot be loaded by tokenizers: {e}") from None
+    return TextTokenizer(tokenizer.to_str())
+
+
+def _token_ids(spec: dict) -> dict[str, int]:
+    """Every token of a tokenizers JSON (model vocabulary and added tokens) -> id."""
+    vocab = spec["model"].get("vocab") or {}
+    if isinstance(vocab, list):  # Unigram: [[piece, score], ...], id = position
+        token_ids = {piece: index for index, (piece, _) in enumerate(vocab)}
+    else:
+        token_ids = dict(vocab)
+    for added in spec.get("added_tokens") or []:
+        token_ids[added["content"]] = int(added["id"])
+    return token_ids
+
+
+def _model_kind(spec: dict) -> str:
+    model_type = spec["model"].get("type", "")
+    if model_type == "BPE" and _has_byte_level_pre_tokenizer(spec):
+        return "byte_level_bpe"
+    return model_type.lower()
+
+
+def _has_byte_level_pre_tokenizer(spec: dict) -> bool:
+    pre = spec.get("pre_tokenizer") or {}
+    if pre.get("type") == "Sequence":
+        return any(p.get("type") == "ByteLevel" for p in pre.get("pretokenizers", []))
+    return pre.get("type") == "ByteLevel"
+
+
+def _tiktoken_ranks(spec: dict) -> tuple[dict[bytes, int], dict[str, int]] | None:
+    """(mergeable_ranks, special_tokens) for a tiktoken.Encoding that gives the same ids as
+    `spec`, or None when `spec` is not plain GPT-2-style byte-level BPE.
+
+    Plain means: no normalizer; exactly one ByteLevel pre-tokenizer with GPT-2's regex and no
+    prefix space; a BPE model without dropout, unknown token, byte fallback or subword
+    affixes; every added token special; and merge results whose ids rise with merge order
+    (tiktoken ranks a pair by the id of the merged token, tokenizers by the merge's position).
+    """
+    model = spec.get("model") or {}
+    pre = spec.get("pre_tokenizer") or {}
+    if spec.get("normalizer") is not None or model.get("type") != "BPE":
+        return None
+    if (
+        pre.get("type") != "ByteLevel"
+        or pre.get("add_prefix_space")
+        or not pre.get("use_regex", True)
+    ):
+        return None
+    if model.get("dropout") is not None or model.get("unk_token") is not None:
+        return None
+    if (
+        model.get("byte_fallback")
+        or model.get("continuing_subword_prefix")
+        or model.get("end_of_word_suffix")
+    ):
+        return None
+    added = spec.get("added_tokens") or []
+    if not all(t.get("special") for t in added):
+        return None
+    vocab: dict[str, int] = model["vocab"]
+    byte_of_char = {char: byte for byte, char in gpt2_byte_to_unicode().items()}
+    if not all(char in vocab for char in byte_of_char):
+        return None
+    previous = -1
+    for merge in model.get("merges", []):
+        left, right = merge.split(" ") if isinstance(merge, str) else merge
+        merged_id = vocab.get(left + right)
+        if merged_id is None or merged_id <= previous:
+            return None
+        previous = merged_id
+    special_tokens = {t["content"]: int(t["id"]) for t in added}
+    ranks: dict[bytes, int] = {}
+    for token, token_id in vocab.items():
+        if token in special_tokens:
+            continue
+        try:
+            ranks[bytes(byte_of_char[c] for c in token)] = token_id
+        except KeyError:  # a character outside the byte alphabet: not byte-level after all
+            return None
+    return ranks, special_tokens
+
+
+class TextTokenizer:
+    """A tokenizer as shipped to workers: its JSON plus a few facts, built lazily.
+
+    `vocab_size` is one more than the largest id (the embedding rows a model needs). `kind` is "byte_level_bpe", "bpe", "wordpiece", "unigram" or "wordlevel"; `special_ids`
+    maps "eod" (GPT) or "cls", "sep", "mask", "pad", "unk" (BERT) to ids, for those present.
+    """
+
+    def __init__(self, tokenizer_json: str) -> None:
+        # Facts only, from the JSON: the Rust tokenizer is built on first use, in the process
+        # that uses it.
+        spec = json.loads(tokenizer_json)
+        self._json = tokenizer_json
+        self.kind: str = _model_kind(spec)
+        token_ids = _token_ids(spec)
+        self.vocab_size: int = max(token_ids.values()) + 1
+        self.special_ids: dict[str, int] = {}
+        for name, candidates in _SPECIAL_TOKEN_NAMES.items():
+            for token in candidates:
+                if token in token_ids:
+                    self.special_ids[name] = token_ids[token]
+                    break
+        self._lock = threading.Lock()
+        self._hf = None
+        self._fast = None
+        self._fast_checked = False
+
+    # Pickle only the JSON and the facts: workers rebuild the Rust objects on first use.
+    def __getstate__(self) -> dict:
+        return {
+            "json": self._json,
+            "kind": self.kind,
+            "vocab_size": self.vocab_size,
+            "special_ids": self.special_ids,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self._json = state["json"]
+        self.kind = state["kind"]
+        self.vocab_size = state["vocab_size"]
+        self.special_ids = state["special_ids"]
+        self._lock = threading.Lock()
+        self._hf = None
+        self._fast = None
+        self._fast_checked = False
+
+    def __repr__(self) -> str:
+        return f"TextTokenizer(kind={self.kind!r}, vocab_size={self.vocab_size}, special_ids={self.special_ids})"
+
+    def to_json(self) -> str:
+        return self._json
+
+    def _hf_tokenizer(self):
+        with self._lock:
+            if self._hf is None:
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_str(self._json)
+                # A literal "<|endoftext|>" or "[SEP]" inside a document is text, not a
+                # document boundary: encode special tokens' strings like any other text.
+                tokenizer.encode_special_tokens = True
+                self._hf = tokenizer
+            return self._hf
+
+    def _fast_encoding(self):
+        """The tiktoken Encoding for this tokenizer, or None when it has no fast path."""
+        with self._lock:
+            if not self._fast_checked:
+                ranks = _tiktoken_ranks(json.loads(self._json))
+                if ranks is not None:
+                    import tiktoken
+
+                    mergeable_ranks, special_tokens = ranks
+                    self._fast = tiktoken.Encoding(
+                        "shardsmith-byte-level-bpe",
+                        pat_str=GPT2_PATTERN,
+                        mergeable_ranks=mergeable_ranks,
+                        special_tokens=special_tokens,
+                    )
+                self._fast_checked = True
+            return self._fast
+
+    @property
+    def uses_fast_path(self) -> bool:
+        """Whether `encode_batch` runs on tiktoken (plain GPT-2-style byte-level BPE)."""
+        return self._fast_encoding() is not None
+
+    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids (int32) of each text; no special tokens are added."""
+        texts = list(texts)
+        if not texts:
+            return []
+        fast = self._fast_encoding()
+        if fast is not None:
+            # tiktoken's batch call runs its own thread pool; RAYON_NUM_THREADS is the one
+            # knob that sizes both it and tokenizers' pool.
+            threads = int(os.environ.get("RAYON_NUM_THREADS") or os.cpu_count() or 1)
+            id_lists = fast.encode_ordinary_batch(texts, num_threads=max(1, threads))
+            return [np.array(ids, dtype=np.int32) for ids in id_lists]
+        return self.encode_batch_hf(texts)
+
+    def encode_batch_hf(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """`encode_batch` through `tokenizers` even where a fast path exists (for comparison)."""
+        tokenizer = self._hf_tokenizer()
+        # encode_batch_fast (tokenizers >= 0.20) skips computing character offsets.
+        encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+        encodings = encode(list(texts), add_special_tokens=False)
+        return [np.array(e.ids, dtype=np.int32) for e in encodings]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self._hf_tokenizer().decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def save(self, path: str) -> None:
+        """Write the tokenizer JSON (local path or any fsspec URL)."""
+        if "://" in path and not path.startswith("file://"):
+            import fsspec
+
+            with fsspec.open(path, "w", encoding="utf-8") as f:
+                f.write(self._json)
+            return
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self._json)
+
+    def identity(self) -> dict:
+        """What a shard set records about its tokenizer (sha256 is of the saved JSON)."""
+        return {
+            "kind": self.kind,
+            "vocab_size": self.vocab_size,
+            "sha256": hashlib.sha256(self._json.encode("utf-8")).hexdigest(),
+            "special_ids": dict(self.special_ids),
+        }
+
+
+# --- sentence splitting -------------------------------------------------------------------
+
+_ABBREVIATIONS = frozenset(
+    """
+    mr mrs ms messrs mme mlle dr prof sr jr st mt rev hon esq gen col capt cmdr lt sgt gov sen
+    rep pres supt insp vs v cf viz al ca approx no nos vol vols fig figs ch pp ed eds dept univ
+    inc ltd co corp bros jan feb mar apr jun jul aug sep sept oct nov dec
+    """.split()
+)
+# A sentence end: terminal punctuation, then any closing quotes or brackets.
+_SENTENCE_END = re.compile(r"(?:[.!?…]+|[。！？]+)[\"'”’»)\]」』]*")
+_OPENERS = "\"'“‘«([¿¡「『"
+_TRAILING_WORD = re.compile(r"[\w.]*\Z")
+_DOTTED_ACRONYM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+# A line that starts a list item: "1. ", "2) ", "a) ", or a bullet.
+_LIST_ITEM = re.compile(r"(?:\d{1,3}[.)]|[a-z][.)]|[•‣◦●▪■*-])\s")
+# A line shorter than this fraction of its paragraph's longest line ends a sentence even
+# without punctuation: a heading, a speaker's name, a line of verse; longer lines are hard
+# wraps (Project Gutenberg wraps prose at ~70 columns) and are joined.
+_SHORT_LINE_FRACTION = 0.6
+
+
+def _is_sentence_start(text: str, position: int) -> bool:
+    while position < len(text) and text[position] in _OPENERS:
+        position += 1
+    if position >= len(text):
+        return False
+    char = text[position]
+    # Upper case, or a letter of a script without case (CJK, Arabic, ...).
+    return char.isalpha() and not char.islower()
+
+
+def _ends_sentence(segment: str, match: re.Match[str], sentence_start: int) -> bool:
+    end = match.end()
+    punctuation = match.group()
+    if punctuation[0] in "。！？":
+        return True
+    if end < len(segment) and not segment[end].isspace():
+        return False  # "3.14", "e.g.,", "Yahoo!'s"
+    next_start = end
+    while next_start < len(segment) and segment[next_start].isspace():
+        next_start += 1
+    if next_start == len(segment):
+        return True
+    if not _is_sentence_start(segment, next_start):
+        return False
+    if punctuation.rstrip("\"'”’»)]") != ".":
+        return True  # "!", "?", "..." before a capital
+    # The word the period ends: the run of letters, digits and inner periods before it, so
+    # that "boat—Mr." and "(Dr." give "Mr" and "Dr". The look-back is bounded so a long
+    # sentence full of abbreviations stays linear.
+    lookback = max(sentence_start, match.start() - 32)
+    word = _TRAILING_WORD.search(segment, lookback, match.start()).group()
+    word_start = match.start() - len(word)
+    if word.lower() in _ABBREVIATIONS or _DOTTED_ACRONYM.fullmatch(word):
+        return False  # "Mr. Starbuck", "e.g. The", "the U.S. Navy"
+    if len(word) == 1 and word.isalpha():
+        return False  # an initial: "J. R. Hartley"
+    if word.isdigit() and word_start == sentence_start:
+        return False  # an enumerator: "1. She knows"
+    return True
+
+
+def _split_segment(segment: str) -> list[str]:
+    sentences = []
+    start = 0
+    for match in _SENTENCE_END.finditer(segment):
+        if _ends_sentence(segment, match, start):
+            sentence = segment[start : match.end()].strip()
+            if sentence:
+                sentences.append(sentence)
+            start = match.end()
+            while start < len(segment) and segment[start].isspace():
+                start += 1
+    rest = segment[start:].strip()
+    if rest:
+        sentences.append(rest)
+    return sentences
+
+
+def _segments(paragraph: str) -> list[str]:
+    """A paragraph's runs of hard-wrapped lines, each joined into one line. A run ends after a
+    short line and before a list item."""
+    lines = [line.strip() for line in paragraph.split("\n")]
+    lines = [line for line in lines if line]
+    if len(lines) <= 1:
+        return lines
+    short = _SHORT_LINE_FRACTION * max(len(line) for line in lines)
+    segments: list[str] = []
+    current: list[str] = []
+    for line in lines:
+        if current and _LIST_ITEM.match(line):
+            segments.append(" ".join(current))
+            current = []
+        current.append(line)
+        if len(line) < short:
+            segments.append(" ".join(current))
+            current = []
+    if current:
+        segments.append(" ".join(current))
+    return segments
+
+
+def split_sentences(text: str) -> list[str]:
+    """Rule-based sentence splitting; returns the non-empty sentences, stripped.
+
+    Blank lines are paragraph breaks and always end a sentence; within a paragraph, single
+    newlines are hard wraps and are joined with a space, except after a short line (see
+    `_SHORT_LINE_FRACTION`) and before a list item. A sentence ends at . ! ? … (and closing quotes or brackets after
+    them) followed by whitespace and an upper-case (or caseless-script) letter, or at 。！？.
+    A period does not end a sentence after an abbreviation (Mr., Dr., e.g., U.S.), an initial,
+    or a list number at the start of a sentence; a period inside a number (3.14) never does.
+    """
+    sentences: list[str] = []
+    for paragraph in _BLANK_LINE.split(text):
+        for segment in _segments(paragraph):
+            sentences.extend(_split_segment(segment))
+    return sentences
+
+
+# tokenize_batch's flag of the same name shadows the function there.
+_split_into_sentences = split_sentences
+
+
+# --- the stage ----------------------------------------------------------------------------
+
+
+def tokenize_batch(
+    docs: Sequence[Document],
+    tokenizer: TextTokenizer,
+    *,
+    split_sentences: bool,
+    append_eod: bool,
+    min_tokens: int = 0,
+) -> tuple[list[TokenizedDocument], list[Reject]]:
+    """Tokenize a batch of documents with one `encode_batch` call.
+
+    One sequence per document, or with `split_sentences` one per sentence (BERT). With
+    `append_eod` the end-of-document id is appended to each document's last sequence. A
+    document with fewer than `min_tokens` tokens (counted before the EOD), or with none at all,
+    is rejected as "too_few_tokens".
+    """
+    eod = None
+    if append_eod:
+        if "eod" not in tokenizer.special_ids:
+            raise ValueError(
+                f"append_eod: the {tokenizer.kind} tokenizer has no end-of-document token "
+                f"(one of {', '.join(_SPECIAL_TOKEN_NAMES['eod'])})"
+            )
+        eod = np.array([tokenizer.special_ids["eod"]], dtype=np.int32)
+    pieces: list[str] = []
+    piece_counts: list[int] = []
+    for doc in docs:
+        doc_pieces = (
+            _split_into_sentences(doc.text) if split_sentences else ([doc.text] if doc.text else [])
+        )
+        pieces.extend(doc_pieces)
+        piece_counts.append(len(doc_pieces))
+    encoded = tokenizer.encode_batch(pieces)
+
+    tokenized: list[TokenizedDocument] = []
+    rejects: list[Reject] = []
+    position = 0
+    for doc, count in zip(docs, piece_counts):
+        sequences = [ids for ids in encoded[position : position + count] if len(ids)]
+        position += count
+        token_count = sum(len(ids) for ids in sequences)
+        if token_count == 0 or token_count < min_tokens:
+            rejects.append(
+                Reject(
+                    doc.id,
+                    doc.source,
+                    "too_few_tokens",
+                    f"{token_count} tokens < {max(min_tokens, 1)}",
+                    doc.text,
+                )
+            )
+            continue
+        if eod is not None:
+            sequences[-1] = np.concatenate([sequences[-1], eod])
+        tokenized.append(
+            TokenizedDocument(doc.id, doc.source, tuple(sequences), len(doc.text.encode("utf-8")))
+        )
+    return tokenized, rejects
