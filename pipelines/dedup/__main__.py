@@ -1,0 +1,119 @@
+"""`python -m pipelines.dedup`: deduplicate already-cleaned documents, Parquet in, Parquet out.
+
+    python -m pipelines.dedup --input 'clean/*.parquet' --output deduped/ [--keep-rejects]
+        [--dedup-threshold 0.8 --dedup-scope all ... --decontaminate wiki.test.tokens]
+        [Beam options: --runner DataflowRunner --project ... ; default --runner DirectRunner]
+
+Writes OUTPUT/documents-*.parquet (the kept documents), with --keep-rejects also
+OUTPUT/rejects-*.parquet (every removed document, its reason and text) and
+OUTPUT/clusters-*.parquet (kept_id, removed_id, reason, matched_id, jaccard: one row per removed
+duplicate; group by kept_id for a cluster's members), and OUTPUT/stats.json (the run's
+"pipelines" counters: removals by reason, candidate pairs, components rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.dedup.config import DedupConfig, add_dedup_arguments
+from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
+from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
+from pipelines.stats import NAMESPACE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.dedup",
+        description="Remove URL, exact and near-duplicate documents (MinHash LSH) and "
+        "evaluation-set overlaps from Parquet document files.",
+        epilog="Other options are passed to Beam (e.g. --runner DataflowRunner).",
+    )
+    parser.add_argument("--input", required=True, help="Parquet document files (glob)")
+    parser.add_argument("--output", required=True, help="output directory (local or gs://...)")
+    parser.add_argument(
+        "--keep-rejects",
+        action="store_true",
+        help="also write the removed documents and the duplicate clusters, for auditing",
+    )
+    add_dedup_arguments(parser, with_disable_flag=False)
+    return parser
+
+
+def build_pipeline(
+    pipeline: beam.Pipeline,
+    input_pattern: str,
+    output: str,
+    config: DedupConfig,
+    keep_rejects: bool,
+) -> None:
+    out = output.rstrip("/")
+    result = (
+        pipeline | "ReadDocuments" >> ReadDocuments(input_pattern) | "Dedup" >> Deduplicate(config)
+    )
+    result.main | "WriteDocuments" >> WriteDocuments(f"{out}/documents")
+    if keep_rejects:
+        result["rejects"] | "WriteRejects" >> WriteRejects(f"{out}/rejects")
+        result["clusters"] | "WriteClusters" >> WriteClusters(f"{out}/clusters")
+
+
+def counters(result) -> dict[str, int]:
+    query = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    totals: dict[str, int] = {}
+    for counter in query["counters"]:
+        name = counter.key.metric.name
+        totals[name] = totals.get(name, 0) + int(counter.committed or 0)
+    return dict(sorted(totals.items()))
+
+
+def stats_document(counts: dict[str, int], config: DedupConfig, elapsed_s: float) -> dict:
+    removed = {reason: counts.get(name, 0) for reason, name in REMOVAL_COUNTERS.items()}
+    kept = counts.get("dedup_kept", 0)
+    return {
+        "documents_in": kept + sum(removed.values()),
+        "kept": kept,
+        "removed": removed,
+        "counters": counts,
+        "config": dataclasses.asdict(config),
+        "elapsed_s": round(elapsed_s, 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, beam_args = build_parser().parse_known_args(argv)
+    try:
+        config = DedupConfig.from_args(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
+        beam_args = ["--runner", "DirectRunner", *beam_args]
+    started = time.time()
+    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+    try:
+        build_pipeline(pipeline, args.input, args.output, config, args.keep_rejects)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    result = pipeline.run()
+    result.wait_until_finish()
+    stats = stats_document(counters(result), config, time.time() - started)
+    with FileSystems.create(f"{args.output.rstrip('/')}/stats.json") as f:
+        f.write(json.dumps(stats, indent=2).encode("utf-8"))
+    removed = ", ".join(f"{k} {v:,}" for k, v in stats["removed"].items() if v) or "nothing"
+    print(
+        f"dedup: {stats['documents_in']:,} documents in, {stats['kept']:,} kept; removed {removed}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Connected components of the near-duplicate graph, computed in Beam: large-star / small-star.
+
+The algorithm of Kiveris et al., "Connected Components in Map Reduce and Beyond" (SoCC 2014).
+Nodes are totally ordered (see exact.Node); each round is two GroupByKeys over the edge set:
+
+- large-star: every node u links each *larger* neighbour to m(u), the smallest of u and its
+  neighbours;
+- small-star: every node u links itself and each *smaller* neighbour to the smallest of them.
+
+Neither step adds edges (each emits at most one edge per edge it reads), and the graph
+contracts until every component is a star around its smallest node, in O(log^2 n) rounds.
+A Beam graph is static, so there is no driver loop that looks at the data and decides to stop:
+`ConnectedComponents` unrolls `max_rounds` rounds, counts the edges each round rewires
+(Beam counters `dedup_cc_round<NN>_changes`: a round that changes nothing means the ones
+after it are no-ops), and then checks that the result really is a set of stars. If it is not,
+the check FAILS THE PIPELINE with an error that says to raise --dedup-cc-rounds, rather than
+keeping a wrong answer: a component split in two would keep two copies of a duplicate.
+
+Every step streams its group twice at most (GroupByKey values can be re-iterated), so a node
+with a million neighbours (the centre of a hot bucket) costs time, not memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import apache_beam as beam
+
+from pipelines.dedup.exact import Node
+from pipelines.stats import BundleCounts
+
+Edge = tuple[Node, Node]
+
+
+class ComponentsNotConverged(RuntimeError):
+    """The unrolled rounds were not enough for the graph: raise --dedup-cc-rounds."""
+
+
+def large_star(node: Node, neighbors: Iterable[Node]) -> Iterator[tuple[Edge, bool]]:
+    """(edge, changed) for each larger neighbour v: the edge (v, m(u)); changed if m(u) != u."""
+    smallest = min(node, min(neighbors))
+    for v in neighbors:
+        if v > node:
+            yield (v, smallest), smallest != node
+
+
+def small_star(node: Node, smaller: Iterable[Node]) -> Iterator[tuple[Edge, bool]]:
+    """(edge, changed) linking u and each smaller neighbour to the smallest of them."""
+    smallest = min(smaller)
+    yield (node, smallest), False
+    for v in smaller:
+        if v != smallest:
+            yield (v, smallest), True
+
+
+def star_center(node: Node, neighbors: Iterable[Node], rounds: int) -> Node | None:
+    """In a converged graph (disjoint stars around their smallest node): the centre a leaf
+    belongs to, or None for a centre. Raises ComponentsNotConverged otherwise."""
+    center = None
+    has_larger = False
+    for v in neighbors:
+        if v < node:
+            if center is not None and v != center:
+                raise ComponentsNotConverged(
+                    f"near-duplicate components did not converge in {rounds} rounds: document "
+                    f"{node[1]!r} still links to {center[1]!r} and {v[1]!r}; rerun with "
+                    f"--dedup-cc-rounds {2 * rounds}"
+                )
+            center = v
+        elif v > node:
+            has_larger = True
+    if center is not None and has_larger:
+        raise ComponentsNotConverged(
+            f"near-duplicate components did not converge in {rounds} rounds: document "
+            f"{node[1]!r} is both a centre and a leaf; rerun with --dedup-cc-rounds {2 * rounds}"
+        )
+    return center
+
+
+def _both_directions(edge: Edge) -> Iterator[Edge]:
+    yield edge
+    yield edge[1], edge[0]
+
+
+class _StarStepFn(beam.DoFn):
+    """One step of a round over (node, neighbours). large-star's edges (v, m) already have the
+    larger node first, the key small-star groups by; small-star's edges go out both ways, as
+    the next large-star (or the final check) groups every edge under both its nodes."""
+
+    def __init__(self, step, round_index: int, both_ways: bool) -> None:
+        self._step = step
+        self._counter = f"dedup_cc_round{round_index:02d}_changes"
+        self._both_ways = both_ways
+
+    def start_bundle(self) -> None:
+        self._counts = BundleCounts()
+
+    def process(self, element):
+        node, neighbors = element
+        changes = 0
+        for edge, changed in self._step(node, neighbors):
+            changes += changed
+            yield edge
+            if self._both_ways:
+                yield edge[1], edge[0]
+        self._counts.inc(self._counter, changes)
+
+    def finish_bundle(self) -> None:
+        self._counts.drain()
+
+
+class _StarCheckFn(beam.DoFn):
+    def __init__(self, rounds: int) -> None:
+        self._rounds = rounds
+
+    def process(self, element):
+        node, neighbors = element
+        center = star_center(node, neighbors, self._rounds)
+        if center is not None:
+            yield node, center
+
+
+class ConnectedComponents(beam.PTransform):
+    """PCollection[(Node, Node)] undirected edges -> PCollection[(Node, Node)]: (member, the
+    smallest node of its component) for every node in an edge that is not that smallest node.
+    """
+
+    def __init__(self, max_rounds: int) -> None:
+        super().__init__()
+        if max_rounds < 1:
+            raise ValueError(f"max_rounds must be >= 1, not {max_rounds}")
+        self._max_rounds = max_rounds
+
+    def expand(self, edges):
+        edges = edges | "BothWays" >> beam.FlatMap(_both_directions)
+        for r in range(1, self._max_rounds + 1):
+            edges = (
+                edges
+                | f"Round{r}/LargeStar/Group" >> beam.GroupByKey()
+                | f"Round{r}/LargeStar/Link" >> beam.ParDo(_StarStepFn(large_star, r, False))
+                | f"Round{r}/SmallStar/Group" >> beam.GroupByKey()
+                | f"Round{r}/SmallStar/Link" >> beam.ParDo(_StarStepFn(small_star, r, True))
+            )
+        return (
+            edges
+            | "Check/Group" >> beam.GroupByKey()
+            | "Check/Stars" >> beam.ParDo(_StarCheckFn(self._max_rounds))
+        )
