@@ -492,3 +492,20 @@ def test_index_cutting_a_page_in_two_gives_failures_not_wrong_pages(tmp_path: Pa
     assert "ends inside a <page>" in first[-1].detail
     assert documents(second) == []
     assert [f.reason for f in failures(second)] == ["malformed_xml"]
+
+
+def test_multistream_on_an_fsspec_filesystem(simple_multistream: tuple[bytes, bytes]):
+    """Planning (index lookup, boundary checks) and range reads go through pipelines.io, so a
+    dump in object storage works like a local one; memory:// stands in for gs:// here."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    dump, index = simple_multistream
+    fs.pipe({f"/wiki/{DUMP_NAME}": dump, f"/wiki/{INDEX_NAME}.bz2": bz2.compress(index)})
+    try:
+        tasks = plan(f"memory:///wiki/{DUMP_NAME}", {"wiki_task_mb": "0.004"})
+        assert len(tasks) >= 3
+        split = [item for task in tasks for item in read(task)]
+        assert split == documents(read_path(SIMPLEWIKI))
+    finally:
+        fs.rm("/wiki", recursive=True)

@@ -5,7 +5,9 @@ WikiExtractor does (templates dropped, links reduced to their visible text), wit
 of its own:
 
 - Templates `{{...}}` and tables `{| ... |}` are dropped whole, nested to any depth; an opening
-  `{{` that is never closed stays as text, as MediaWiki shows it.
+  `{{` that is never closed stays as text, as MediaWiki shows it. A few templates that write
+  prose inline are rendered instead of dropped (`{{lang|fr|mot}}` -> "mot", `{{convert|5|km}}`
+  -> "5 km", `{{nowrap|...}}`; see `render_template`), so sentences keep their words.
 - `<ref>`, `<gallery>`, `<math>` (no placeholder: a formula's TeX is not prose, and a fake token
   like "formula_7" teaches the model nothing), `<syntaxhighlight>`/`<source>` code, HTML
   `<table>`s and a few other non-prose extension tags are dropped with their content; every
@@ -293,11 +295,12 @@ def _simple_template(match: re.Match[str]) -> str:
 
 def strip_templates_and_tables(text: str) -> str:
     """Remove every balanced `{{...}}` (templates, `{{{parameters}}}`, parser functions) and
-    `{| ... |}` table, nested to any depth, in one pass; the few prose templates
-    `render_template` knows are replaced by their text instead.
+    `{| ... |}` table, nested to any depth; the few prose templates `render_template` knows are
+    replaced by their text instead.
 
-    A stack of open constructs pairs each close with its opener; an opener that is never closed
-    is left as literal text, as MediaWiki renders it.
+    One regex pass takes the templates with no braces inside; then a single scan pairs each
+    remaining close with its opener on a stack (a depth counter that remembers where each level
+    opened). An opener that is never closed is left as literal text, as MediaWiki renders it.
     """
     if "{{" in text:
         text = _SIMPLE_TEMPLATE.sub(_simple_template, text)
