@@ -66,6 +66,7 @@ class TrainConfig:
     make_vocab_size_divisible_by: int = 128
     num_workers: int = 0
     mask_prob: float = 0.15
+    eod_mask_loss: bool = False
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -175,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=d.mask_prob,
         help="BERT: share of tokens chosen for masked-LM prediction",
+    )
+    g.add_argument(
+        "--eod-mask-loss",
+        action="store_true",
+        help="GPT: no loss on predicting the token after an end-of-document",
     )
     g.add_argument(
         "--num-workers",

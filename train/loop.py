@@ -184,19 +184,24 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
             "with a tokenizer entry is needed to size the model's vocabulary)"
         )
     samples_per_eval = config.eval_iters * config.micro_batch * runtime.dp_size
+    shares = split_shares(config.split)
     num_samples = {
         "train": config.max_steps * config.global_batch,
-        "valid": samples_per_eval,
-        "test": samples_per_eval,
+        # no samples asked of a split the --split string leaves out
+        "valid": samples_per_eval if shares[1] > 0 else 0,
+        "test": samples_per_eval if shares[2] > 0 else 0,
     }
+    common = dict(split=config.split, seq_len=config.seq_len, seed=config.seed)
     try:
         if config.model == "gpt":
+            eod = tokenizer.special_ids.get("eod")
+            if config.eod_mask_loss and eod is None:
+                fail("--eod-mask-loss: the data's tokenizer records no 'eod' id")
             datasets = data_lib.build_gpt_datasets(
                 sources,
-                split=config.split,
-                seq_len=config.seq_len,
-                seed=config.seed,
                 num_samples=num_samples,
+                eod_mask_id=eod if config.eod_mask_loss else None,
+                **common,
             )
         else:
             masking = data_lib.MaskingConfig(
@@ -205,12 +210,7 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
                 vocab_size=tokenizer.vocab_size,
             )
             datasets = data_lib.build_bert_datasets(
-                sources,
-                split=config.split,
-                seq_len=config.seq_len,
-                seed=config.seed,
-                num_samples=num_samples,
-                masking=masking,
+                sources, num_samples=num_samples, masking=masking, **common
             )
     except (ValueError, FormatError, OSError) as e:
         fail(f"--data {' '.join(config.data)}: {e}")
@@ -224,6 +224,15 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
         tokenizer=tokenizer.to_json(),
         vocab_size=tokenizer.vocab_size,
     )
+
+
+def split_shares(split: str) -> list[float]:
+    """The train/valid/test shares of a --split string ("969,30,1" or "969/30/1")."""
+    from train.data.spec import split_documents
+
+    # A share is non-zero exactly when a huge set would give that split documents.
+    ranges = split_documents(10**12, split)
+    return [float(end - start) for start, end in ranges.values()]
 
 
 def make_loader(dataset, total_samples: int, consumed_samples: int, config, runtime) -> DataLoader:

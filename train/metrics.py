@@ -11,8 +11,6 @@ import os
 import re
 import sys
 
-from tqdm import tqdm
-
 # Dense (no sparsity) peak TFLOP/s per device from the vendors' datasheets. "fp32" is the
 # plain (non-tensor-core) fp32 rate, what fp32 runs use: torch does not enable TF32 matmuls
 # by default. Patterns are matched in order against torch.cuda.get_device_name(), so the
@@ -130,6 +128,8 @@ class Console:
         self.enabled = enabled
         self.bar = None
         if enabled and bar and sys.stderr.isatty():
+            from tqdm import tqdm  # only for a terminal: batch jobs and benchmarks need no tqdm
+
             self.bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True)
 
     def step(self, record: dict) -> None:
