@@ -232,7 +232,12 @@ def _next_record(records: Iterator, stream: BinaryIO, index: int) -> object | No
         record = next(records)
     except StopIteration:
         return None
-    except (ArchiveLoadFailed, ValueError, AttributeError, TypeError) as error:
+    except ArchiveLoadFailed as error:  # the record does not start with a WARC version line
+        first_line = str(error).rsplit("first line: ", 1)[-1].strip("[]'\" \r\n")
+        if first_line and any(v.startswith(first_line) for v in ("WARC/1.0", "WARC/1.1")):
+            raise _bad_header_block(stream, index, str(error)) from None  # a cut "WARC/1.0"
+        raise CorruptInputError(f"unreadable WARC record {index + 1}: {error}") from None
+    except (ValueError, AttributeError, TypeError) as error:
         # warcio fails in assorted ways on a broken header block (AttributeError on a response
         # with no WARC-Target-URI)
         raise _bad_header_block(stream, index, repr(error)) from None
