@@ -1,9 +1,11 @@
 """Language identification with py3langid (its naive Bayes model ships inside the package, so
 nothing is downloaded; loading it takes about a second, once per worker process).
 
-py3langid walks the UTF-8 bytes in Python at about 2 MB/s, so a long document is classified on a
-bounded sample: its first `SAMPLE_CHARS` characters plus as many from the middle. The middle
-slice matters: a Project Gutenberg book in French still opens with an English licence header.
+py3langid walks the UTF-8 bytes in Python at about 1-2 MB/s, the slowest step of cleaning, so a
+document is classified on a bounded sample: all of it up to 2 x `SAMPLE_CHARS` characters, else
+its first `SAMPLE_CHARS` plus as many from the middle. The middle slice matters: a Project
+Gutenberg book in French still opens with an English licence header. (On the shared corpora,
+1,000-character slices give the same languages as 2,000 at 1.5x the speed.)
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 
-SAMPLE_CHARS = 2000
+SAMPLE_CHARS = 1000
 
 _load_lock = threading.Lock()
 
