@@ -7,7 +7,8 @@ on some runners and are discarded with a failed bundle; data outputs are committ
 once with their bundle).
 
 Counter names:
-    docs_read, bytes_read, read_failures, tasks_read    what the sources produced
+    docs_read, bytes_read, read_failures, tasks_read,
+    empty_tasks                                         what the sources produced
     dropped_<reason>                                    a filter or dedup Reject
     failed_<reason>                                     a Failure (unparseable record, a stage error)
     docs_written, sequences_written, tokens_written,
@@ -122,6 +123,7 @@ def build_stats(
         "unreadable_records": int(counts.get("read_failures", 0)),
         "bytes_read": int(counts.get("bytes_read", 0)),
         "tasks_read": int(counts.get("tasks_read", 0)),
+        "empty_tasks": int(counts.get("empty_tasks", 0)),
         "shards": int(counts.get("shards_written", 0)),
         "sequences_written": int(counts.get("sequences_written", 0)),
         "tokens_written": int(counts.get("tokens_written", 0)),

@@ -158,6 +158,10 @@ _TOKENIZERS_LOCK = threading.Lock()
 
 
 # -- read -------------------------------------------------------------------------------------
+def _where(task: ReadTask) -> str:
+    return task.path if task.end < 0 else f"{task.path}[{task.start}:{task.end}]"
+
+
 class ReadDoFn(_CountingDoFn):
     def __init__(self, source: str, keep_failures: bool, progress_dir: str | None):
         self.source_name = source
@@ -171,8 +175,10 @@ class ReadDoFn(_CountingDoFn):
         self.progress = progress_lib.reporter(self.progress_dir)
 
     def process(self, task: ReadTask) -> Iterator:
+        records = 0
         try:
             for record in self.source.read(task):
+                records += 1
                 if isinstance(record, Document):
                     size = len(record.text.encode("utf-8"))
                     self.counts.inc("docs_read")
@@ -184,9 +190,13 @@ class ReadDoFn(_CountingDoFn):
                     self.counts.inc("read_failures")
                     yield from self._fail(record, self.keep_failures)
         except Exception as error:  # a reader bug must not end a long run: count it, go on
+            records += 1
             self.counts.inc("read_failures")
-            location = task.path if task.end < 0 else f"{task.path}[{task.start}:{task.end}]"
-            yield from self._fail(_stage_error(location, "read", error), self.keep_failures)
+            yield from self._fail(_stage_error(_where(task), "read", error), self.keep_failures)
+        if records == 0:
+            # Nothing to account for, but an empty file is usually a mistake worth seeing.
+            LOG.warning("%s: no records (an empty input)", _where(task))
+            self.counts.inc("empty_tasks")
         self.counts.inc("tasks_read")
         if self.progress:
             self.progress.add(tasks=1)

@@ -1,0 +1,106 @@
+"""Dataflow, as far as a machine without Google Cloud can go: the options validate, the whole
+graph builds and serialises for DataflowRunner, and the worker package (`--setup_file
+pyproject.toml`) builds the way Beam's stager builds it and installs into a bare directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
+
+from pipelines.options import PreprocessConfig
+from pipelines.preprocess import build_pipeline, plan_run, resolve_runner, unknown_arguments
+from pipelines.tokenize import load_tokenizer
+from pipelines.transforms import TokenizerRef
+
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = REPO.parent / "shared" / "corpora"
+GPT2 = str(CORPORA / "vocab" / "gpt2")
+
+
+def dataflow_argv(**overrides: str | None) -> list[str]:
+    flags = {
+        "runner": "DataflowRunner",
+        "project": "my-project",
+        "region": "us-central1",
+        "temp_location": "gs://my-bucket/tmp",
+        "setup_file": str(REPO / "pyproject.toml"),
+        "source": "books",
+        "input": str(CORPORA / "books" / "pg1080.txt"),
+        "output": "gs://my-bucket/shards/books",
+        "tokenizer": GPT2,
+        "num-buckets": "4",
+        **overrides,
+    }
+    return [f"--{k}={v}" for k, v in flags.items() if v is not None] + ["--append-eod"]
+
+
+@pytest.mark.slow
+def test_dataflow_options_validate_and_the_graph_builds_without_running():
+    argv = dataflow_argv()
+    assert unknown_arguments(argv) == []
+    options = PipelineOptions(argv)
+    runner = DataflowRunner()
+    assert PipelineOptionsValidator(options, runner).validate() == []
+    assert resolve_runner(options, argv) == ("DataflowRunner", False)  # not replaced
+
+    plan = plan_run(PreprocessConfig.from_options(options))
+    tokenizer = TokenizerRef.describe(
+        load_tokenizer(GPT2), "gs://my-bucket/shards/books/tokenizer.json"
+    )
+    pipeline = beam.Pipeline(runner=runner, options=options)
+    build_pipeline(pipeline, plan, tokenizer)
+    proto = pipeline.to_runner_api()  # every DoFn pickled, as for submission
+    top_level = {t.unique_name for t in proto.components.transforms.values()}
+    for stage in ("ReadSource", "Clean", "Deduplicate", "Tokenize", "WriteShards", "Finish"):
+        assert stage in top_level
+
+
+def test_dataflow_validation_names_what_is_missing():
+    options = PipelineOptions(dataflow_argv(temp_location="/tmp/local", region=None))
+    errors = " ".join(PipelineOptionsValidator(options, DataflowRunner()).validate())
+    assert "temp_location" in errors and "region" in errors
+
+
+@pytest.mark.slow
+def test_worker_package_builds_like_the_stager_and_installs(tmp_path):
+    from apache_beam.runners.portability.stager import Stager
+
+    tarball = Stager._build_setup_package(str(REPO / "pyproject.toml"), str(tmp_path / "stage"))
+    site = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(site),
+            tarball,
+        ],
+        check=True,
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(site)
+    check = (
+        "import pipelines.preprocess, pipelines.sources, dataset_format;"
+        "from pipelines.sources import SOURCES;"
+        "[SOURCES[n] for n in SOURCES];"
+        "print(pipelines.preprocess.__file__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().startswith(str(site))  # imported from the package, not the repo
