@@ -89,10 +89,15 @@ _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
 def normalize_url(url: str) -> str:
-    """The URL with HTML entities unescaped, surrounding space removed, scheme and host lower-
+    """The URL with HTML entities unescaped (repeatedly), surrounding space removed, scheme and host lower-
     cased, the default port, the #fragment and an empty '?' dropped, and '/' as the empty path.
     Never raises: text that does not parse as a URL comes back unescaped and stripped."""
-    url = html.unescape(url.strip())
+    url = url.strip()
+    for _ in range(3):  # Reddit dumps hold doubly escaped URLs ("&amp;amp;")
+        unescaped = html.unescape(url)
+        if unescaped == url:
+            break
+        url = unescaped
     try:
         parts = urlsplit(url)
         port = parts.port
