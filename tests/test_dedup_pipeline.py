@@ -1,0 +1,347 @@
+"""The whole dedup stage on real text with planted duplicates, through `python -m pipelines.dedup`
+(Parquet in, Parquet out) on the DirectRunner: in process, and with 2 worker processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.dedup import shingles
+from pipelines.dedup.__main__ import main
+from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row, read_parquet_documents
+from pipelines.document import Document
+
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = REPO.parent / "shared" / "corpora"
+
+
+def _paragraphs(name: str) -> list[str]:
+    text = (CORPORA / "books" / name).read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    return [p.strip() for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 25]
+
+
+def _wikitext_articles(count: int) -> list[tuple[str, str]]:
+    """(title, prose) of the first WikiText-103 validation articles: real Wikipedia text."""
+    articles, title, body = [], None, []
+    for line in (CORPORA / "wikitext" / "wikitext-103" / "wiki.valid.tokens").open(
+        encoding="utf-8"
+    ):
+        heading = re.fullmatch(r" = ([^=].*[^=]) = \n", line)
+        if heading:
+            if title and body:
+                articles.append((title, "\n\n".join(body)))
+            title, body = heading.group(1), []
+        elif line.strip() and not line.strip().startswith("="):
+            text = line.strip().replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".")
+            body.append(re.sub(r" ([.,;:!?')])", r"\1", text))
+        if len(articles) == count:
+            break
+    return articles
+
+
+def _edit(text: str, fraction: float, seed: int) -> str:
+    """Replace a fraction of the words, leaving everything else as it was: a lightly edited copy."""
+    rng = random.Random(seed)
+    substitutes = ["indeed", "however", "quite", "also", "very", "said"]
+    return re.sub(
+        r"\w+", lambda m: rng.choice(substitutes) if rng.random() < fraction else m.group(0), text
+    )
+
+
+def _shuffle_paragraphs(text: str, seed: int) -> str:
+    paragraphs = text.split("\n\n")
+    random.Random(seed).shuffle(paragraphs)
+    return "\n\n".join(paragraphs)
+
+
+@dataclasses.dataclass
+class PlantedCorpus:
+    docs: list[Document]
+    removed: dict[str, tuple[str, str]]  # removed id -> (reason, kept id)
+
+
+def planted_corpus() -> PlantedCorpus:
+    moby, alice = _paragraphs("2701-0.txt"), _paragraphs("11-0.txt")
+    docs = [
+        Document(f"books:moby:{i:03d}", "books", "\n\n".join(moby[120 + 6 * i : 126 + 6 * i]))
+        for i in range(24)
+    ]
+    docs += [
+        Document(f"books:alice:{i:03d}", "books", "\n\n".join(alice[5 * i : 5 * i + 5]))
+        for i in range(10)
+    ]
+    webtext = sorted(
+        (CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"), key=lambda p: int(p.stem)
+    )
+    docs += [
+        Document(
+            f"webtext:{p.stem}",
+            "webtext",
+            p.read_text(encoding="utf-8"),
+            url=f"http://news.example.com/story/{p.stem}",
+        )
+        for p in webtext
+    ]
+    articles = _wikitext_articles(6)
+    docs += [
+        Document(f"wikipedia:enwiki:{i}", "wikipedia", body, title=title)
+        for i, (title, body) in enumerate(articles)
+    ]
+    by_id = {d.id: d for d in docs}
+    removed = {}
+
+    def plant(doc: Document, reason: str, kept: str) -> None:
+        docs.append(doc)
+        removed[doc.id] = (reason, kept)
+
+    # Exact copy: other case and whitespace, another URL.
+    text = by_id["webtext:4"].text
+    plant(
+        Document(
+            "webtext:4-mirror",
+            "webtext",
+            "  " + text.upper().replace(" ", "  ") + "\n",
+            url="http://mirror.example.net/4",
+        ),
+        "exact_duplicate",
+        "webtext:4",
+    )
+    # The same page crawled twice: same URL in another spelling, the text since edited.
+    page = by_id["webtext:6"]
+    plant(
+        Document(
+            "webtext:6-recrawl",
+            "webtext",
+            page.text.rsplit("\n", 2)[0] + "\nUpdated.",
+            url="https://www.news.example.com/story/6/?utm_source=rss",
+        ),
+        "url_duplicate",
+        "webtext:6",
+    )
+    # Light edits: 1% of the words replaced.
+    plant(
+        Document("books:moby:003-edited", "books", _edit(by_id["books:moby:003"].text, 0.01, 1)),
+        "near_duplicate",
+        "books:moby:003",
+    )
+    # Shuffled paragraphs.
+    plant(
+        Document(
+            "books:alice:002-shuffled",
+            "books",
+            _shuffle_paragraphs(by_id["books:alice:002"].text, 2),
+        ),
+        "near_duplicate",
+        "books:alice:002",
+    )
+    # A chain of edits: each copy is a near-duplicate of the previous one.
+    first = Document("books:moby:010-copy1", "books", _edit(by_id["books:moby:010"].text, 0.015, 3))
+    plant(first, "near_duplicate", "books:moby:010")
+    plant(
+        Document("books:moby:010-copy2", "books", _edit(first.text, 0.015, 4)),
+        "near_duplicate",
+        "books:moby:010",
+    )
+    # Wikipedia copied into web text, with the page's own header and footer around it.
+    wiki = by_id["wikipedia:enwiki:2"]
+    plant(
+        Document(
+            "webtext:wiki-copy",
+            "webtext",
+            f"{wiki.title} - Encyclopedia\n\n{wiki.text}\n\nShare this page.",
+            url="http://copies.example.org/wiki",
+        ),
+        "near_duplicate",
+        "webtext:wiki-copy",
+    )
+    removed["wikipedia:enwiki:2"] = removed.pop("webtext:wiki-copy")[0], "webtext:wiki-copy"
+    # Heavily edited (about half the shingles differ): similar, but not a duplicate.
+    docs.append(
+        Document("books:moby:020-rewritten", "books", _edit(by_id["books:moby:020"].text, 0.06, 5))
+    )
+    return PlantedCorpus(docs, removed)
+
+
+def _write_input(docs: list[Document], directory: Path) -> str:
+    directory.mkdir(parents=True)
+    half = len(docs) // 2
+    for part, chunk in enumerate((docs[:half], docs[half:])):
+        table = pa.Table.from_pylist([document_to_row(d) for d in chunk], schema=DOCUMENT_SCHEMA)
+        pq.write_table(table, directory / f"part-{part}.parquet", row_group_size=7)
+    return str(directory / "*.parquet")
+
+
+def _read_rows(pattern: Path) -> list[dict]:
+    return sorted(
+        (
+            row
+            for f in sorted(pattern.parent.glob(pattern.name))
+            for row in pq.read_table(f).to_pylist()
+        ),
+        key=json.dumps,
+    )
+
+
+def _run(tmp_path: Path, docs: list[Document], *args: str) -> dict:
+    pattern = _write_input(docs, tmp_path / "input")
+    out = tmp_path / "out"
+    assert (
+        main(
+            [
+                "--input",
+                pattern,
+                "--output",
+                str(out),
+                "--keep-rejects",
+                "--runner",
+                "DirectRunner",
+                *args,
+            ]
+        )
+        == 0
+    )
+    return {
+        "documents": _read_rows(out / "documents-*.parquet"),
+        "rejects": _read_rows(out / "rejects-*.parquet"),
+        "clusters": _read_rows(out / "clusters-*.parquet"),
+        "stats": json.loads((out / "stats.json").read_text()),
+    }
+
+
+@pytest.fixture(scope="module")
+def corpus() -> PlantedCorpus:
+    return planted_corpus()
+
+
+@pytest.fixture(scope="module")
+def default_run(corpus, tmp_path_factory) -> dict:
+    return _run(tmp_path_factory.mktemp("default"), corpus.docs)
+
+
+def test_planted_copies_have_the_similarities_they_were_made_with(corpus):
+    by_id = {d.id: d for d in corpus.docs}
+
+    def similarity(a: str, b: str) -> float:
+        return shingles.jaccard(
+            shingles.shingle_set(by_id[a].text), shingles.shingle_set(by_id[b].text)
+        )
+
+    assert similarity("books:moby:003", "books:moby:003-edited") > 0.85
+    assert similarity("books:alice:002", "books:alice:002-shuffled") > 0.9
+    assert similarity("wikipedia:enwiki:2", "webtext:wiki-copy") > 0.95
+    assert 0.3 < similarity("books:moby:020", "books:moby:020-rewritten") < 0.7
+    # the chain's far ends are further apart than either step
+    assert similarity("books:moby:010", "books:moby:010-copy2") < similarity(
+        "books:moby:010", "books:moby:010-copy1"
+    )
+
+
+@pytest.mark.slow
+def test_every_planted_duplicate_is_removed_for_its_reason(corpus, default_run):
+    rejects = {r["doc_id"]: r for r in default_run["rejects"]}
+    assert {
+        k: (r["reason"], r["detail"].split()[0].removeprefix("kept=")) for k, r in rejects.items()
+    } == corpus.removed
+    by_id = {d.id: d for d in corpus.docs}
+    assert all(r["text"] == by_id[k].text for k, r in rejects.items())
+    kept = {d["id"] for d in default_run["documents"]}
+    assert kept == set(by_id) - set(corpus.removed)
+    # kept documents are written unchanged
+    assert all(d["text"] == by_id[d["id"]].text for d in default_run["documents"])
+
+
+@pytest.mark.slow
+def test_clusters_record_who_was_kept_and_the_measured_similarity(corpus, default_run):
+    clusters = {c["removed_id"]: c for c in default_run["clusters"]}
+    assert set(clusters) == set(corpus.removed)
+    assert clusters["webtext:4-mirror"]["jaccard"] == 1.0
+    assert clusters["webtext:6-recrawl"]["jaccard"] is None
+    by_id = {d.id: d for d in corpus.docs}
+    for removed_id, c in clusters.items():
+        if c["reason"] != "near_duplicate":
+            continue
+        exact = shingles.jaccard(
+            shingles.shingle_set(by_id[removed_id].text),
+            shingles.shingle_set(by_id[c["matched_id"]].text),
+        )
+        assert c["jaccard"] == pytest.approx(exact) and exact >= 0.8
+    # The chain: copy2 matched copy1 (its closer neighbour); both are kept in favour of the original.
+    assert clusters["books:moby:010-copy2"]["matched_id"] == "books:moby:010-copy1"
+    assert clusters["books:moby:010-copy2"]["kept_id"] == "books:moby:010"
+
+
+@pytest.mark.slow
+def test_stats_count_every_removal_by_reason(corpus, default_run):
+    stats = default_run["stats"]
+    reasons = [reason for reason, _ in corpus.removed.values()]
+    assert stats["removed"] == {
+        "contamination": 0,
+        "url_duplicate": reasons.count("url_duplicate"),
+        "exact_duplicate": reasons.count("exact_duplicate"),
+        "near_duplicate": reasons.count("near_duplicate"),
+        "duplicate_id": 0,
+    }
+    counters = stats["counters"]
+    assert counters["dedup_exact_removed"] == 1 and counters["dedup_url_removed"] == 1
+    assert counters["dedup_near_dup_removed"] == 5
+    assert (
+        stats["kept"] + sum(stats["removed"].values())
+        == len(corpus.docs)
+        == counters["dedup_docs_in"]
+    )
+    assert (
+        counters["dedup_pairs_similar"] >= 5
+        and counters["dedup_pairs_verified"] >= counters["dedup_pairs_similar"]
+    )
+    # The components converged (the planted chain needs rounds that change edges; then none do).
+    rounds = sorted(k for k, v in counters.items() if k.startswith("dedup_cc_round") and v)
+    assert rounds == [f"dedup_cc_round{r:02d}_changes" for r in range(1, len(rounds) + 1)]
+
+
+@pytest.mark.slow
+def test_source_priority_keeps_wikipedia_and_source_scope_keeps_cross_source_copies(
+    corpus, tmp_path
+):
+    prioritised = _run(tmp_path / "priority", corpus.docs, "--dedup-source-priority", "wikipedia")
+    rejects = {r["doc_id"]: r for r in prioritised["rejects"]}
+    assert "wikipedia:enwiki:2" not in rejects
+    assert rejects["webtext:wiki-copy"]["detail"].startswith("kept=wikipedia:enwiki:2")
+    scoped = _run(tmp_path / "scoped", corpus.docs, "--dedup-scope", "source")
+    scoped_rejects = {r["doc_id"] for r in scoped["rejects"]}
+    assert scoped_rejects == set(corpus.removed) - {"wikipedia:enwiki:2"}
+
+
+@pytest.mark.slow
+def test_one_and_two_worker_processes_give_identical_results(
+    corpus, default_run, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the worker processes import pipelines.dedup
+    two = _run(
+        tmp_path,
+        corpus.docs,
+        "--direct_num_workers",
+        "2",
+        "--direct_running_mode",
+        "multi_processing",
+    )
+    for name in ("documents", "rejects", "clusters"):
+        assert two[name] == default_run[name]
+    assert two["stats"]["counters"] == default_run["stats"]["counters"]
+
+
+def test_unreadable_input_fails_with_the_file_named(tmp_path, capsys):
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"id": ["a"], "body": ["no text column"]}), bad)
+    with pytest.raises(ValueError, match=r"bad.parquet: not a document file: no column text"):
+        list(read_parquet_documents(str(bad)))
+    assert (
+        main(["--input", str(tmp_path / "missing-*.parquet"), "--output", str(tmp_path / "o")]) == 2
+    )
+    assert "no input files match" in capsys.readouterr().err
