@@ -1,0 +1,430 @@
+"""Conversion between our shard sets and the flat token files of nanoGPT and llm.c.
+
+nanoGPT (`data/*/prepare.py`): `train.bin` / `val.bin` are headerless streams of uint16 token
+ids; its openwebtext script appends the EOT token (50256) after each document.
+
+llm.c (`dev/data/data_common.py::write_datafile`, read by `llmc/dataloader.h`): a header of 256
+little-endian int32 values, header[0] = magic, header[1] = version, header[2] = token count,
+the rest zero, then the tokens: magic 20240520 / version 1 / uint16 tokens for GPT-2, magic
+20240801 / version 7 / uint32 tokens for LLaMA-3. The reader checks magic and version and that
+the file is exactly header + count tokens long. Its scripts put the EOT token *before* each
+document (`fineweb.py`: `all_tokens.append(eot); all_tokens.extend(tokens)`) and cut shards at
+a fixed token count, in the middle of a document.
+
+Neither format records document boundaries, so importing splits the stream at the EOD id:
+after it (`eod_position="end"`, nanoGPT's layout and our `--append-eod`) or before it
+(`"start"`, llm.c's). Several input files are one stream, so a document cut between two llm.c
+shards comes back whole. The token stream is preserved exactly both ways: exporting a set
+concatenates its documents in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from dataset_format.indexed import FormatError, IndexedDatasetWriter, ShardInfo
+from dataset_format.manifest import MANIFEST_NAME, Manifest, TokenizerInfo, write_shard_set_manifest
+from dataset_format.shardset import ShardSet
+
+GPT2_EOD = 50256
+LLMC_HEADER_INTS = 256
+LLMC_HEADER_BYTES = LLMC_HEADER_INTS * 4
+# magic -> (version, token dtype), as llm.c's data_common.py writes them.
+LLMC_FORMATS = {
+    20240520: (1, np.dtype("<u2")),  # GPT-2
+    20240801: (7, np.dtype("<u4")),  # LLaMA-3
+}
+LLMC_MAGIC_FOR_DTYPE = {np.dtype(np.uint16): 20240520, np.dtype(np.int32): 20240801}
+LLMC_MAX_TOKENS = 2**31 - 1  # the count is an int32
+EOD_POSITIONS = ("end", "start")
+DEFAULT_SHARD_TOKENS = 1 << 28
+DEFAULT_LLMC_SHARD_TOKENS = 100_000_000  # llm.c's fineweb.py default shard size
+_CHUNK_TOKENS = 1 << 24
+
+
+# -- reading the foreign formats -----------------------------------------------------------
+
+
+def read_nanogpt(path: str) -> np.ndarray:
+    """The uint16 token stream of a nanoGPT `.bin` (memory-mapped)."""
+    size = os.path.getsize(path)
+    if size % 2:
+        raise FormatError(f"{path}: {size} bytes is not a whole number of uint16 tokens")
+    if size == 0:
+        raise FormatError(f"{path}: empty file, no tokens")
+    return np.memmap(path, dtype="<u2", mode="r")
+
+
+def read_llmc(path: str) -> np.ndarray:
+    """The tokens of one llm.c data shard (memory-mapped), after checking its header."""
+    size = os.path.getsize(path)
+    if size < LLMC_HEADER_BYTES:
+        raise FormatError(
+            f"{path}: {size} bytes is shorter than the {LLMC_HEADER_BYTES}-byte llm.c header"
+        )
+    header = np.fromfile(path, dtype="<i4", count=LLMC_HEADER_INTS)
+    magic, version, count = int(header[0]), int(header[1]), int(header[2])
+    if magic not in LLMC_FORMATS:
+        known = ", ".join(str(m) for m in LLMC_FORMATS)
+        raise FormatError(
+            f"{path}: bad magic {magic} in the llm.c header (expected one of {known})"
+        )
+    expected_version, dtype = LLMC_FORMATS[magic]
+    if version != expected_version:
+        raise FormatError(
+            f"{path}: llm.c header version {version}, expected {expected_version} for magic {magic}"
+        )
+    if count <= 0:
+        raise FormatError(f"{path}: llm.c header claims {count} tokens")
+    expected_size = LLMC_HEADER_BYTES + count * dtype.itemsize
+    if size != expected_size:
+        raise FormatError(
+            f"{path}: {size} bytes, but the header's {count} {dtype.name} tokens need {expected_size}"
+        )
+    return np.memmap(path, dtype=dtype, mode="r", offset=LLMC_HEADER_BYTES, shape=(count,))
+
+
+def expand_inputs(pattern: str) -> list[str]:
+    """A file, a directory (its *.bin files), or a glob; sorted, so shards keep their order."""
+    if os.path.isdir(pattern):
+        files = sorted(glob.glob(os.path.join(pattern, "*.bin")))
+    elif os.path.isfile(pattern):
+        files = [pattern]
+    else:
+        files = sorted(glob.glob(pattern))
+    if not files:
+        raise FormatError(f"{pattern}: no input files")
+    return files
+
+
+# -- splitting a stream into documents -----------------------------------------------------
+
+
+def split_documents_at_eod(
+    chunks: Iterable[np.ndarray], eod: int, eod_position: str = "end"
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(tokens, document_lengths) batches of whole documents of a token stream, in order.
+
+    Documents end after each EOD ("end") or start at each EOD ("start"); a stream that does
+    not end (or start) with EOD keeps its partial first/last document as one. No document is
+    empty.
+    """
+    if eod_position not in EOD_POSITIONS:
+        raise ValueError(f"eod_position must be one of {EOD_POSITIONS}, got {eod_position!r}")
+    pending: list[np.ndarray] = []
+    pending_tokens = 0
+    for chunk in chunks:
+        hits = np.flatnonzero(chunk == eod)
+        # Where documents start, in this chunk's coordinates: after an EOD ("end"; the chunk's
+        # size when it ends with one) or at one ("start"). A start at 0 closes the pending
+        # document, and is no document at all when nothing is pending.
+        starts = hits + 1 if eod_position == "end" else hits
+        if not pending_tokens:
+            starts = starts[starts > 0]
+        if not starts.size:
+            pending.append(chunk)
+            pending_tokens += chunk.size
+            continue
+        last = int(starts[-1])
+        tokens = np.concatenate(pending + [chunk[:last]])
+        yield tokens, np.diff(np.concatenate([[0], pending_tokens + starts]))
+        pending = [chunk[last:]] if last < chunk.size else []
+        pending_tokens = chunk.size - last
+    if pending_tokens:
+        tokens = np.concatenate(pending)
+        yield tokens, np.array([tokens.size], dtype=np.int64)
+
+
+def _chunks(arrays: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+    for array in arrays:
+        for start in range(0, array.size, _CHUNK_TOKENS):
+            yield array[start : start + _CHUNK_TOKENS]
+
+
+# -- importing -----------------------------------------------------------------------------
+
+
+def _tokenizer_info(
+    kind: str | None, vocab_size: int | None, tokenizer_file: str | None, eod: int
+) -> TokenizerInfo | None:
+    if kind is None and vocab_size is None and tokenizer_file is None:
+        return None
+    if kind is None or vocab_size is None:
+        raise ValueError("tokenizer info needs both a kind and a vocab size")
+    if not 0 <= eod < vocab_size:
+        raise ValueError(f"EOD id {eod} is outside the vocabulary of {vocab_size}")
+    return TokenizerInfo(
+        file=os.path.basename(tokenizer_file) if tokenizer_file else None,
+        kind=kind,
+        vocab_size=vocab_size,
+        special_ids={"eod": eod},
+    )
+
+
+def import_token_stream(
+    streams: list[tuple[str, np.ndarray]],
+    out_dir: str,
+    *,
+    source_format: str,
+    eod: int = GPT2_EOD,
+    eod_position: str = "end",
+    shard_tokens: int = DEFAULT_SHARD_TOKENS,
+    tokenizer_kind: str | None = None,
+    vocab_size: int | None = None,
+    tokenizer_file: str | None = None,
+) -> Manifest:
+    """Write the concatenation of `streams` ((name, tokens) pairs) as a document-level set.
+
+    Documents are split at `eod`; a shard is closed at the first document boundary after
+    `shard_tokens` tokens. The manifest is written last, so a failed import leaves no set.
+    """
+    if os.path.exists(os.path.join(out_dir, MANIFEST_NAME)):
+        raise FormatError(f"{out_dir}: already holds a shard set; choose a new directory")
+    if shard_tokens <= 0:
+        raise ValueError(f"shard_tokens must be positive, got {shard_tokens}")
+    tokenizer = _tokenizer_info(tokenizer_kind, vocab_size, tokenizer_file, eod)
+    source_dtypes = {tokens.dtype for _, tokens in streams}
+    if len(source_dtypes) != 1:
+        raise FormatError(f"inputs mix token types {sorted(str(d) for d in source_dtypes)}")
+    source_dtype = source_dtypes.pop()
+    # MMIDIDX has no uint32: LLaMA-3 ids (< 2**31) are stored as int32.
+    dtype = np.dtype(np.uint16) if source_dtype.itemsize == 2 else np.dtype(np.int32)
+    limit = vocab_size if vocab_size is not None else int(np.iinfo(dtype).max) + 1
+    os.makedirs(out_dir, exist_ok=True)
+    shards: list[ShardInfo] = []
+    writer: IndexedDatasetWriter | None = None
+
+    def checked(name: str, tokens: np.ndarray) -> Iterator[np.ndarray]:
+        for chunk in _chunks([tokens]):
+            top = int(chunk.max())
+            if top >= limit:
+                raise FormatError(f"{name}: token id {top} is outside the vocabulary of {limit}")
+            yield chunk
+
+    def all_chunks() -> Iterator[np.ndarray]:
+        for name, tokens in streams:
+            yield from checked(name, tokens)
+
+    try:
+        for tokens, lengths in split_documents_at_eod(all_chunks(), eod, eod_position):
+            ends = np.cumsum(lengths)
+            begin, first = 0, 0
+            while first < lengths.size:
+                if writer is None:
+                    writer = IndexedDatasetWriter(
+                        os.path.join(out_dir, f"shard-{len(shards):05d}"), dtype
+                    )
+                room = shard_tokens - writer.tokens
+                # documents up to and including the one that fills the shard
+                last = min(int(np.searchsorted(ends, begin + room, side="left")), lengths.size - 1)
+                stop = int(ends[last])
+                writer.add_documents(tokens[begin:stop], lengths[first : last + 1])
+                begin, first = stop, last + 1
+                if writer.tokens >= shard_tokens:
+                    shards.append(writer.finalize())
+                    writer = None
+        if writer is not None and writer.documents:
+            shards.append(writer.finalize())
+            writer = None
+    except BaseException:
+        if writer is not None:
+            writer.discard()
+        raise
+    if not shards:
+        raise FormatError(f"{streams[0][0] if streams else out_dir}: no tokens to import")
+    return write_shard_set_manifest(
+        out_dir,
+        shards,
+        dtype=str(dtype),
+        sequence_unit="document",
+        tokenizer=tokenizer,
+        tokenizer_file=tokenizer_file,
+        source={
+            "format": source_format,
+            "files": [name for name, _ in streams],
+            "eod": eod,
+            "eod_position": eod_position,
+        },
+        pipeline={"tool": "tools/convert", "command": f"import-{source_format}"},
+    )
+
+
+def import_nanogpt(path: str, out_dir: str, **options) -> Manifest:
+    """A nanoGPT `.bin` (or several, as one stream) -> shard set; documents end with EOD."""
+    options.setdefault("eod_position", "end")
+    files = expand_inputs(path)
+    return import_token_stream(
+        [(f, read_nanogpt(f)) for f in files], out_dir, source_format="nanogpt", **options
+    )
+
+
+def import_llmc(path: str, out_dir: str, **options) -> Manifest:
+    """llm.c shard files (a file, directory or glob, as one stream) -> shard set.
+
+    Documents start with EOD by default, as llm.c's scripts write them.
+    """
+    options.setdefault("eod_position", "start")
+    files = expand_inputs(path)
+    return import_token_stream(
+        [(f, read_llmc(f)) for f in files], out_dir, source_format="llmc", **options
+    )
+
+
+# -- exporting -----------------------------------------------------------------------------
+
+
+def _set_chunks(shard_set: ShardSet) -> Iterator[tuple[str, np.ndarray]]:
+    """The set's token stream in document order, in chunks, with the shard each came from."""
+    for shard in shard_set.shards:
+        for start in range(0, shard.num_tokens, _CHUNK_TOKENS):
+            length = min(_CHUNK_TOKENS, shard.num_tokens - start)
+            yield shard.prefix, shard.tokens(start, length)
+
+
+def _as_dtype(where: str, chunk: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if chunk.dtype == dtype or not chunk.size:
+        return chunk.astype(dtype, copy=False)
+    info = np.iinfo(dtype)
+    low, high = int(chunk.min()), int(chunk.max())
+    if low < info.min or high > info.max:
+        raise FormatError(f"{where}: token ids [{low}, {high}] do not fit {dtype.name}")
+    return chunk.astype(dtype)
+
+
+def export_nanogpt(path: str, out_file: str) -> int:
+    """A shard set (or bare prefix) -> one headerless uint16 stream; returns the token count."""
+    shard_set = ShardSet(path)
+    if shard_set.num_tokens == 0:
+        raise FormatError(f"{path}: the set has no tokens")
+    tmp = f"{out_file}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as out:
+            for where, chunk in _set_chunks(shard_set):
+                out.write(_as_dtype(where, chunk, np.dtype("<u2")).tobytes())
+        os.replace(tmp, out_file)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return shard_set.num_tokens
+
+
+def llmc_header(magic: int, count: int) -> np.ndarray:
+    version, _ = LLMC_FORMATS[magic]
+    header = np.zeros(LLMC_HEADER_INTS, dtype="<i4")
+    header[:3] = (magic, version, count)
+    return header
+
+
+def export_llmc(
+    path: str, out_dir: str, *, shard_tokens: int = DEFAULT_LLMC_SHARD_TOKENS
+) -> list[str]:
+    """A shard set -> llm.c data files `out_dir/data_000000.bin`, ... of `shard_tokens` each.
+
+    uint16 sets become the GPT-2 format (magic 20240520, v1); int32 sets the LLaMA-3 one
+    (magic 20240801, v7, uint32 tokens). Files are cut at token counts, like llm.c's own.
+    """
+    if not 0 < shard_tokens <= LLMC_MAX_TOKENS:
+        raise ValueError(f"shard_tokens must be in [1, {LLMC_MAX_TOKENS}], got {shard_tokens}")
+    shard_set = ShardSet(path)
+    if shard_set.dtype not in LLMC_MAGIC_FOR_DTYPE:
+        raise FormatError(f"{path}: llm.c has no format for {shard_set.dtype.name} tokens")
+    if shard_set.num_tokens == 0:
+        raise FormatError(f"{path}: the set has no tokens")
+    magic = LLMC_MAGIC_FOR_DTYPE[shard_set.dtype]
+    token_dtype = LLMC_FORMATS[magic][1]
+    os.makedirs(out_dir, exist_ok=True)
+    total = shard_set.num_tokens
+    counts = [min(shard_tokens, total - start) for start in range(0, total, shard_tokens)]
+    names = [os.path.join(out_dir, f"data_{i:06d}.bin") for i in range(len(counts))]
+    stream = _set_chunks(shard_set)
+    carry = np.zeros(0, dtype=token_dtype)
+    for name, count in zip(names, counts):
+        tmp = f"{name}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "wb") as out:
+                out.write(llmc_header(magic, count).tobytes())
+                remaining = count
+                while remaining:
+                    if not carry.size:
+                        where, chunk = next(stream)
+                        carry = _as_dtype(where, chunk, token_dtype)
+                    take = min(remaining, carry.size)
+                    out.write(carry[:take].tobytes())
+                    carry, remaining = carry[take:], remaining - take
+            os.replace(tmp, name)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
+    return names
+
+
+# -- command line --------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tools/convert",
+        description="Convert between shard sets and nanoGPT / llm.c token files.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, what in (("import-nanogpt", "a nanoGPT .bin"), ("import-llmc", "llm.c shards")):
+        sub = commands.add_parser(name, help=f"{what} -> shard set")
+        sub.add_argument("input", help="file, directory of *.bin, or glob (several = one stream)")
+        sub.add_argument("output", help="new shard-set directory")
+        sub.add_argument("--eod", type=int, default=GPT2_EOD, help="EOD token id (50256)")
+        sub.add_argument(
+            "--eod-position",
+            choices=EOD_POSITIONS,
+            help="documents end with EOD (nanoGPT's default) or start with it (llm.c's)",
+        )
+        sub.add_argument("--shard-tokens", type=int, default=DEFAULT_SHARD_TOKENS)
+        sub.add_argument("--tokenizer-file", help="tokenizer file to ship in the set")
+        sub.add_argument("--tokenizer-kind", help="e.g. byte-level-bpe (for the manifest)")
+        sub.add_argument("--vocab-size", type=int, help="vocabulary size (ids are checked)")
+    sub = commands.add_parser("export-nanogpt", help="shard set -> one nanoGPT .bin")
+    sub.add_argument("input", help="shard-set directory or bare prefix")
+    sub.add_argument("output", help="output .bin file")
+    sub = commands.add_parser("export-llmc", help="shard set -> llm.c data files")
+    sub.add_argument("input", help="shard-set directory or bare prefix")
+    sub.add_argument("output", help="output directory")
+    sub.add_argument("--shard-tokens", type=int, default=DEFAULT_LLMC_SHARD_TOKENS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command.startswith("import-"):
+            options = {
+                "eod": args.eod,
+                "shard_tokens": args.shard_tokens,
+                "tokenizer_kind": args.tokenizer_kind,
+                "vocab_size": args.vocab_size,
+                "tokenizer_file": args.tokenizer_file,
+            }
+            if args.eod_position:
+                options["eod_position"] = args.eod_position
+            run = import_nanogpt if args.command == "import-nanogpt" else import_llmc
+            manifest = run(args.input, args.output, **options)
+            print(
+                f"{args.output}: {len(manifest.shards)} shards, {manifest.documents:,} documents, "
+                f"{manifest.tokens:,} tokens"
+            )
+        elif args.command == "export-nanogpt":
+            count = export_nanogpt(args.input, args.output)
+            print(f"{args.output}: {count:,} tokens")
+        else:
+            names = export_llmc(args.input, args.output, shard_tokens=args.shard_tokens)
+            print(f"{args.output}: {len(names)} files")
+    except (FormatError, ValueError, OSError) as e:
+        print(f"tools/convert: error: {e}", file=sys.stderr)
+        return 1
+    return 0

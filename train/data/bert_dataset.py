@@ -1,0 +1,525 @@
+"""BERT pretraining samples from sentence-level shards: sentence pairs, NSP/SOP, masked LM.
+
+The logic of Google's `create_pretraining_data.py` (as Megatron-LM's BertDataset uses it), made
+random-access: the packing of each document's sentences into segments is precomputed (and
+cached), and everything else about sample i is drawn from its own generator,
+`RandomState((seed + i) % 2**32)`, so sample i is the same in whatever order samples are read,
+which is what makes a resumed run see exactly the samples an uninterrupted one would.
+
+Where it differs from Google's script, by necessity of random access:
+- a segment is fixed before its A/B split is drawn; when B comes from another document, the
+  segment's unused sentences are not "put back" for the next segment (Megatron does the same);
+- segments need at least two sentences (so A and B can both come from them, as Megatron
+  requires); one-sentence documents only serve as the source of random B segments;
+- pair truncation removes the same counts from the same ends (always from the longer side, each
+  removal front or back with probability 1/2), drawn as binomials instead of token by token.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+from dataset_format import ShardSet
+from train.data.blend import BlendedDataset, samples_per_dataset
+from train.data.gpt_dataset import check_num_samples, split_range
+from train.data.indices import (
+    cache_key,
+    ensure_index_files,
+    index_cache_directory,
+    open_index_files,
+    shard_set_fingerprint,
+    shard_set_location,
+)
+from train.data.spec import SPLIT_NAMES, Dataset, DataSource
+
+IGNORE_INDEX = -100  # mlm_labels where no prediction is made (torch cross_entropy's default)
+MIN_SENTENCES = 2
+REQUIRED_SPECIAL = ("cls", "sep", "mask", "pad")
+# Columns of the segment mapping.
+DOCUMENT, FIRST_SENTENCE, END_SENTENCE, TARGET_LENGTH = range(4)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingConfig:
+    mask_prob: float = 0.15  # share of a sequence's tokens to predict
+    replace_mask: float = 0.8  # of predicted tokens: replaced by [MASK]
+    replace_random: float = 0.1  # ... by a random token (the rest stay as they are)
+    whole_word: bool = False  # predict whole words (needs continuation ids)
+    max_predictions_per_seq: int = 20
+    short_seq_prob: float = 0.1  # share of segments packed to a random shorter length
+    sentence_order: bool = False  # sentence-order prediction (swap A/B) instead of NSP
+
+    def __post_init__(self) -> None:
+        if not 0 < self.mask_prob < 1:
+            raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        if self.replace_mask < 0 or self.replace_random < 0:
+            raise ValueError("replace_mask and replace_random must be >= 0")
+        if self.replace_mask + self.replace_random > 1:
+            raise ValueError(
+                f"replace_mask + replace_random = {self.replace_mask + self.replace_random} > 1"
+            )
+        if self.max_predictions_per_seq < 1:
+            raise ValueError("max_predictions_per_seq must be >= 1")
+        if not 0 <= self.short_seq_prob <= 1:
+            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+
+
+def continuation_ids_from_vocab(path: str) -> np.ndarray:
+    """bool[vocab]: which WordPiece tokens continue a word (their string starts with "##").
+
+    Reads a BERT `vocab.txt` (one token per line, id = line number) or a Hugging Face
+    `tokenizer.json` with a WordPiece model (its `continuing_subword_prefix`, default "##").
+    """
+    if path.endswith(".json"):
+        with open(path, encoding="utf-8") as f:
+            model = json.load(f).get("model", {})
+        vocab = model.get("vocab")
+        if model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+            raise ValueError(f"{path}: not a WordPiece tokenizer.json; no word continuations")
+        prefix = model.get("continuing_subword_prefix") or "##"
+        flags = np.zeros(max(vocab.values()) + 1, dtype=bool)
+        for token, token_id in vocab.items():
+            flags[token_id] = token.startswith(prefix)
+        return flags
+    with open(path, encoding="utf-8") as f:
+        tokens = f.read().split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    return np.array([t.startswith("##") for t in tokens], dtype=bool)
+
+
+class SentenceTable:
+    """Global sentence numbering over a set's shards (a document's sentences are contiguous)."""
+
+    def __init__(self, shard_set: ShardSet):
+        self.shard_set = shard_set
+        counts = [s.num_sequences for s in shard_set.shards]
+        self.first_sentence_of_shard = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._shard_starts = self.first_sentence_of_shard[:-1].tolist()
+        firsts = [
+            np.asarray(s.document_index[:-1], dtype=np.int64) + base
+            for s, base in zip(shard_set.shards, self._shard_starts)
+        ]
+        self.document_first_sentence = np.concatenate(
+            firsts + [np.array([self.first_sentence_of_shard[-1]], dtype=np.int64)]
+        )
+        self.sentence_lengths = shard_set.sequence_lengths().astype(np.int64)
+
+    def tokens(self, first: int, end: int) -> np.ndarray:
+        """All tokens of global sentences [first, end) of one document, as one view."""
+        shard = bisect.bisect_right(self._shard_starts, first) - 1
+        base = self._shard_starts[shard]
+        dataset = self.shard_set.shards[shard]
+        offsets = dataset.sequence_offsets()
+        start = int(offsets[first - base])
+        return dataset.tokens(start, int(offsets[end - base]) - start)
+
+
+def build_segment_mapping(
+    document_first_sentence: np.ndarray,
+    sentence_lengths: np.ndarray,
+    first_document: int,
+    *,
+    max_num_tokens: int,
+    short_seq_prob: float,
+    seed: int,
+    num_samples: int,
+) -> np.ndarray:
+    """Shuffled segments (document, first sentence, end sentence, target length), int64[N, 4].
+
+    Each pass over the split packs every document's sentences greedily into segments of at
+    least `target` tokens (the target is max_num_tokens, or with short_seq_prob a random length
+    in [2, max_num_tokens]), each of at least two sentences, never leaving a one-sentence tail;
+    passes repeat with fresh targets until there are `num_samples` segments. All documents are
+    advanced together, one segment per numpy step, so the Python loop runs as many times as the
+    longest document has segments, not once per sentence.
+    `document_first_sentence` holds the split's documents' first sentences plus the end.
+    """
+    rng = np.random.RandomState(seed % 2**32)
+    starts_all = document_first_sentence[:-1]
+    ends_all = document_first_sentence[1:]
+    eligible = (ends_all - starts_all) >= MIN_SENTENCES
+    documents_all = np.arange(first_document, first_document + starts_all.size, dtype=np.int64)
+    cumulative = np.zeros(sentence_lengths.size + 1, dtype=np.int64)
+    np.cumsum(sentence_lengths, out=cumulative[1:])
+    passes: list[np.ndarray] = []
+    total = 0
+    while total < num_samples:
+        documents, start, end = documents_all[eligible], starts_all[eligible], ends_all[eligible]
+        segments: list[np.ndarray] = []
+        while documents.size:
+            short = rng.random_sample(documents.size) < short_seq_prob
+            target = np.where(
+                short, rng.randint(2, max_num_tokens + 1, size=documents.size), max_num_tokens
+            )
+            # last = first sentence whose running length reaches the target ...
+            last = np.searchsorted(cumulative, cumulative[start] + target, side="left") - 1
+            last = np.maximum(last, start + MIN_SENTENCES - 1)  # ... with two sentences at least
+            last = np.where(end - (last + 1) < MIN_SENTENCES, end - 1, last)  # no short tail
+            segments.append(np.stack([documents, start, last + 1, target], axis=1))
+            keep = last + 1 < end
+            documents, start, end = documents[keep], last[keep] + 1, end[keep]
+        if not segments:
+            raise ValueError(f"no document has {MIN_SENTENCES} sentences")
+        one_pass = np.concatenate(segments)
+        passes.append(one_pass)
+        total += one_pass.shape[0]
+    mapping = np.concatenate(passes)
+    return mapping[rng.permutation(mapping.shape[0])]
+
+
+def truncate_pair(
+    a: np.ndarray, b: np.ndarray, max_num_tokens: int, rng: np.random.RandomState
+) -> tuple[np.ndarray, np.ndarray]:
+    """Google's truncate_seq_pair in closed form: trim the longer side until the pair fits."""
+    excess = a.size + b.size - max_num_tokens
+    if excess <= 0:
+        return a, b
+    gap = abs(a.size - b.size)
+    from_longer = min(excess, gap)
+    rest = excess - from_longer
+    # After equalising, removals alternate and a tie goes to b, so b loses the odd one.
+    cut_a = rest // 2 + (from_longer if a.size > b.size else 0)
+    cut_b = rest - rest // 2 + (from_longer if b.size >= a.size else 0)
+    front_a = rng.binomial(cut_a, 0.5) if cut_a else 0
+    front_b = rng.binomial(cut_b, 0.5) if cut_b else 0
+    return (
+        a[front_a : a.size - (cut_a - front_a)],
+        b[front_b : b.size - (cut_b - front_b)],
+    )
+
+
+class BertDataset:
+    """dataset[i] -> input_ids, token_type_ids, attention_mask, mlm_labels, nsp_label."""
+
+    def __init__(
+        self,
+        shard_set: ShardSet,
+        index_files: dict[str, str],
+        *,
+        first_document: int,
+        end_document: int,
+        max_seq_length: int,
+        seed: int,
+        masking: MaskingConfig,
+        special_ids: dict[str, int],
+        vocab_size: int,
+        continuation_ids: np.ndarray | None = None,
+        name: str = "",
+    ):
+        self.first_document = first_document
+        self.end_document = end_document
+        self.max_seq_length = max_seq_length
+        self.max_num_tokens = max_seq_length - 3  # [CLS] A [SEP] B [SEP]
+        self.seed = seed
+        self.masking = masking
+        self.special_ids = dict(special_ids)
+        self.vocab_size = vocab_size
+        self.continuation_ids = continuation_ids
+        self.name = name
+        self._location = shard_set_location(shard_set)
+        self._index_files = dict(index_files)
+        self._open(shard_set)
+
+    def _open(self, shard_set: ShardSet | None = None) -> None:
+        shard_set = shard_set if shard_set is not None else ShardSet(self._location)
+        self.sentences = SentenceTable(shard_set)
+        self.mapping = open_index_files(self._index_files)["mapping"]
+        running = np.concatenate([[0], np.cumsum(self.sentences.sentence_lengths)])
+        first = self.sentences.document_first_sentence
+        tokens_per_document = running[first[1:]] - running[first[:-1]]
+        documents = np.arange(self.first_document, self.end_document)
+        # Random B segments come from documents of this split that have tokens.
+        self.random_documents = documents[tokens_per_document[documents] > 0]
+        specials = np.array(sorted(set(self.special_ids.values())), dtype=np.int64)
+        self.random_token_ids = np.setdiff1d(np.arange(self.vocab_size, dtype=np.int64), specials)
+        self.cls_id = self.special_ids["cls"]
+        self.sep_id = self.special_ids["sep"]
+        self.mask_id = self.special_ids["mask"]
+        self.pad_id = self.special_ids["pad"]
+        self._rng = np.random.RandomState()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        for derived in ("sentences", "mapping", "random_documents", "random_token_ids", "_rng"):
+            state.pop(derived)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._open()
+
+    def __len__(self) -> int:
+        return int(self.mapping.shape[0])
+
+    # -- sample assembly -------------------------------------------------------------------
+    def _random_b(self, rng: np.random.RandomState, document: int, target: int) -> np.ndarray:
+        """Sentences of another document from a random start until `target` tokens (>= 1)."""
+        candidates = self.random_documents
+        other = document
+        for _ in range(10):  # Google's: ten tries at a different document, else keep the last
+            other = int(candidates[rng.randint(candidates.size)])
+            if other != document:
+                break
+        first = int(self.sentences.document_first_sentence[other])
+        end = int(self.sentences.document_first_sentence[other + 1])
+        start = first + rng.randint(end - first)
+        running = np.cumsum(self.sentences.sentence_lengths[start:end])
+        count = int(np.searchsorted(running, max(target, 1), side="left")) + 1
+        return self.sentences.tokens(start, min(start + count, end))
+
+    def _pair(self, rng: np.random.RandomState, segment: np.ndarray):
+        document, first, end, target = (int(v) for v in segment)
+        lengths = self.sentences.sentence_lengths[first:end]
+        tokens = self.sentences.tokens(first, end)
+        a_end = rng.randint(1, end - first)  # A = sentences [0, a_end), at least one each side
+        cut = int(lengths[:a_end].sum())
+        a, b = tokens[:cut], tokens[cut:]
+        if self.masking.sentence_order:
+            if rng.random_sample() < 0.5:
+                return b, a, 1
+            return a, b, 0
+        if rng.random_sample() < 0.5:
+            return a, self._random_b(rng, document, target - a.size), 1
+        return a, b, 0
+
+    def _mask(self, tokens: np.ndarray, special: np.ndarray, rng: np.random.RandomState):
+        """Google's create_masked_lm_predictions: (input ids, labels) with -100 where unmasked."""
+        masking = self.masking
+        candidates = np.flatnonzero(~special)
+        num_to_predict = min(
+            masking.max_predictions_per_seq, max(1, int(round(tokens.size * masking.mask_prob)))
+        )
+        if masking.whole_word:
+            continuation = self.continuation_ids[tokens[candidates]]
+            # A word starts at a non-continuation token or right after a special token.
+            follows_candidate = np.zeros(candidates.size, dtype=bool)
+            follows_candidate[1:] = candidates[1:] == candidates[:-1] + 1
+            word_starts = np.flatnonzero(~(continuation & follows_candidate))
+            word_ends = np.append(word_starts[1:], candidates.size)
+            chosen: list[np.ndarray] = []
+            count = 0
+            for w in rng.permutation(word_starts.size):
+                if count >= num_to_predict:
+                    break
+                size = int(word_ends[w] - word_starts[w])
+                if count + size > num_to_predict:
+                    continue
+                chosen.append(candidates[word_starts[w] : word_ends[w]])
+                count += size
+            positions = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+        else:
+            positions = candidates[rng.permutation(candidates.size)[:num_to_predict]]
+        draw = rng.random_sample(positions.size)
+        to_mask = draw < masking.replace_mask
+        to_random = ~to_mask & (draw < masking.replace_mask + masking.replace_random)
+        labels = np.full(tokens.size, IGNORE_INDEX, dtype=np.int64)
+        labels[positions] = tokens[positions]
+        inputs = tokens.copy()
+        inputs[positions[to_mask]] = self.mask_id
+        random_positions = positions[to_random]
+        inputs[random_positions] = self.random_token_ids[
+            rng.randint(self.random_token_ids.size, size=random_positions.size)
+        ]
+        return inputs, labels
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        index = int(index)
+        if not 0 <= index < len(self):
+            raise IndexError(f"{self.name}: sample {index} out of range [0, {len(self)})")
+        # Reseeding one generator gives the very stream of RandomState(seed) at a fraction of
+        # the cost of a new one (~10 us against ~600 us here).
+        rng = self._rng
+        rng.seed((self.seed + index) % 2**32)
+        a, b, label = self._pair(rng, self.mapping[index])
+        a, b = truncate_pair(a, b, self.max_num_tokens, rng)
+        length = a.size + b.size + 3
+        tokens = np.empty(length, dtype=np.int64)
+        tokens[0] = self.cls_id
+        tokens[1 : 1 + a.size] = a
+        tokens[1 + a.size] = self.sep_id
+        tokens[2 + a.size : length - 1] = b
+        tokens[length - 1] = self.sep_id
+        special = np.zeros(length, dtype=bool)
+        special[[0, 1 + a.size, length - 1]] = True
+        inputs, labels = self._mask(tokens, special, rng)
+        size = self.max_seq_length
+        input_ids = np.full(size, self.pad_id, dtype=np.int64)
+        input_ids[:length] = inputs
+        token_type_ids = np.zeros(size, dtype=np.int64)
+        token_type_ids[2 + a.size : length] = 1
+        attention_mask = np.zeros(size, dtype=np.int64)
+        attention_mask[:length] = 1
+        mlm_labels = np.full(size, IGNORE_INDEX, dtype=np.int64)
+        mlm_labels[:length] = labels
+        return {
+            "input_ids": input_ids,
+            "token_type_ids": token_type_ids,
+            "attention_mask": attention_mask,
+            "mlm_labels": mlm_labels,
+            "nsp_label": np.asarray(label, dtype=np.int64),
+        }
+
+
+def check_sentence_level(shard_set: ShardSet, path: str) -> None:
+    """BERT pairs need sentence boundaries; a document-level set has none."""
+    manifest = shard_set.manifest
+    if manifest is not None and manifest.sequence_unit != "sentence":
+        raise ValueError(
+            f"{path}: BERT needs sentence-level shards (sequence_unit 'sentence'), this set's "
+            f"is {manifest.sequence_unit!r}; re-run the pipeline with sentence splitting"
+        )
+    if manifest is None and shard_set.num_sequences == shard_set.num_documents:
+        raise ValueError(
+            f"{path}: every document is a single sequence, so this looks like a document-level "
+            "pair; BERT needs sentence-level shards"
+        )
+
+
+def _continuation_ids_for(shard_set: ShardSet, path: str, vocab_size: int) -> np.ndarray:
+    tokenizer = shard_set.tokenizer_path
+    if tokenizer is None or not os.path.exists(tokenizer):
+        raise ValueError(
+            f"{path}: whole-word masking needs continuation_ids (which token ids continue a "
+            "word), and the set ships no tokenizer file to read them from"
+        )
+    flags = continuation_ids_from_vocab(tokenizer)
+    if flags.size < vocab_size:
+        flags = np.concatenate([flags, np.zeros(vocab_size - flags.size, dtype=bool)])
+    return flags
+
+
+def build_bert_split(
+    shard_set: ShardSet,
+    path: str,
+    *,
+    split_name: str,
+    split: str,
+    max_seq_length: int,
+    seed: int,
+    num_samples: int,
+    masking: MaskingConfig,
+    special_ids: dict[str, int],
+    vocab_size: int,
+    continuation_ids: np.ndarray | None,
+    cache_dir: str | None,
+) -> BertDataset:
+    check_sentence_level(shard_set, path)
+    start, end = split_range(shard_set, path, split, split_name)
+    table = SentenceTable(shard_set)
+    firsts = table.document_first_sentence[start : end + 1]
+    max_num_tokens = max_seq_length - 3
+    key = cache_key(
+        {
+            "kind": "bert",
+            "set": shard_set_fingerprint(shard_set),
+            "documents": [start, end],
+            "max_num_tokens": max_num_tokens,
+            "short_seq_prob": masking.short_seq_prob,
+            "seed": seed,
+            "num_samples": num_samples,
+        }
+    )
+
+    def build() -> dict[str, np.ndarray]:
+        try:
+            mapping = build_segment_mapping(
+                firsts,
+                table.sentence_lengths,
+                start,
+                max_num_tokens=max_num_tokens,
+                short_seq_prob=masking.short_seq_prob,
+                seed=seed,
+                num_samples=num_samples,
+            )
+        except ValueError as e:
+            raise ValueError(
+                f"{path}: the {split_name} split (documents {start}..{end}): {e}"
+            ) from None
+        return {"mapping": mapping}
+
+    files = ensure_index_files(
+        index_cache_directory(shard_set.directory, cache_dir),
+        f"bert-{split_name}-{key[:24]}",
+        ("mapping",),
+        build,
+    )
+    if masking.whole_word and continuation_ids is None:
+        continuation_ids = _continuation_ids_for(shard_set, path, vocab_size)
+    return BertDataset(
+        shard_set,
+        files,
+        first_document=start,
+        end_document=end,
+        max_seq_length=max_seq_length,
+        seed=seed,
+        masking=masking,
+        special_ids=special_ids,
+        vocab_size=vocab_size,
+        continuation_ids=continuation_ids,
+        name=f"{path}[{split_name}]",
+    )
+
+
+def build_bert_datasets(
+    sources: list[DataSource],
+    *,
+    max_seq_length: int,
+    split: str,
+    seed: int,
+    num_samples: dict[str, int],
+    masking: MaskingConfig,
+    special_ids: dict[str, int],
+    vocab_size: int,
+    cache_dir: str | None = None,
+    continuation_ids: np.ndarray | None = None,
+) -> dict[str, Dataset]:
+    """A BERT dataset per split with samples wanted: one set's, or a blend of several."""
+    if max_seq_length < 5:
+        raise ValueError(
+            f"max_seq_length must be >= 5 ([CLS] a [SEP] b [SEP]), got {max_seq_length}"
+        )
+    missing = [k for k in REQUIRED_SPECIAL if k not in special_ids]
+    if missing:
+        raise ValueError(f"special_ids lacks {missing}; BERT needs {list(REQUIRED_SPECIAL)}")
+    if continuation_ids is not None and len(continuation_ids) < vocab_size:
+        raise ValueError(
+            f"continuation_ids has {len(continuation_ids)} entries, vocab_size is {vocab_size}"
+        )
+    if not sources:
+        raise ValueError("no data sources")
+    check_num_samples(num_samples)
+    shard_sets = [ShardSet(path) for _, path in sources]
+    weights = [weight for weight, _ in sources]
+    datasets: dict[str, Dataset] = {}
+    for split_name in SPLIT_NAMES:
+        wanted = int(num_samples.get(split_name, 0))
+        if wanted == 0:
+            continue
+        counts = [wanted] if len(sources) == 1 else samples_per_dataset(weights, wanted)
+        parts = [
+            build_bert_split(
+                shard_set,
+                path,
+                split_name=split_name,
+                split=split,
+                max_seq_length=max_seq_length,
+                seed=seed,
+                num_samples=count,
+                masking=masking,
+                special_ids=special_ids,
+                vocab_size=vocab_size,
+                continuation_ids=continuation_ids,
+                cache_dir=cache_dir,
+            )
+            for shard_set, (_, path), count in zip(shard_sets, sources, counts)
+        ]
+        datasets[split_name] = (
+            parts[0] if len(parts) == 1 else BlendedDataset(parts, weights, wanted)
+        )
+    return datasets

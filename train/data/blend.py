@@ -1,0 +1,197 @@
+"""Weighted blending of datasets with Megatron's deterministic greedy schedule, in numpy.
+
+Sample i of the blend comes from the dataset whose error `weight * (i + 1) - drawn_so_far` is
+largest (ties to the lowest index), so every prefix of the blend holds each dataset within one
+sample of its share. The rule is sequential; Megatron runs it in C++. Here it runs in parallel
+over time instead: the range is cut into segments and all segments are stepped together, one
+numpy operation per dataset per step across every segment. A segment cannot know its true
+starting counts before the segments ahead of it are done, so it starts a warm-up stretch early
+from a guess (each dataset's count rounded by largest remainder), and the rule's own correction
+pulls the guess onto the true trajectory within a few steps (once two runs hold the same counts
+at the same step they agree for ever). Every segment boundary is then checked: if the previous
+segment's final counts equal the next segment's counts at that step, the next segment is exact;
+the rare one that is not is re-run exactly from the correct counts. The result is identical to
+the plain loop (`greedy_blend_loop`), which also serves for short blends.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from train.data.spec import Dataset
+
+SEGMENT_LENGTH = 2048
+WARMUP_STEPS = 128
+# Megatron asks each dataset for a little more than its share, so rounding never runs one dry.
+OVERSAMPLE = 1.005
+
+
+def normalized_weights(weights) -> np.ndarray:
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 1 or w.size == 0:
+        raise ValueError("blending needs at least one weight")
+    if not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError(f"blend weights must be positive, got {w.tolist()}")
+    return w / w.sum()
+
+
+def greedy_blend_loop(
+    weights: np.ndarray, start: int, stop: int, counts: list[int], out: np.ndarray
+) -> list[int]:
+    """The rule itself, step by step, for samples [start, stop) from `counts` drawn so far.
+
+    Writes the choices into `out[0 : stop - start]`; returns the counts after `stop`.
+    """
+    w = weights.tolist()
+    counts = list(counts)
+    others = range(1, len(w))
+    for i in range(start, stop):
+        step = i + 1.0
+        best, best_error = 0, w[0] * step - counts[0]
+        for d in others:
+            error = w[d] * step - counts[d]
+            if error > best_error:
+                best, best_error = d, error
+        out[i - start] = best
+        counts[best] += 1
+    return counts
+
+
+def largest_remainder_counts(weights: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Each dataset's floor(weight * n), plus one for the n - sum(floors) largest remainders."""
+    shares = steps[:, None].astype(np.float64) * weights[None, :]
+    floors = np.floor(shares)
+    remainders = shares - floors
+    extra = steps - floors.sum(axis=1).astype(np.int64)
+    order = np.argsort(-remainders, axis=1, kind="stable")
+    gets_extra = np.arange(weights.size)[None, :] < extra[:, None]
+    counts = floors.astype(np.int64)
+    np.put_along_axis(counts, order, np.take_along_axis(counts, order, axis=1) + gets_extra, axis=1)
+    return counts
+
+
+def _step_segments(
+    weights: np.ndarray, first_step: np.ndarray, counts: np.ndarray, steps: int
+) -> np.ndarray:
+    """Run the rule `steps` times for every segment at once; returns choices (steps x segments).
+
+    first_step[k] is segment k's first sample index, counts[d, k] its counts drawn so far.
+    Errors are computed as `weight * (i + 1.0) - count` in float64 like the loop, so ties and
+    roundings fall the same way (counts stay exact in float64 below 2**53).
+    """
+    num_datasets, num_segments = counts.shape
+    drawn = counts.astype(np.float64)
+    drawn_flat = drawn.reshape(-1)
+    choices = np.empty((steps, num_segments), dtype=np.int16)
+    step = first_step.astype(np.float64) + 1.0
+    columns = np.arange(num_segments)
+    best = np.empty(num_segments, dtype=np.intp)
+    best_error = np.empty(num_segments, dtype=np.float64)
+    error = np.empty(num_segments, dtype=np.float64)
+    better = np.empty(num_segments, dtype=bool)
+    flat = np.empty(num_segments, dtype=np.intp)
+    for t in range(steps):
+        best.fill(0)
+        np.multiply(step, weights[0], out=best_error)
+        best_error -= drawn[0]
+        for d in range(1, num_datasets):
+            np.multiply(step, weights[d], out=error)
+            error -= drawn[d]
+            np.greater(error, best_error, out=better)
+            np.copyto(best, d, where=better)
+            np.maximum(best_error, error, out=best_error)
+        choices[t] = best
+        np.multiply(best, num_segments, out=flat)
+        flat += columns
+        drawn_flat[flat] += 1.0
+        step += 1.0
+    return choices
+
+
+def blending_indices(weights, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(dataset_index, dataset_sample_index) of the greedy blend of `size` samples.
+
+    dataset_sample_index[i] is how many samples of dataset_index[i] came before sample i.
+    """
+    w = normalized_weights(weights)
+    if size < 0:
+        raise ValueError(f"blend size must be >= 0, got {size}")
+    dataset_index = np.zeros(size, dtype=np.int16)
+    if w.size > np.iinfo(np.int16).max:
+        raise ValueError(f"cannot blend {w.size} datasets (at most {np.iinfo(np.int16).max})")
+    if w.size > 1 and size <= 4 * SEGMENT_LENGTH:
+        greedy_blend_loop(w, 0, size, [0] * w.size, dataset_index)
+    elif w.size > 1:
+        _blend_in_segments(w, size, dataset_index)
+    dataset_sample_index = np.empty(size, dtype=np.int64)
+    for d in range(w.size):
+        positions = np.flatnonzero(dataset_index == d)
+        dataset_sample_index[positions] = np.arange(positions.size)
+    return dataset_index, dataset_sample_index
+
+
+def _count_choices(choices: np.ndarray, num_datasets: int) -> np.ndarray:
+    """counts[d, k] = how often column k of `choices` picks dataset d."""
+    return np.stack([(choices == d).sum(axis=0) for d in range(num_datasets)]).astype(np.int64)
+
+
+def _blend_in_segments(w: np.ndarray, size: int, dataset_index: np.ndarray) -> None:
+    starts = np.arange(0, size, SEGMENT_LENGTH, dtype=np.int64)
+    # Segment 0 starts exactly (no counts yet); the others WARMUP_STEPS early from a guess.
+    # All run WARMUP_STEPS + SEGMENT_LENGTH steps so they can be stepped together.
+    first = starts - WARMUP_STEPS
+    first[0] = 0
+    guesses = largest_remainder_counts(w, first).T.copy()
+    choices = _step_segments(w, first, guesses, WARMUP_STEPS + SEGMENT_LENGTH)
+    body = choices[WARMUP_STEPS:].T.copy()
+    body[0] = choices[:SEGMENT_LENGTH, 0]
+    dataset_index[:] = body.ravel()[:size]
+    at_start = guesses + _count_choices(choices[:WARMUP_STEPS], w.size)
+    at_end = at_start + _count_choices(choices[WARMUP_STEPS:], w.size)
+    exact_end = _count_choices(choices[:SEGMENT_LENGTH, :1], w.size)[:, 0]
+    # Segment k is exact when its counts at its start equal segment k-1's exact final counts;
+    # otherwise it is re-run exactly from those (its warm-up had not converged).
+    for k in range(1, starts.size):
+        if np.array_equal(at_start[:, k], exact_end):
+            exact_end = at_end[:, k]
+            continue
+        start, stop = int(starts[k]), min(int(starts[k]) + SEGMENT_LENGTH, size)
+        exact_end = np.array(
+            greedy_blend_loop(w, start, stop, exact_end.tolist(), dataset_index[start:stop])
+        )
+
+
+class BlendedDataset:
+    """Samples of several datasets interleaved by the greedy schedule of their weights."""
+
+    def __init__(self, datasets: list[Dataset], weights, size: int):
+        if len(datasets) != len(np.atleast_1d(weights)):
+            raise ValueError(f"{len(datasets)} datasets but {len(np.atleast_1d(weights))} weights")
+        self.datasets = list(datasets)
+        self.weights = normalized_weights(weights)
+        self.size = int(size)
+        self.dataset_index, self.dataset_sample_index = blending_indices(self.weights, self.size)
+        needed = np.bincount(self.dataset_index, minlength=len(self.datasets))
+        for d, dataset in enumerate(self.datasets):
+            if needed[d] > len(dataset):
+                raise ValueError(
+                    f"blend of {self.size} samples needs {int(needed[d])} from dataset {d} "
+                    f"(weight {self.weights[d]:.4f}), which has only {len(dataset)}"
+                )
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        index = int(index)
+        if not 0 <= index < self.size:
+            raise IndexError(f"blend sample {index} out of range [0, {self.size})")
+        dataset = self.datasets[int(self.dataset_index[index])]
+        return dataset[int(self.dataset_sample_index[index])]
+
+
+def samples_per_dataset(weights, num_samples: int) -> list[int]:
+    """How many samples to build of each dataset for a blend of `num_samples` (Megatron's 0.5%)."""
+    return [math.ceil(num_samples * float(w) * OVERSAMPLE) for w in normalized_weights(weights)]
