@@ -12,7 +12,9 @@ Options:
 
 Document id `parquet:<file name>:<row>`, row = 0-based row index within the file (the name is
 relative to the input pattern's directory, i.e. the basename for a flat glob). A null text is
-Failure(reason="missing_text"), a non-text column Failure(reason="bad_field").
+Failure(reason="missing_text"), a non-text column Failure(reason="bad_field"). Row groups are
+read one at a time, so a corrupt page is one Failure(reason="corrupt_input") naming its row
+group and row range, and the row groups after it are still read.
 """
 
 from __future__ import annotations
@@ -105,12 +107,38 @@ def _text_of(value: object, where: str, limit: int) -> str | Failure:
     return value
 
 
+def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row: int,
+                         columns: list[str], name: str, location: str, batch_rows: int,
+                         limit: int) -> Iterator[Document | Failure]:
+    text_column, *extras = columns
+    row = first_row
+    for batch in parquet_file.iter_batches(batch_size=batch_rows, row_groups=[row_group],
+                                           columns=columns):
+        texts = batch.column(text_column).to_pylist()
+        missing = [None] * len(texts)
+        urls = batch.column("url").to_pylist() if "url" in extras else missing
+        titles = batch.column("title").to_pylist() if "title" in extras else missing
+        for offset, value in enumerate(texts):
+            text = _text_of(value, f"{location}:{row + offset}", limit)
+            if isinstance(text, Failure):
+                yield text
+                continue
+            url, title = urls[offset], titles[offset]
+            yield Document(
+                id=f"{NAME}:{name}:{row + offset}",
+                source=NAME,
+                text=text,
+                url=url if isinstance(url, str) else "",
+                title=title if isinstance(title, str) else "",
+            )
+        row += len(texts)
+
+
 def read(task: ReadTask) -> Iterator[Document | Failure]:
     name = task_name(task)
     text_column = task.options.get(TEXT_COLUMN_OPTION, DEFAULT_TEXT_COLUMN)
     batch_rows = _positive_int(task.options, BATCH_ROWS_OPTION, DEFAULT_BATCH_ROWS, size=False)
     limit = max_document_bytes(task.options)
-    row = 0
     try:
         with open_input(task.path) as raw:
             parquet_file = pq.ParquetFile(raw)
@@ -120,31 +148,19 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
                 yield failure(task.path, "missing_column",
                               f"no column {text_column!r}; columns are {columns}")
                 return
+            wanted = [text_column, *(c for c in _EXTRA_COLUMNS if c in columns and c != text_column)]
             end = metadata.num_row_groups if task.end < 0 else task.end
-            row_groups = list(range(task.start, end))
-            row = sum(metadata.row_group(i).num_rows for i in range(task.start))
-            extras = [c for c in _EXTRA_COLUMNS if c in columns and c != text_column]
-            for batch in parquet_file.iter_batches(batch_size=batch_rows, row_groups=row_groups,
-                                                   columns=[text_column, *extras]):
-                texts = batch.column(text_column).to_pylist()
-                missing = [None] * len(texts)
-                urls = batch.column("url").to_pylist() if "url" in extras else missing
-                titles = batch.column("title").to_pylist() if "title" in extras else missing
-                for offset, value in enumerate(texts):
-                    where = f"{task.path}:{row + offset}"
-                    text = _text_of(value, where, limit)
-                    if isinstance(text, Failure):
-                        yield text
-                        continue
-                    url, title = urls[offset], titles[offset]
-                    yield Document(
-                        id=f"{NAME}:{name}:{row + offset}",
-                        source=NAME,
-                        text=text,
-                        url=url if isinstance(url, str) else "",
-                        title=title if isinstance(title, str) else "",
-                    )
-                row += len(texts)
+            first_row = sum(metadata.row_group(i).num_rows for i in range(task.start))
+            # one row group at a time: a corrupt page costs its own row group, not the rest
+            for row_group in range(task.start, end):
+                rows = metadata.row_group(row_group).num_rows
+                try:
+                    yield from _row_group_documents(parquet_file, row_group, first_row, wanted,
+                                                    name, task.path, batch_rows, limit)
+                except (OSError, pa.ArrowException) as error:
+                    yield failure(f"{task.path}:row group {row_group} (rows {first_row}-"
+                                  f"{first_row + rows - 1})", "corrupt_input",
+                                  f"{type(error).__name__}: {error}")
+                first_row += rows
     except (OSError, pa.ArrowException) as error:
-        yield failure(f"{task.path}:{row}", "unreadable_file", f"{type(error).__name__}: {error}")
-
+        yield failure(task.path, "unreadable_file", f"{type(error).__name__}: {error}")
