@@ -303,7 +303,7 @@ class _DecompressingReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
+    def readinto(self, buffer: bytearray | memoryview) -> int:
         while not self._out:
             if self._finished:
                 return 0
@@ -532,7 +532,7 @@ class _MemberStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
+    def readinto(self, buffer: bytearray | memoryview) -> int:
         try:
             return self._file.readinto(buffer)
         except ArchiveError:
