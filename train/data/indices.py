@@ -75,7 +75,7 @@ def build_sample_index(lengths_in_order: np.ndarray, seq_len: int) -> np.ndarray
     `lengths_in_order[j]` is the token count of the document at position j of the document
     index. Sample k starts at token k * seq_len of the concatenated stream; its row is the
     document holding that token (the last one, so empty documents are stepped over) and the
-    offset inside it, exactly the rows of Megatron's `build_sample_idx`.
+    offset inside it: exactly the rows of Megatron's `build_sample_idx`.
     """
     starts = np.zeros(lengths_in_order.size + 1, dtype=np.int64)
     np.cumsum(lengths_in_order, out=starts[1:])
@@ -83,6 +83,7 @@ def build_sample_index(lengths_in_order: np.ndarray, seq_len: int) -> np.ndarray
     num_samples = (total_tokens - 1) // seq_len if total_tokens else 0
     positions = np.arange(num_samples + 1, dtype=np.int64) * seq_len
     document_position = np.searchsorted(starts, positions, side="right") - 1
+    document_position[0] = 0  # Megatron's first row is (0, 0) even when that document is empty
     offsets = positions - starts[document_position]
     dtype = _index_dtype(max(lengths_in_order.size, int(offsets.max()) if offsets.size else 0))
     sample_index = np.empty((num_samples + 1, 2), dtype=dtype)

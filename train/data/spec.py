@@ -115,16 +115,21 @@ def split_documents(num_documents: int, split: str = "969,30,1") -> dict[str, tu
     """Megatron's train/valid/test document ranges: round each share, give the rest to train.
 
     Same arithmetic as Megatron-LM's `get_train_valid_test_split_`, so the same data and split
-    string give the same documents in each split as there.
+    string give the same documents in each split as there; where that would leave train a
+    negative size (a tiny train share rounded against it), the shortfall is taken from the
+    next splits instead.
     """
     if num_documents < 0:
         raise ValueError(f"num_documents must be >= 0, got {num_documents}")
     parts = _parse_split(split)
     total = sum(parts)
+    sizes = [int(round(part / total * float(num_documents))) for part in parts]
+    sizes[0] -= sum(sizes) - num_documents
+    for i in range(len(sizes) - 1):
+        if sizes[i] < 0:
+            sizes[i + 1] += sizes[i]
+            sizes[i] = 0
     bounds = [0]
-    for part in parts:
-        bounds.append(bounds[-1] + int(round(part / total * float(num_documents))))
-    excess = bounds[-1] - num_documents
-    for i in range(1, len(bounds)):
-        bounds[i] -= excess
+    for size in sizes:
+        bounds.append(bounds[-1] + size)
     return {name: (bounds[i], bounds[i + 1]) for i, name in enumerate(SPLIT_NAMES)}

@@ -1,0 +1,299 @@
+"""GPT samples from real GPT-2 shards: Megatron's index semantics, coverage, cache, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from dataset_format import ShardSet
+from tests.conftest import REPO
+from tests.shard_fixtures import GPT2_EOD, make_bert_shards, make_gpt_shards
+from train.data import build_gpt_datasets, parse_data_spec
+from train.data import gpt_dataset as gpt_module
+from train.data import indices as indices_module
+from train.data.indices import build_gpt_indices, build_sample_index, num_epochs_needed
+
+SEQ_LEN = 64
+
+
+@pytest.fixture(scope="module")
+def gpt_set(tmp_path_factory):
+    return make_gpt_shards(tmp_path_factory.mktemp("gpt"), n_docs=240, num_shards=3)
+
+
+def megatron_sample_index(lengths_in_order: np.ndarray, seq_len: int) -> np.ndarray:
+    """Megatron-LM's C++ build_sample_idx, transcribed loop for loop."""
+    total = int(lengths_in_order.sum())
+    num_samples = (total - 1) // seq_len
+    rows = [(0, 0)]
+    position, offset = 0, 0
+    for _ in range(num_samples):
+        remaining = seq_len + 1
+        while remaining != 0:
+            length = int(lengths_in_order[position]) - offset
+            remaining -= length
+            if remaining <= 0:
+                offset += remaining + length - 1
+                remaining = 0
+            else:
+                position += 1
+                offset = 0
+        rows.append((position, offset))
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("seq_len", [1, 7, 64, 1000])
+def test_sample_index_equals_megatron_loop_on_real_lengths(gpt_set, seq_len):
+    lengths = ShardSet(gpt_set).document_lengths()
+    order = np.random.RandomState(3).permutation(lengths.size)
+    lengths_in_order = np.concatenate([lengths[order], lengths[order[:50]]])
+    ours = build_sample_index(lengths_in_order, seq_len)
+    assert np.array_equal(ours, megatron_sample_index(lengths_in_order, seq_len))
+
+
+def test_sample_index_steps_over_empty_documents():
+    lengths = np.array([0, 5, 0, 0, 3, 1, 0, 9, 0])
+    assert np.array_equal(build_sample_index(lengths, 3), megatron_sample_index(lengths, 3))
+
+
+def test_epochs_needed_is_the_smallest_that_suffices():
+    for tokens in (1, 2, 63, 64, 65, 1000):
+        for wanted in (1, 5, 100):
+            epochs = num_epochs_needed(tokens, SEQ_LEN, wanted)
+            assert (epochs * tokens - 1) // SEQ_LEN >= wanted
+            assert epochs == 1 or ((epochs - 1) * tokens - 1) // SEQ_LEN < wanted
+
+
+def split_stream(shard_set: ShardSet, document_index: np.ndarray) -> np.ndarray:
+    return np.concatenate([shard_set.document(int(d)) for d in document_index]).astype(np.int64)
+
+
+def test_samples_tile_the_shuffled_stream_over_epochs(gpt_set, tmp_path):
+    shard_set = ShardSet(gpt_set)
+    start, end = 0, 216  # split "90,10,0" of 240 documents
+    tokens = int(shard_set.document_lengths()[start:end].sum())
+    wanted = 2 * tokens // SEQ_LEN + 10  # needs three epochs
+    dataset = build_gpt_datasets(
+        parse_data_spec([gpt_set]),
+        seq_len=SEQ_LEN,
+        split="90,10,0",
+        seed=7,
+        num_samples={"train": wanted},
+        cache_dir=str(tmp_path),
+    )["train"]
+    document_index = np.asarray(dataset.document_index)
+    epochs = document_index.reshape(3, -1)
+    for epoch in epochs:  # each epoch is the split's documents, each in its own order
+        assert sorted(epoch.tolist()) == list(range(start, end))
+    assert not np.array_equal(epochs[0], epochs[1])
+    stream = split_stream(shard_set, document_index)
+    assert len(dataset) >= wanted
+    assert len(dataset) == (stream.size - 1) // SEQ_LEN
+    for k in range(len(dataset)):
+        sample = dataset.sample_tokens(k)
+        assert np.array_equal(sample, stream[k * SEQ_LEN : k * SEQ_LEN + SEQ_LEN + 1])
+    # every token of every epoch is served, in order, sample k+1 starting on sample k's last
+    assert dataset.sample_tokens(1)[0] == dataset.sample_tokens(0)[-1]
+    assert np.array_equal(np.sort(np.asarray(dataset.shuffle_index)), np.arange(len(dataset)))
+
+
+def test_getitem_serves_shuffled_samples_as_inputs_and_next_token_labels(gpt_set, tmp_path):
+    dataset = build_gpt_datasets(
+        parse_data_spec([gpt_set]),
+        seq_len=SEQ_LEN,
+        split="90,10,0",
+        seed=1,
+        num_samples={"train": 300, "valid": 20},
+        cache_dir=str(tmp_path),
+    )
+    train = dataset["train"]
+    assert not np.array_equal(np.asarray(train.shuffle_index[:50]), np.arange(50))
+    for i in (0, 1, 17, len(train) - 1):
+        item = train[i]
+        tokens = train.sample_tokens(int(train.shuffle_index[i]))
+        assert item["input_ids"].dtype == np.int64 and item["input_ids"].shape == (SEQ_LEN,)
+        assert np.array_equal(item["input_ids"], tokens[:-1])
+        assert np.array_equal(item["labels"], tokens[1:])
+        assert item["loss_mask"].dtype == np.float32 and item["loss_mask"].all()
+    valid_documents = set(np.asarray(dataset["valid"].document_index).tolist())
+    assert valid_documents == set(range(216, 240))
+    with pytest.raises(IndexError):
+        train[len(train)]
+
+
+def test_same_seed_same_samples_other_seed_other_order(gpt_set, tmp_path):
+    def build(seed, cache):
+        return build_gpt_datasets(
+            parse_data_spec([gpt_set]),
+            seq_len=SEQ_LEN,
+            split="100,0,0",
+            seed=seed,
+            num_samples={"train": 200},
+            cache_dir=str(tmp_path / cache),
+        )["train"]
+
+    first, again, other = build(5, "a"), build(5, "b"), build(6, "c")
+    for name in ("document_index", "sample_index", "shuffle_index"):
+        assert np.array_equal(getattr(first, name), getattr(again, name))
+    assert not np.array_equal(first.document_index, other.document_index)
+    assert all(np.array_equal(first[i]["input_ids"], again[i]["input_ids"]) for i in range(50))
+
+
+def test_indices_are_cached_beside_the_data_and_reused(tmp_path, monkeypatch):
+    gpt_set = make_gpt_shards(tmp_path, n_docs=60)
+    spec = parse_data_spec([gpt_set])
+    options = dict(seq_len=SEQ_LEN, split="100,0,0", seed=3, num_samples={"train": 100})
+    first = build_gpt_datasets(spec, **options)["train"]
+    cached = sorted(os.listdir(os.path.join(gpt_set, "index-cache")))
+    assert len(cached) == 3 and all(name.endswith(".npy") for name in cached)
+
+    def no_rebuild(*args, **kwargs):
+        raise AssertionError("index rebuilt although cached")
+
+    monkeypatch.setattr(gpt_module, "build_gpt_indices", no_rebuild)
+    again = build_gpt_datasets(spec, **options)["train"]
+    assert isinstance(again.sample_index, np.ndarray)
+    assert np.array_equal(first.shuffle_index, again.shuffle_index)
+    monkeypatch.setattr(gpt_module, "build_gpt_indices", build_gpt_indices)
+    build_gpt_datasets(spec, **{**options, "seq_len": SEQ_LEN + 1})  # another key
+    assert len(os.listdir(os.path.join(gpt_set, "index-cache"))) == 6
+
+
+def test_unwritable_data_directory_falls_back_to_the_user_cache(tmp_path, monkeypatch):
+    gpt_set = make_gpt_shards(tmp_path, n_docs=40)
+    monkeypatch.setenv("SHARDSMITH_CACHE", str(tmp_path / "user-cache"))
+    real_access = os.access
+    monkeypatch.setattr(
+        indices_module.os,
+        "access",
+        lambda path, mode: False if str(path).startswith(gpt_set) else real_access(path, mode),
+    )
+    dataset = build_gpt_datasets(
+        parse_data_spec([gpt_set]),
+        seq_len=SEQ_LEN,
+        split="100,0,0",
+        seed=3,
+        num_samples={"train": 10},
+    )["train"]
+    assert len(os.listdir(tmp_path / "user-cache" / "index-cache")) == 3
+    assert dataset[0]["input_ids"].shape == (SEQ_LEN,)
+
+
+def test_bare_prefix_and_pickled_dataset(gpt_set, tmp_path):
+    prefix = os.path.join(gpt_set, "shard-00001")
+    dataset = build_gpt_datasets(
+        [(1.0, prefix)],
+        seq_len=SEQ_LEN,
+        split="100,0,0",
+        seed=3,
+        num_samples={"train": 50},
+        cache_dir=str(tmp_path),
+    )["train"]
+    data = pickle.dumps(dataset)
+    assert len(data) < 4096  # paths only: no copy of the memory maps travels to workers
+    restored = pickle.loads(data)
+    for i in (0, 9, 49):
+        assert np.array_equal(restored[i]["labels"], dataset[i]["labels"])
+    stream = np.asarray(ShardSet(prefix).shards[0].tokens(0, ShardSet(prefix).num_tokens))
+    first_document = int(dataset.document_index[0])
+    start = int(ShardSet(prefix).shards[0].document_offsets()[first_document])
+    assert np.array_equal(dataset.sample_tokens(0), stream[start : start + SEQ_LEN + 1])
+
+
+def test_eod_mask_zeroes_the_loss_after_each_document_end(gpt_set, tmp_path):
+    dataset = build_gpt_datasets(
+        parse_data_spec([gpt_set]),
+        seq_len=SEQ_LEN,
+        split="100,0,0",
+        seed=3,
+        num_samples={"train": 200},
+        cache_dir=str(tmp_path),
+        eod_mask_id=GPT2_EOD,
+    )["train"]
+    masked = 0
+    for i in range(200):
+        item = dataset[i]
+        is_eod = item["input_ids"] == GPT2_EOD
+        assert np.array_equal(item["loss_mask"] == 0, is_eod)
+        masked += int(is_eod.sum())
+    assert masked > 50  # ~200 tokens per document: most 64-token samples hold none, many one
+
+
+def test_empty_split_names_the_split_and_the_set(gpt_set, tmp_path):
+    with pytest.raises(ValueError) as raised:
+        build_gpt_datasets(
+            parse_data_spec([gpt_set]),
+            seq_len=SEQ_LEN,
+            split="969,30,1",
+            seed=3,
+            num_samples={"train": 10, "valid": 10, "test": 10},
+            cache_dir=str(tmp_path),
+        )
+    assert "test split is empty" in str(raised.value) and gpt_set in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"num_samples": {"training": 5}}, "unknown split"),
+        ({"num_samples": {"train": -1}}, ">= 0"),
+        ({"seq_len": 0}, "seq_len must be positive"),
+    ],
+)
+def test_bad_arguments(gpt_set, tmp_path, options, message):
+    arguments = dict(seq_len=SEQ_LEN, split="1", seed=1, num_samples={"train": 5})
+    with pytest.raises(ValueError, match=message):
+        build_gpt_datasets(
+            parse_data_spec([gpt_set]), cache_dir=str(tmp_path), **{**arguments, **options}
+        )
+
+
+def test_sentence_level_sets_read_as_whole_documents(tmp_path):
+    bert_set = make_bert_shards(tmp_path, n_docs=60)
+    dataset = build_gpt_datasets(
+        parse_data_spec([bert_set]), seq_len=16, split="1", seed=2, num_samples={"train": 20}
+    )["train"]
+    shard_set = ShardSet(bert_set)
+    stream = split_stream(shard_set, np.asarray(dataset.document_index))
+    assert np.array_equal(dataset.sample_tokens(3), stream[48:65])
+
+
+@pytest.mark.slow
+def test_distributed_ranks_build_once_per_node(gpt_set, tmp_path):
+    """Two gloo ranks: local rank 0 builds the index, rank 1 waits and reads the same files."""
+    script = textwrap.dedent(
+        f"""
+        import json, os, sys
+        sys.path.insert(0, {str(REPO)!r})
+        import torch.distributed as dist
+        from train.data import build_gpt_datasets, gpt_dataset
+        calls = []
+        real = gpt_dataset.build_gpt_indices
+        gpt_dataset.build_gpt_indices = lambda *a, **k: calls.append(1) or real(*a, **k)
+        dist.init_process_group("gloo", init_method="file://{tmp_path}/rendezvous",
+                                rank=int(os.environ["RANK"]), world_size=2)
+        ds = build_gpt_datasets([(1.0, {gpt_set!r})], seq_len=32, split="1", seed=11,
+                                num_samples={{"train": 500}}, cache_dir={str(tmp_path / "c")!r})
+        out = {{"builds": len(calls), "first": ds["train"][0]["input_ids"].tolist()}}
+        json.dump(out, open(os.path.join({str(tmp_path)!r}, os.environ["RANK"] + ".json"), "w"))
+        dist.destroy_process_group()
+        """
+    )
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            env={**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+        )
+        for rank in range(2)
+    ]
+    assert [p.wait(timeout=300) for p in processes] == [0, 0]
+    results = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(2)]
+    assert [r["builds"] for r in results] == [1, 0]
+    assert results[0]["first"] == results[1]["first"]

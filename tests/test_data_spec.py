@@ -1,0 +1,106 @@
+"""Data specs, Megatron's document splits, and tokenizer agreement across real shard sets."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.shard_fixtures import make_bert_shards, make_gpt_shards
+from train.data import check_tokenizers, parse_data_spec, split_documents
+
+
+def test_single_path_gets_weight_one():
+    assert parse_data_spec(["shards/"]) == [(1.0, "shards/")]
+
+
+def test_weights_are_normalised_and_order_kept():
+    assert parse_data_spec(["3", "wiki/", "7", "web/"]) == [(0.3, "wiki/"), (0.7, "web/")]
+    assert parse_data_spec(["0.3", "a", "0.7", "b"]) == [(0.3, "a"), (0.7, "b")]
+
+
+@pytest.mark.parametrize(
+    "tokens, message",
+    [
+        ([], "empty"),
+        (["0.5"], "weight without a path"),
+        (["0.3", "wiki/", "web/"], "even number"),
+        (["wiki/", "web/"], "expected a weight before 'web/'"),
+        (["0", "wiki/", "1", "web/"], "must be positive"),
+        (["-1", "wiki/", "2", "web/"], "must be positive"),
+        (["nan", "wiki/", "2", "web/"], "must be positive"),
+        (["0.5", "0.5", "1", "web/"], "expected a path after '0.5'"),
+    ],
+)
+def test_bad_specs_are_rejected_clearly(tokens, message):
+    with pytest.raises(ValueError, match=message):
+        parse_data_spec(tokens)
+
+
+@pytest.mark.parametrize(
+    "n, split, expected",
+    [
+        # Values worked out by hand from Megatron's get_train_valid_test_split_ arithmetic.
+        (1000, "969,30,1", [(0, 969), (969, 999), (999, 1000)]),
+        (10, "969,30,1", [(0, 10), (10, 10), (10, 10)]),
+        (100, "98,2,0", [(0, 98), (98, 100), (100, 100)]),
+        (100, "1", [(0, 100), (100, 100), (100, 100)]),
+        (10, "8/1/1", [(0, 8), (8, 9), (9, 10)]),
+        # 7 / 3 rounds to 2 per part; the missing document goes to train, shifting the rest.
+        (7, "1,1,1", [(0, 3), (3, 5), (5, 7)]),
+        (0, "969,30,1", [(0, 0), (0, 0), (0, 0)]),
+    ],
+)
+def test_split_documents_matches_megatron(n, split, expected):
+    ranges = split_documents(n, split)
+    assert [ranges["train"], ranges["valid"], ranges["test"]] == expected
+
+
+@given(
+    st.integers(0, 10**7),
+    st.lists(st.integers(0, 1000), min_size=1, max_size=3).filter(lambda p: sum(p) > 0),
+)
+def test_split_ranges_tile_the_documents(n, parts):
+    ranges = split_documents(n, ",".join(map(str, parts)))
+    bounds = [ranges["train"], ranges["valid"], ranges["test"]]
+    assert bounds[0][0] == 0 and bounds[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    assert all(start <= end for start, end in bounds)
+
+
+@pytest.mark.parametrize(
+    "split, message",
+    [("a,b", "numbers"), ("1,1,1,1", "at most 3"), ("1,-1", "non-negative"), ("0,0", "zero")],
+)
+def test_bad_splits_are_rejected(split, message):
+    with pytest.raises(ValueError, match=message):
+        split_documents(100, split)
+
+
+def test_sets_sharing_a_tokenizer_pass(tmp_path):
+    moby = make_gpt_shards(tmp_path, 40, name="moby")
+    carol = make_gpt_shards(tmp_path, 40, name="carol", book="46-0.txt")
+    info = check_tokenizers(parse_data_spec(["1", moby, "1", carol]))
+    assert info.kind == "byte-level-bpe" and info.vocab_size == 50257
+    assert info.special_ids["eod"] == 50256
+
+
+def test_mismatched_tokenizers_name_both_sets(tmp_path):
+    gpt = make_gpt_shards(tmp_path, 40)
+    bert = make_bert_shards(tmp_path, 40)
+    with pytest.raises(ValueError) as raised:
+        check_tokenizers(parse_data_spec(["1", gpt, "1", bert]))
+    assert gpt in str(raised.value) and bert in str(raised.value)
+    assert "vocab_size" in str(raised.value)
+
+
+def test_bare_prefixes_cannot_be_checked_and_are_skipped(tmp_path):
+    gpt = make_gpt_shards(tmp_path, 40)
+    bare = gpt + "/shard-00000"
+    assert check_tokenizers([(1.0, bare)]) is None
+    assert check_tokenizers([(0.5, bare), (0.5, gpt)]).vocab_size == 50257
+
+
+def test_missing_set_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="neither a shard-set directory nor"):
+        check_tokenizers([(1.0, str(tmp_path / "nothing"))])
