@@ -277,3 +277,22 @@ def test_bad_configuration_is_rejected(bert_set, tmp_path):
             vocab_size=BERT_VOCAB_SIZE,
             cache_dir=str(tmp_path),
         )
+
+
+def test_two_sentence_sets_blend_by_weight(bert_set, tmp_path):
+    carol = make_bert_shards(tmp_path, n_docs=200, name="carol", book="46-0.txt")
+    blended = build_bert_datasets(
+        [(0.6, bert_set), (0.4, carol)],
+        max_seq_length=64,
+        split="1",
+        seed=3,
+        num_samples={"train": 500},
+        masking=MaskingConfig(),
+        special_ids=dict(BERT_SPECIAL_IDS),
+        vocab_size=BERT_VOCAB_SIZE,
+        cache_dir=str(tmp_path),
+    )["train"]
+    assert len(blended) == 500
+    assert np.bincount(blended.dataset_index).tolist() == [300, 200]
+    d, k = int(blended.dataset_index[7]), int(blended.dataset_sample_index[7])
+    assert np.array_equal(blended[7]["input_ids"], blended.datasets[d][k]["input_ids"])

@@ -40,8 +40,6 @@ from train.data.spec import SPLIT_NAMES, Dataset, DataSource
 IGNORE_INDEX = -100  # mlm_labels where no prediction is made (torch cross_entropy's default)
 MIN_SENTENCES = 2
 REQUIRED_SPECIAL = ("cls", "sep", "mask", "pad")
-# Columns of the segment mapping.
-DOCUMENT, FIRST_SENTENCE, END_SENTENCE, TARGET_LENGTH = range(4)
 
 
 @dataclasses.dataclass(frozen=True)
