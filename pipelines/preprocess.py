@@ -207,19 +207,32 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
         direct.direct_running_mode = "multi_processing"
     if "--direct_num_workers" not in given:
         direct.direct_num_workers = 0  # 0 = one worker per core
+    provision = None
     if direct.direct_running_mode == "multi_processing":
-        # Worker processes get no pipeline options from this runner, only their environment:
-        # without this they log every gRPC channel they open at INFO.
-        level = options.view_as(WorkerOptions).default_sdk_harness_log_level or "WARNING"
-        os.environ.setdefault(
-            "PIPELINE_OPTIONS", json.dumps({"default_sdk_harness_log_level": level})
-        )
         # Worker processes start with `python -m apache_beam.runners.worker.sdk_worker_main`:
         # they must import this package from wherever it is, installed or not.
         path = os.environ.get("PYTHONPATH", "")
         if REPO_ROOT not in path.split(os.pathsep):
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, path) if p)
-    return FnApiRunner(), True
+        # This runner hands its workers no pipeline options of their own; without a log level
+        # they log every gRPC channel they open at INFO.
+        level = options.view_as(WorkerOptions).default_sdk_harness_log_level or "WARNING"
+        provision = _provision_info({"default_sdk_harness_log_level": level})
+    return FnApiRunner(provision_info=provision), True
+
+
+def _provision_info(worker_options: dict):
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProvisionInfo
+    from google.protobuf import struct_pb2
+
+    struct = struct_pb2.Struct()
+    struct.update(worker_options)
+    return ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(
+            retrieval_token="unused-retrieval-token", pipeline_options=struct
+        )
+    )
 
 
 def worker_count(options: PipelineOptions) -> int:

@@ -154,7 +154,7 @@ def check_stats(stats: Mapping) -> None:
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e6:,.1f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"
 
 
 def format_report(stats: Mapping) -> str:

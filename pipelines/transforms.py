@@ -133,23 +133,27 @@ class TokenizerRef:
         OutputDir(directory).write_bytes(name, tokenizer.to_json().encode("utf-8"))
         return cls.describe(tokenizer, url if "://" in url else os.path.abspath(url))
 
+    def read_json(self) -> bytes:
+        """The file's bytes, checked against the sha256 recorded when the run started."""
+        from pipelines.write import OutputDir
+
+        directory, _, name = self.url.rpartition("/")
+        if "://" not in self.url:
+            directory, name = os.path.split(self.url)
+        data = OutputDir(directory).read_bytes(name)
+        if hashlib.sha256(data).hexdigest() != self.sha256:
+            raise RuntimeError(f"{self.url}: changed since the run started (sha256 differs)")
+        return data
+
     def load(self):
-        """The TextTokenizer (one per process and file); checks the file is the one described."""
+        """The TextTokenizer (one per process and file)."""
         with _TOKENIZERS_LOCK:
             found = _TOKENIZERS.get((self.url, self.sha256))
             if found is None:
                 from pipelines.tokenize import TextTokenizer
-                from pipelines.write import OutputDir
 
-                directory, _, name = self.url.rpartition("/")
-                if "://" not in self.url:
-                    directory, name = os.path.split(self.url)
-                text = OutputDir(directory).read_bytes(name).decode("utf-8")
-                if hashlib.sha256(text.encode("utf-8")).hexdigest() != self.sha256:
-                    raise RuntimeError(
-                        f"{self.url}: changed since the run started (sha256 differs)"
-                    )
-                found = _TOKENIZERS[(self.url, self.sha256)] = TextTokenizer(text)
+                found = TextTokenizer(self.read_json().decode("utf-8"))
+                _TOKENIZERS[(self.url, self.sha256)] = found
             return found
 
 

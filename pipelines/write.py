@@ -658,7 +658,7 @@ class ShardSetSpec:
 def _tokenizer_info(out: OutputDir, tokenizer_ref) -> TokenizerInfo:
     """Ship the run's tokenizer as OUTPUT/tokenizer.json (the launcher wrote it there or in
     the work area) and describe it."""
-    data = tokenizer_ref.load().to_json().encode("utf-8")
+    data = tokenizer_ref.read_json()
     if out.path(TOKENIZER_NAME) != tokenizer_ref.url:
         out.write_bytes(TOKENIZER_NAME, data)
     return TokenizerInfo(

@@ -1,0 +1,449 @@
+"""End-to-end preprocessing throughput: the Beam pipeline against plain-Python baselines.
+
+    python bench/bench_preprocess.py [--target-mb 96] [--workers 2] [--budget-s 150]
+                                     [--out bench/results/preprocess.md]
+
+One corpus, one run, every contender in its own process (so each one's peak memory is its
+own). The corpus is JSON lines built from the shared real samples (books, Wikipedia dumps,
+WebText, WikiText articles), repeated under new file names until it holds `--target-mb` MB of
+UTF-8 text, in 16 files. Every contender reads those files, tokenizes with GPT-2's
+vocabulary, appends an end-of-document id and writes an MMIDIDX .bin/.idx:
+
+- pipeline   `python -m pipelines.preprocess --source jsonl --no-dedup`, FnApiRunner
+             multi_processing with `--workers` worker processes (our default runner)
+- loop       our own per-document functions in a plain loop, one process: the jsonl source's
+             read(), clean_document, tokenize_batch, IndexedDatasetWriter. The limit for the
+             pipeline: same work, no Beam.
+- naive      one process: json.loads, ftfy.fix_text, tokenizers' encode per document
+- megatron   Megatron-LM tools/preprocess_data.py style: multiprocessing.Pool(`--workers`)
+             .imap(encode, lines, 32) where encode = json.loads + tokenizers' encode + EOD, the
+             main process writing the dataset (Megatron's HuggingFaceTokenizer path)
+
+Throughput is MB of raw text per second per core, two ways: MB per CPU-second of the whole
+process tree (robust on a shared machine), and MB / (wall seconds x processes working). The
+slow baselines stop after `--budget-s` seconds and report the MB they got through.
+Peak memory is the largest summed RSS of the contender's process tree, sampled every 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+CORPORA = REPO.parent / "shared" / "corpora"
+GPT2 = CORPORA / "vocab" / "gpt2"
+FILES = 16
+
+
+# -- the corpus ----------------------------------------------------------------------------------
+def sample_texts() -> list[str]:
+    """Every document of the shared samples, as the sources read them (raw, not cleaned)."""
+    from pipelines.document import Document
+    from pipelines.sources import get_source
+
+    texts = []
+    for source, pattern in (
+        ("books", CORPORA / "books" / "*.txt"),
+        ("wikipedia", CORPORA / "wikipedia" / "enwiki-latest-pages-articles1*"),
+        ("wikipedia", CORPORA / "wikipedia" / "simplewiki-sample.xml.bz2"),
+        ("webtext", CORPORA / "web" / "text" / "webtext_train_10" / "*.txt"),
+    ):
+        module = get_source(source)
+        for task in module.plan(str(pattern), {}):
+            texts += [r.text for r in module.read(task) if isinstance(r, Document)]
+    for split in (CORPORA / "wikitext").glob("*/wiki.*.tokens"):
+        # WikiText articles start at lines " = Title = "
+        article: list[str] = []
+        for line in split.read_text(encoding="utf-8").splitlines(keepends=True):
+            if line.startswith(" = ") and not line.startswith(" = = ") and article:
+                texts.append("".join(article))
+                article = []
+            article.append(line)
+        if article:
+            texts.append("".join(article))
+    return [t for t in texts if t.strip()]
+
+
+def build_corpus(directory: Path, target_mb: float) -> dict:
+    texts = sample_texts()
+    lines = [json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts]
+    sizes = [len(t.encode("utf-8")) for t in texts]
+    directory.mkdir(parents=True, exist_ok=True)
+    files = [open(directory / f"part-{i:02d}.jsonl", "w", encoding="utf-8") for i in range(FILES)]
+    text_bytes = documents = 0
+    copy = 0
+    while text_bytes < target_mb * 1e6:
+        for i, (line, size) in enumerate(zip(lines, sizes)):
+            files[(i + copy) % FILES].write(line)
+            text_bytes += size
+            documents += 1
+        copy += 1
+    for f in files:
+        f.close()
+    return {
+        "documents": documents,
+        "unique_documents": len(texts),
+        "copies": copy,
+        "text_bytes": text_bytes,
+    }
+
+
+def corpus_files(corpus: Path) -> list[Path]:
+    return sorted(corpus.glob("*.jsonl"))
+
+
+# -- contenders (each runs in its own process: `--run NAME`) --------------------------------------
+def run_pipeline(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
+    from pipelines.preprocess import main
+
+    code = main(
+        [
+            "--source=jsonl",
+            f"--input={corpus}/*.jsonl",
+            f"--output={out}",
+            f"--tokenizer={GPT2}",
+            "--append-eod",
+            "--no-dedup",
+            "--progress-interval=0",
+            "--direct_running_mode=multi_processing",
+            f"--direct_num_workers={workers}",
+        ]
+    )
+    if code != 0:
+        raise SystemExit(f"pipeline failed with exit code {code}")
+    stats = json.loads((out / "stats.json").read_text())
+    return {
+        "bytes": stats["bytes_read"],
+        "documents": stats["written"],
+        "tokens": stats["tokens_written"],
+        "complete": True,
+    }
+
+
+def run_loop(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
+    from dataset_format import IndexedDatasetWriter, dtype_for_vocab
+    from pipelines.clean import CleanConfig, clean_document
+    from pipelines.document import Document
+    from pipelines.options import DEFAULT_TOKENIZE_BATCH_DOCS
+    from pipelines.sources import get_source
+    from pipelines.tokenize import load_tokenizer, tokenize_batch
+
+    source = get_source("jsonl")
+    config = CleanConfig.for_source("jsonl")
+    tokenizer = load_tokenizer(str(GPT2))
+    out.mkdir(parents=True, exist_ok=True)
+    writer = IndexedDatasetWriter(str(out / "loop"), dtype_for_vocab(tokenizer.vocab_size))
+    read_bytes = documents = tokens = 0
+    batch: list[Document] = []
+
+    def flush():
+        nonlocal documents, tokens
+        tokenized, _ = tokenize_batch(batch, tokenizer, split_sentences=False, append_eod=True)
+        for doc in tokenized:
+            writer.add_document(doc.sequences)
+            documents += 1
+            tokens += sum(len(s) for s in doc.sequences)
+        batch.clear()
+
+    for task in source.plan(f"{corpus}/*.jsonl", {}):
+        for record in source.read(task):
+            if not isinstance(record, Document):
+                continue
+            read_bytes += len(record.text.encode("utf-8"))
+            cleaned = clean_document(record, config)
+            if isinstance(cleaned, Document):
+                batch.append(cleaned)
+                if len(batch) >= DEFAULT_TOKENIZE_BATCH_DOCS:
+                    flush()
+    flush()
+    writer.finalize()
+    return {"bytes": read_bytes, "documents": documents, "tokens": tokens, "complete": True}
+
+
+def _hf_gpt2():
+    from tokenizers import Tokenizer
+
+    from pipelines.tokenize import load_tokenizer
+
+    return Tokenizer.from_str(load_tokenizer(str(GPT2)).to_json())
+
+
+def run_naive(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
+    import ftfy
+    import numpy as np
+
+    from dataset_format import IndexedDatasetWriter
+
+    tokenizer = _hf_gpt2()
+    eod = tokenizer.token_to_id("<|endoftext|>")
+    out.mkdir(parents=True, exist_ok=True)
+    writer = IndexedDatasetWriter(str(out / "naive"), np.uint16)
+    read_bytes = documents = tokens = 0
+    deadline = time.monotonic() + budget_s
+    complete = True
+    for path in corpus_files(corpus):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                text = json.loads(line)["text"]
+                read_bytes += len(text.encode("utf-8"))
+                ids = tokenizer.encode(ftfy.fix_text(text), add_special_tokens=False).ids
+                writer.add_document([np.array(ids + [eod], dtype=np.uint16)])
+                documents += 1
+                tokens += len(ids) + 1
+                if time.monotonic() > deadline:
+                    complete = False
+                    break
+        if not complete:
+            break
+    writer.finalize()
+    return {"bytes": read_bytes, "documents": documents, "tokens": tokens, "complete": complete}
+
+
+class MegatronEncoder:
+    """Megatron-LM tools/preprocess_data.py's Encoder: a tokenizer per worker process."""
+
+    def initializer(self) -> None:
+        MegatronEncoder.tokenizer = _hf_gpt2()
+        MegatronEncoder.eod = MegatronEncoder.tokenizer.token_to_id("<|endoftext|>")
+
+    def encode(self, line: str):
+        text = json.loads(line)["text"]
+        ids = MegatronEncoder.tokenizer.encode(text, add_special_tokens=False).ids
+        return ids + [MegatronEncoder.eod], len(text.encode("utf-8"))
+
+
+def run_megatron(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
+    import multiprocessing
+
+    import numpy as np
+
+    from dataset_format import IndexedDatasetWriter
+
+    encoder = MegatronEncoder()
+    out.mkdir(parents=True, exist_ok=True)
+    writer = IndexedDatasetWriter(str(out / "megatron"), np.uint16)
+    read_bytes = documents = tokens = 0
+    deadline = time.monotonic() + budget_s
+    complete = True
+
+    def lines():
+        for path in corpus_files(corpus):
+            with open(path, encoding="utf-8") as f:
+                yield from f
+
+    with multiprocessing.Pool(workers, initializer=encoder.initializer) as pool:
+        for ids, size in pool.imap(encoder.encode, lines(), 32):
+            writer.add_document([np.array(ids, dtype=np.uint16)])
+            read_bytes += size
+            documents += 1
+            tokens += len(ids)
+            if time.monotonic() > deadline:
+                complete = False
+                pool.terminate()
+                break
+    writer.finalize()
+    return {"bytes": read_bytes, "documents": documents, "tokens": tokens, "complete": complete}
+
+
+CONTENDERS = {
+    "pipeline": (run_pipeline, "Beam pipeline (FnApiRunner multi_processing)"),
+    "loop": (run_loop, "(1) our clean + tokenize in a plain loop"),
+    "naive": (run_naive, "(2) naive ftfy.fix_text + HF encode per document"),
+    "megatron": (run_megatron, "(3) Megatron-style multiprocessing.Pool, HF encode"),
+}
+# Processes doing the work, for the wall-clock per-core figure.
+PARALLEL = {"pipeline": True, "megatron": True, "loop": False, "naive": False}
+
+
+# -- measuring -----------------------------------------------------------------------------------
+def measure(name: str, corpus: Path, work: Path, workers: int, budget_s: float) -> dict:
+    import psutil
+
+    result_file = work / f"{name}.json"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--run",
+            name,
+            "--corpus",
+            str(corpus),
+            "--work",
+            str(work),
+            "--workers",
+            str(workers),
+            "--budget-s",
+            str(budget_s),
+        ],
+        env={**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+    )
+    root = psutil.Process(process.pid)
+    peak = 0
+    while process.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if process.returncode != 0:
+        raise SystemExit(f"{name} failed (exit {process.returncode})")
+    result = json.loads(result_file.read_text())
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cores = workers if PARALLEL[name] else 1
+    mb = result["bytes"] / 1e6
+    return {
+        **result,
+        "name": name,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "cores": cores,
+        "mb": mb,
+        "mb_per_cpu_s": mb / cpu,
+        "mb_per_core_s": mb / wall / cores,
+        "peak_rss_mb": peak / 1e6,
+    }
+
+
+def render(rows: list[dict], startup: dict, corpus: dict, args, load: tuple[float, float]) -> str:
+    import apache_beam
+    import ftfy
+    import tiktoken
+    import tokenizers
+
+    by = {r["name"]: r for r in rows}
+    lines = [
+        "# Preprocessing throughput, end to end",
+        "",
+        f"Run {datetime.date.today()} by `bench/bench_preprocess.py --target-mb {args.target_mb:g} "
+        f"--workers {args.workers} --budget-s {args.budget_s:g}` on {platform.machine()}, "
+        f"{os.cpu_count()} cores shared with other jobs (load average {load[0]:.1f} at start, "
+        f"{load[1]:.1f} at end); Python {platform.python_version()}, apache-beam "
+        f"{apache_beam.__version__}, tokenizers {tokenizers.__version__}, tiktoken "
+        f"{tiktoken.__version__}, ftfy {ftfy.__version__}; RAYON_NUM_THREADS=1.",
+        "",
+        f"Corpus: {corpus['text_bytes'] / 1e6:,.1f} MB of UTF-8 text in {FILES} JSONL files, "
+        f"{corpus['documents']:,} documents ({corpus['unique_documents']:,} distinct real "
+        f"documents from the shared books, Wikipedia, WebText and WikiText samples, "
+        f"{corpus['copies']} copies). GPT-2 vocabulary, EOD appended, MMIDIDX output. "
+        "MB = 10^6 bytes of raw input text.",
+        "",
+        "| contender | MB done | wall s | CPU s | processes | MB per CPU-s | MB/s per core (wall) "
+        "| peak RSS MB | documents | tokens |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        done = f"{r['mb']:,.1f}" + ("" if r["complete"] else " (budget)")
+        lines.append(
+            f"| {CONTENDERS[r['name']][1]} | {done} | {r['wall_s']:,.1f} | {r['cpu_s']:,.1f} | "
+            f"{r['cores']} | {r['mb_per_cpu_s']:.2f} | {r['mb_per_core_s']:.2f} | "
+            f"{r['peak_rss_mb']:,.0f} | {r['documents']:,} | {r['tokens']:,} |"
+        )
+    pipeline = by["pipeline"]
+    lines += ["", "Ratios (same run), pipeline against each contender:", ""]
+    for name in ("loop", "naive", "megatron"):
+        r = by[name]
+        lines.append(
+            f"- vs {CONTENDERS[name][1]}: {pipeline['mb_per_cpu_s'] / r['mb_per_cpu_s']:.2f}x per "
+            f"CPU-second, {pipeline['mb_per_core_s'] / r['mb_per_core_s']:.2f}x per core (wall)."
+        )
+    target = pipeline["mb_per_cpu_s"] / by["loop"]["mb_per_cpu_s"]
+    fixed = {name: startup[name]["cpu_s"] for name in startup}
+    steady = (pipeline["cpu_s"] - fixed["pipeline"]) and (
+        (by["loop"]["cpu_s"] - fixed["loop"]) / (pipeline["cpu_s"] - fixed["pipeline"])
+    )
+    lines += [
+        "",
+        f"Start-up, the same commands on five short documents: pipeline {fixed['pipeline']:.1f} "
+        f"CPU-s (launcher + {args.workers} workers, each importing Beam and building the "
+        f"tokenizer), loop {fixed['loop']:.1f} CPU-s. Net of start-up, the pipeline's MB per "
+        f"CPU-second is **{steady:.0%}** of (1)'s: Beam's cost per MB once it runs.",
+        "",
+        f"Target: pipeline >= 80% of (1) per CPU-second: **{target:.0%}** "
+        f"({'met' if target >= 0.8 else 'NOT met'}); ahead of (2) and (3): "
+        f"**{'yes' if all(pipeline['mb_per_cpu_s'] > by[n]['mb_per_cpu_s'] for n in ('naive', 'megatron')) else 'no'}**.",
+        "",
+        "The pipeline and (1) run the same clean (light preset, language en) and tokenizer (the "
+        "tiktoken fast path), so they write the same documents and tokens; (2) and (3) do no "
+        "filtering and use tokenizers' per-document encode, as those tools do. The pipeline's "
+        "CPU seconds include Beam's start-up (runner and worker processes importing Beam), "
+        "its spill and merge of shards, and the finishing step.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target-mb", type=float, default=96.0)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--budget-s", type=float, default=150.0)
+    parser.add_argument("--only", nargs="+", choices=sorted(CONTENDERS), default=list(CONTENDERS))
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "preprocess.md"))
+    parser.add_argument("--work", help="scratch directory (default: a temporary one)")
+    parser.add_argument("--run", choices=sorted(CONTENDERS), help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.run:  # one contender, in this process
+        work = Path(args.work)
+        function, _ = CONTENDERS[args.run]
+        result = function(Path(args.corpus), work / f"out-{args.run}", args.workers, args.budget_s)
+        (work / f"{args.run}.json").write_text(json.dumps(result))
+        return
+
+    with tempfile.TemporaryDirectory(prefix="bench-preprocess-", dir=args.work) as tmp:
+        work = Path(tmp)
+        corpus = build_corpus(work / "corpus", args.target_mb)
+        print(f"corpus: {corpus['text_bytes'] / 1e6:.1f} MB, {corpus['documents']:,} documents")
+        load_start = os.getloadavg()[0]
+        rows = []
+        for name in args.only:
+            row = measure(name, work / "corpus", work, args.workers, args.budget_s)
+            print(
+                f"{name:9s} {row['mb']:8.1f} MB  wall {row['wall_s']:6.1f} s  cpu {row['cpu_s']:6.1f} s  "
+                f"{row['mb_per_cpu_s']:5.2f} MB/cpu-s  {row['mb_per_core_s']:5.2f} MB/s/core  "
+                f"peak {row['peak_rss_mb']:6.0f} MB  tokens {row['tokens']:,}",
+                flush=True,
+            )
+            rows.append(row)
+        # Fixed start-up cost: the same two commands on a corpus of five short documents.
+        tiny = work / "tiny"
+        (tiny / "corpus").mkdir(parents=True)
+        first = corpus_files(work / "corpus")[0].read_text(encoding="utf-8").splitlines(True)
+        short = sorted(first, key=len)[:5]
+        (tiny / "corpus" / "part-00.jsonl").write_text("".join(short), encoding="utf-8")
+        startup = {}
+        for name in ("pipeline", "loop"):
+            if name in args.only:
+                startup[name] = measure(name, tiny / "corpus", tiny, args.workers, args.budget_s)
+                print(f"{name:9s} start-up: cpu {startup[name]['cpu_s']:.1f} s", flush=True)
+        if set(args.only) == set(CONTENDERS):
+            by = {r["name"]: r for r in rows}
+            if (by["pipeline"]["documents"], by["pipeline"]["tokens"]) != (
+                by["loop"]["documents"],
+                by["loop"]["tokens"],
+            ):
+                raise SystemExit("the pipeline and the plain loop wrote different data")
+            text = render(rows, startup, corpus, args, (load_start, os.getloadavg()[0]))
+            Path(args.out).write_text(text)
+            print(text)
+
+
+if __name__ == "__main__":
+    main()
