@@ -26,6 +26,7 @@ import os
 import random
 import re
 import shutil
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -248,10 +249,21 @@ def read_checkpoint(path: str) -> tuple[dict, dict, dict]:
     return model_state, optimizer_state, trainer_state
 
 
-def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+def load_checkpoint(
+    path: str,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    check: Callable[[dict], None] | None = None,
+) -> dict:
     """Load a checkpoint into ``model`` (unwrapped, possibly sharded) and ``optimizer`` and
-    restore this rank's RNG states; returns the trainer state (without the RNG list)."""
+    restore this rank's RNG states; returns the trainer state (without the RNG list).
+
+    ``check(trainer_state)`` runs before any weight is touched, so a checkpoint of another
+    run (other tokenizer, other preset) is reported as that, not as a tensor-shape mismatch.
+    """
     model_state, optimizer_state, trainer_state = read_checkpoint(path)
+    if check is not None:
+        check(trainer_state)
     options = StateDictOptions(full_state_dict=True)
     try:
         set_model_state_dict(model, model_state, options=options)

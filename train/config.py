@@ -67,6 +67,7 @@ class TrainConfig:
     num_workers: int = 0
     mask_prob: float = 0.15
     eod_mask_loss: bool = False
+    whole_word_masking: bool = False
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -181,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--eod-mask-loss",
         action="store_true",
         help="GPT: no loss on predicting the token after an end-of-document",
+    )
+    g.add_argument(
+        "--whole-word-masking",
+        action="store_true",
+        help="BERT: mask whole words (all WordPiece pieces of a chosen word)",
     )
     g.add_argument(
         "--num-workers",

@@ -10,8 +10,9 @@ outliers) is skipped: gradients dropped, nothing updated, the data consumed, a c
 Every rank takes the same decision because it is made from values reduced over all ranks.
 
 Test-only hooks (environment variables, read once per run; never set them in real jobs):
-``SHARDSMITH_TEST_INF_GRAD_STEP=N`` fills one gradient with inf at step N (an injected fp16
-overflow); ``SHARDSMITH_TEST_KILL_AT_STEP=N`` with ``SHARDSMITH_TEST_KILL_MARKER=PATH`` makes
+``SHARDSMITH_TEST_GRAD_FAULT=N:inf`` fills one gradient with inf at step N (an injected fp16
+overflow; ``N-M:inf`` for a run of steps, ``N:x1000`` scales the gradients instead, an outlier);
+``SHARDSMITH_TEST_KILL_AT_STEP=N`` with ``SHARDSMITH_TEST_KILL_MARKER=PATH`` makes
 rank ``SHARDSMITH_TEST_KILL_RANK`` (default 1) SIGKILL itself after step N, once: it creates
 PATH first and never fires while PATH exists (so the restarted job runs through).
 """
@@ -191,7 +192,6 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
         "valid": samples_per_eval if shares[1] > 0 else 0,
         "test": samples_per_eval if shares[2] > 0 else 0,
     }
-    common = dict(split=config.split, seq_len=config.seq_len, seed=config.seed)
     try:
         if config.model == "gpt":
             eod = tokenizer.special_ids.get("eod")
@@ -199,18 +199,25 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
                 fail("--eod-mask-loss: the data's tokenizer records no 'eod' id")
             datasets = data_lib.build_gpt_datasets(
                 sources,
+                seq_len=config.seq_len,
+                split=config.split,
+                seed=config.seed,
                 num_samples=num_samples,
                 eod_mask_id=eod if config.eod_mask_loss else None,
-                **common,
             )
         else:
             masking = data_lib.MaskingConfig(
-                mask_prob=config.mask_prob,
-                special_ids=tokenizer.special_ids,
-                vocab_size=tokenizer.vocab_size,
+                mask_prob=config.mask_prob, whole_word=config.whole_word_masking
             )
             datasets = data_lib.build_bert_datasets(
-                sources, num_samples=num_samples, masking=masking, **common
+                sources,
+                max_seq_length=config.seq_len,
+                split=config.split,
+                seed=config.seed,
+                num_samples=num_samples,
+                masking=masking,
+                special_ids=tokenizer.special_ids,
+                vocab_size=tokenizer.vocab_size,
             )
     except (ValueError, FormatError, OSError) as e:
         fail(f"--data {' '.join(config.data)}: {e}")
@@ -374,6 +381,21 @@ class Counters:
         }
 
 
+def parse_grad_fault(spec: str | None) -> tuple[int, int, float] | None:
+    """Test hook: "STEP[-LAST]:inf" fills a gradient with inf, "STEP[-LAST]:xF" multiplies all
+    gradients by F, before the update of the steps given (numbered as in metrics.jsonl, from
+    1); None when unset."""
+    if not spec:
+        return None
+    try:
+        steps, action = spec.split(":")
+        first, _, last = steps.partition("-")
+        value = math.inf if action == "inf" else float(action.removeprefix("x"))
+        return int(first), int(last or first), value
+    except ValueError:
+        fail(f"SHARDSMITH_TEST_GRAD_FAULT={spec!r}: expected STEP[-LAST]:inf or STEP[-LAST]:xF")
+
+
 def _env_int(name: str) -> int | None:
     value = os.environ.get(name)
     return int(value) if value else None
@@ -395,14 +417,14 @@ def evaluate(model, dataset, config, runtime, precision, next_sentence) -> float
         dataset, config.eval_iters * config.micro_batch * runtime.dp_size, 0, config, runtime
     )
     model.eval()
-    total = torch.zeros((), device=runtime.device)
+    total = torch.zeros((), dtype=torch.float64, device=runtime.device)
     batches = 0
     for batch in loader:
         with precision.autocast():
             loss, _ = forward_loss(
                 model, to_device(batch, runtime.device), config.model, next_sentence
             )
-        total += loss.float()
+        total += loss.double()
         batches += 1
     model.train()
     return float(all_reduce_mean(total / max(batches, 1), runtime))
@@ -474,10 +496,14 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
     seed_everything(config.seed + 1 + runtime.dp_rank)
     if resume_path is not None:
         try:
-            state = ckpt.load_checkpoint(resume_path, model, optimizer)
+            state = ckpt.load_checkpoint(
+                resume_path,
+                model,
+                optimizer,
+                check=lambda saved: check_resumable(saved, config, data, resume_path),
+            )
         except ckpt.CheckpointError as e:
             fail(f"cannot resume: {e}")
-        check_resumable(state, config, data, resume_path)
         step, consumed_samples = state["step"], state["consumed_samples"]
         precision.load_state_dict(state["precision"])
         counters = Counters(**state["counters"])
@@ -542,7 +568,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         metrics.write(record)
         console.print(f"step {step} | {split} loss {loss:.4f} | ppl {record['ppl']:.2f}")
 
-    inf_grad_step = _env_int("SHARDSMITH_TEST_INF_GRAD_STEP")
+    grad_fault = parse_grad_fault(os.environ.get("SHARDSMITH_TEST_GRAD_FAULT"))
     kill_step = _env_int("SHARDSMITH_TEST_KILL_AT_STEP")
     kill_rank = _env_int("SHARDSMITH_TEST_KILL_RANK") or 1
     kill_marker = os.environ.get("SHARDSMITH_TEST_KILL_MARKER")
@@ -556,21 +582,26 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
     while step < last_step:
         started = time.perf_counter()
         lr = schedule.apply(optimizer, step)
-        loss_sum = torch.zeros((), device=runtime.device)
+        # float64: summing a step's micro-batch losses is then exact, so the logged loss does
+        # not depend on how micro-batches are spread over ranks (1 process vs DDP: same value)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=runtime.device)
         part_sums: dict[str, torch.Tensor] = {}
         for micro in range(accumulation):
             batch = to_device(next(batches), runtime.device)
             with no_sync(train_model, micro == accumulation - 1), precision.autocast():
                 loss, parts = forward_loss(train_model, batch, config.model, next_sentence)
             precision.scale_loss(loss / accumulation).backward()
-            loss_sum += loss.detach().float()
+            loss_sum += loss.detach().double()
             for name, value in parts.items():
-                part_sums[name] = part_sums.get(name, 0) + value.detach().float()
+                part_sums[name] = part_sums.get(name, 0) + value.detach().double()
         loss_mean = all_reduce_mean(loss_sum / accumulation, runtime)
         if precision.mode == "fp16":
             scale_grads_(params, precision.unscale_factor)
-        if inf_grad_step is not None and step == inf_grad_step:
-            params[0].grad.fill_(math.inf)
+        if grad_fault is not None and grad_fault[0] <= step + 1 <= grad_fault[1]:
+            if grad_fault[2] == math.inf:
+                params[0].grad.fill_(math.inf)
+            else:
+                scale_grads_(params, grad_fault[2])
         norm = grad_norm(params)
         loss_value = float(loss_mean)
 

@@ -1,0 +1,153 @@
+"""torchrun jobs on CPU (gloo): DDP, FSDP2 and tensor parallelism against one process, a job that
+loses a rank and restarts itself from its last checkpoint, and torch.compile.
+
+Every parallel run uses the same global batch, seeds and data as its one-process reference,
+fp32 with --deterministic. Tolerances (absolute, on per-step losses around 10):
+
+* DDP 1e-6: the same arithmetic except how gradients are summed (an all-reduce of two
+  halves instead of one accumulation), float32 rounding of the order of 1e-7 per step;
+* FSDP2 and TP 1e-5: these also change the order of reductions inside the forward pass
+  (reduce-scatter of gradient shards; row-parallel matmuls summed over ranks; vocab-parallel
+  embedding), and Adam divides by sqrt(v) of tiny second moments in the first steps, which
+  can scale a 1e-7 gradient difference up by a few orders of magnitude for some weights.
+  Seen here: max differences of 5e-7 over 6 steps, so 1e-5 still catches any real error (a
+  wrong shard, a missing all-reduce, an untied head all change step-2 losses by > 1e-3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.shard_fixtures import make_bert_shards, make_gpt_shards
+
+pytestmark = pytest.mark.slow
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+COMMON = [
+    "--seq-len", "32", "--global-batch", "8", "--micro-batch", "2", "--max-steps", "6",
+    "--split", "90,5,5", "--eval-iters", "0", "--no-progress", "--log-interval", "1000",
+    "--lr", "3e-3", "--warmup-steps", "1", "--deterministic", "--precision", "fp32",
+    "--device", "cpu",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def gpt_shards(tmp_path_factory) -> str:
+    return make_gpt_shards(tmp_path_factory.mktemp("dist-data"), 200)
+
+
+@pytest.fixture(scope="module")
+def bert_shards(tmp_path_factory) -> str:
+    return make_bert_shards(tmp_path_factory.mktemp("dist-data-bert"), 300)
+
+
+def env(**extra: str) -> dict:
+    environment = dict(os.environ)
+    environment.pop("RANK", None)
+    environment.pop("WORLD_SIZE", None)
+    environment.update(OMP_NUM_THREADS="1", RAYON_NUM_THREADS="1", **extra)
+    return environment
+
+
+def launch(argv: list[str], environment: dict | None = None, timeout: int = 600) -> str:
+    result = subprocess.run(
+        argv, cwd=REPO, env=environment or env(), capture_output=True, text=True, timeout=timeout
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    return output
+
+
+def single(data: str, out, *flags: str) -> list[float]:
+    launch(
+        [sys.executable, "train/pretrain.py", "--data", data, "--out", str(out), *COMMON, *flags]
+    )
+    return losses(out)
+
+
+def torchrun(data: str, out, *flags: str, nproc: int = 2, launcher=(), **extra_env) -> str:
+    return launch(
+        [*TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", *launcher, "train/pretrain.py",
+         "--data", data, "--out", str(out), *COMMON, *flags],
+        env(**extra_env),
+    )  # fmt: skip
+
+
+def losses(out) -> list[float]:
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [r["loss"] for r in map(json.loads, f) if r["kind"] == "train"]
+
+
+def max_difference(a: list[float], b: list[float]) -> float:
+    assert len(a) == len(b) == 6
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def reference(gpt_shards, tmp_path_factory) -> list[float]:
+    return single(gpt_shards, tmp_path_factory.mktemp("one-process"))
+
+
+def test_ddp_matches_one_process(gpt_shards, reference, tmp_path):
+    output = torchrun(gpt_shards, tmp_path, "--parallel", "ddp")
+    assert "2 process(es) on cpu (ddp, dp=2, tp=1)" in output
+    assert "micro 2 x dp 2 x accumulation 2" in output
+    assert max_difference(losses(tmp_path), reference) < 1e-6
+    assert reference[-1] < reference[0] - 0.5  # it trains
+
+
+def test_fsdp_matches_one_process(gpt_shards, reference, tmp_path):
+    output = torchrun(gpt_shards, tmp_path, "--parallel", "fsdp")
+    assert "(fsdp, dp=2, tp=1)" in output
+    assert max_difference(losses(tmp_path), reference) < 1e-5
+
+
+@pytest.mark.parametrize("model", ["gpt", "bert"])
+def test_tensor_parallel_matches_one_process(model, gpt_shards, bert_shards, tmp_path):
+    # tp=2 pads the vocabulary to a multiple of 256: the one-process run must pad alike.
+    data = gpt_shards if model == "gpt" else bert_shards
+    flags = ["--model", model, "--dropout", "0"]
+    expected = single(data, tmp_path / "one", *flags, "--make-vocab-size-divisible-by", "256")
+    output = torchrun(data, tmp_path / "tp", *flags, "--parallel", "tp", "--tp", "2")
+    assert "(tp, dp=1, tp=2)" in output
+    assert max_difference(losses(tmp_path / "tp"), expected) < 1e-5
+
+
+def test_checkpoint_written_under_fsdp_resumes_under_ddp(gpt_shards, reference, tmp_path):
+    """Full state dicts: a checkpoint is independent of the parallelism that wrote it."""
+    torchrun(gpt_shards, tmp_path, "--parallel", "fsdp", "--stop-at", "3")
+    torchrun(gpt_shards, tmp_path, "--parallel", "ddp", "--resume")
+    assert max_difference(losses(tmp_path), reference) < 1e-5
+
+
+def test_killed_rank_restarts_from_the_last_checkpoint(gpt_shards, tmp_path):
+    unbroken = tmp_path / "unbroken"
+    torchrun(gpt_shards, unbroken, "--save-interval", "2")
+    marker = tmp_path / "killed-once"
+    output = torchrun(
+        gpt_shards, tmp_path / "faulty", "--save-interval", "2",
+        launcher=["--max-restarts", "1"],
+        SHARDSMITH_TEST_KILL_AT_STEP="3",
+        SHARDSMITH_TEST_KILL_MARKER=str(marker),
+    )  # fmt: skip
+    assert marker.read_text().startswith("rank 1 killed itself after step 3")
+    assert "resumed from" in output and "step-00000002 at step 2" in output
+    assert "SIGKILL" in output or "Signals.SIGKILL" in output or "exitcode: -9" in output
+    # the restarted job dropped the logged step 3 and redid it: one record per step
+    assert losses(tmp_path / "faulty") == losses(unbroken)
+
+
+def test_compile(gpt_shards, tmp_path):
+    if shutil.which("g++") is None and shutil.which("c++") is None:
+        pytest.skip("torch.compile on CPU needs a C++ compiler")
+    plain = single(gpt_shards, tmp_path / "plain", "--max-steps", "3")
+    compiled = single(gpt_shards, tmp_path / "compiled", "--max-steps", "3", "--compile")
+    # compiled kernels fuse and reorder float math: close, not equal
+    assert max(abs(a - b) for a, b in zip(plain, compiled)) < 1e-3

@@ -1,0 +1,245 @@
+"""train.loop in one process on real shard sets (Moby-Dick, GPT-2 BPE / BERT WordPiece).
+
+Short runs of the tiny presets (d=64, 2 layers): resume equivalence, fp16 overflow skipping,
+non-finite and outlier skips, the one-line errors, and (slow) loss going down for GPT and BERT
+with the curves plotted by tools/plot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.shard_fixtures import make_bert_shards, make_gpt_shards
+from train.config import parse_args
+from train.loop import OutlierDetector, main, parse_grad_fault
+
+SMALL = [
+    "--seq-len", "16", "--global-batch", "2", "--micro-batch", "1", "--split", "90,5,5",
+    "--eval-iters", "0", "--no-progress", "--log-interval", "1000", "--lr", "3e-3",
+    "--warmup-steps", "1",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def gpt_shards(tmp_path_factory) -> str:
+    return make_gpt_shards(tmp_path_factory.mktemp("train-data"), 200)
+
+
+@pytest.fixture(scope="session")
+def bert_shards(tmp_path_factory) -> str:
+    return make_bert_shards(tmp_path_factory.mktemp("train-data-bert"), 300)
+
+
+def run(data: str, out, *flags: str) -> dict:
+    return main(parse_args(["--data", data, "--out", str(out), *SMALL, *flags]))
+
+
+def train_records(out) -> list[dict]:
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if r["kind"] == "train"]
+
+
+def losses(out) -> list[float]:
+    return [r["loss"] for r in train_records(out)]
+
+
+@pytest.mark.slow
+def test_resume_gives_the_uninterrupted_losses(gpt_shards, tmp_path):
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    common = ("--max-steps", "6", "--save-interval", "3", "--deterministic")
+    run(gpt_shards, whole, *common)
+    run(gpt_shards, split, *common, "--stop-at", "3")
+    assert [r["step"] for r in train_records(split)] == [1, 2, 3]
+    summary = run(gpt_shards, split, *common, "--resume")
+    assert summary["step"] == 6 and summary["consumed_samples"] == 12
+    assert [r["step"] for r in train_records(split)] == [1, 2, 3, 4, 5, 6]
+    assert losses(split) == losses(whole)  # bit for bit
+    assert [r["lr"] for r in train_records(split)] == [r["lr"] for r in train_records(whole)]
+
+
+@pytest.mark.slow
+def test_fp16_scaler_skips_an_injected_overflow(gpt_shards, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARDSMITH_TEST_GRAD_FAULT", "3:inf")
+    summary = run(gpt_shards, tmp_path, "--max-steps", "5", "--precision", "fp16")
+    records = train_records(tmp_path)
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5]  # the skipped step still counts
+    assert [r.get("skip") for r in records] == [None, None, "overflow", None, None]
+    assert records[2]["grad_norm"] is None  # inf, written as null
+    assert records[1]["loss_scale"] == 2.0**16 and records[2]["loss_scale"] == 2.0**15
+    assert records[4]["skipped"]["overflow"] == 1 and records[1]["skipped"]["overflow"] == 0
+    assert summary["skipped"] == {
+        "nonfinite": 0, "overflow": 1, "outlier_loss": 0, "outlier_grad_norm": 0
+    }  # fmt: skip
+    assert summary["loss_scale"] == 2.0**15
+
+
+@pytest.mark.slow
+def test_skipped_update_leaves_weights_and_optimizer_alone(gpt_shards, tmp_path, monkeypatch):
+    """A run whose step 2 is skipped holds after step 2 exactly what a run holds after step 1."""
+    import torch
+
+    run(gpt_shards, tmp_path / "one", "--max-steps", "2", "--stop-at", "1")
+    monkeypatch.setenv("SHARDSMITH_TEST_GRAD_FAULT", "2:inf")
+    run(gpt_shards, tmp_path / "skip", "--max-steps", "2")
+    assert train_records(tmp_path / "skip")[1]["skip"] == "nonfinite"
+    one = tmp_path / "one" / "checkpoints" / "step-00000001"
+    skip = tmp_path / "skip" / "checkpoints" / "step-00000002"
+    for name in ("model.pt", "optimizer.pt"):
+        a = torch.load(one / name, weights_only=True)
+        b = torch.load(skip / name, weights_only=True)
+        flat_a = torch.utils._pytree.tree_flatten(a)[0]
+        flat_b = torch.utils._pytree.tree_flatten(b)[0]
+        assert len(flat_a) == len(flat_b)
+        for x, y in zip(flat_a, flat_b):
+            if isinstance(x, torch.Tensor):
+                assert torch.equal(x, y)
+            elif not isinstance(x, float):  # lr differs: step 2's schedule value was set
+                assert x == y
+
+
+@pytest.mark.slow
+def test_consecutive_nonfinite_steps_stop_the_run(gpt_shards, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARDSMITH_TEST_GRAD_FAULT", "2-9:inf")
+    with pytest.raises(SystemExit) as excinfo:
+        run(gpt_shards, tmp_path, "--max-steps", "10", "--max-consecutive-skips", "3")
+    assert "3 consecutive steps had non-finite loss or gradients (last at step 4" in str(
+        excinfo.value
+    )
+    assert [r.get("skip") for r in train_records(tmp_path)] == [None] + ["nonfinite"] * 3
+
+
+@pytest.mark.slow
+def test_grad_norm_outlier_is_skipped(gpt_shards, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARDSMITH_TEST_GRAD_FAULT", "9:x1000")
+    summary = run(
+        gpt_shards, tmp_path, "--max-steps", "10", "--skip-outliers", "4",
+        "--outlier-window", "5",
+    )  # fmt: skip
+    records = train_records(tmp_path)
+    assert [r["step"] for r in records if r.get("skip")] == [9]
+    assert records[8]["skip"] == "outlier_grad_norm"
+    assert summary["skipped"]["outlier_grad_norm"] == 1
+
+
+def test_outlier_detector_needs_a_full_window():
+    detector = OutlierDetector(4)
+    for value in (1.0, 1.1, 0.9):
+        assert detector.zscore(value) is None
+        detector.add(value)
+    assert detector.zscore(5.0) is None  # 3 of 4
+    detector.add(1.0)
+    assert detector.zscore(1.0) == pytest.approx(0.0)
+    assert detector.zscore(5.0) > 40
+    assert parse_grad_fault("3-5:x0.5") == (3, 5, 0.5)
+
+
+def test_bert_run_and_lamb(bert_shards, tmp_path):
+    summary = run(
+        bert_shards, tmp_path, "--model", "bert", "--max-steps", "3", "--optimizer", "lamb",
+        "--seq-len", "48",
+    )  # fmt: skip
+    records = train_records(tmp_path)
+    assert summary["config"]["preset"] == "bert-tiny"
+    assert all("mlm_loss" in r and "nsp_loss" in r for r in records)
+    for r in records:
+        assert r["loss"] == pytest.approx(r["mlm_loss"] + r["nsp_loss"], rel=1e-5)
+
+
+# -- one-line errors -----------------------------------------------------------------------------
+
+
+def expect_error(data: str, out, *flags: str) -> str:
+    with pytest.raises(SystemExit) as excinfo:
+        run(data, out, *flags)
+    message = str(excinfo.value.code)
+    assert message.startswith("error: ") and "\n" not in message
+    return message
+
+
+def test_resume_with_data_of_another_tokenizer(gpt_shards, bert_shards, tmp_path):
+    run(gpt_shards, tmp_path, "--max-steps", "1")
+    message = expect_error(bert_shards, tmp_path, "--max-steps", "2", "--resume")
+    assert "was made with another tokenizer than the checkpoint" in message
+    assert "'wordpiece' in the data, 'byte-level-bpe' in the checkpoint" in message
+
+
+def test_empty_train_split(gpt_shards, tmp_path):
+    message = expect_error(gpt_shards, tmp_path, "--split", "0,50,50")
+    assert "the train split is empty" in message
+
+
+def test_seq_len_beyond_the_model(gpt_shards, tmp_path):
+    message = expect_error(gpt_shards, tmp_path, "--seq-len", "512")
+    assert "--seq-len 512 exceeds the gpt-tiny model's 128 positions" in message
+
+
+def test_corrupt_checkpoint(gpt_shards, tmp_path):
+    run(gpt_shards, tmp_path, "--max-steps", "1")
+    model_file = tmp_path / "checkpoints" / "step-00000001" / "model.pt"
+    with open(model_file, "r+b") as f:
+        f.truncate(1000)
+    message = expect_error(gpt_shards, tmp_path, "--max-steps", "2", "--resume")
+    assert f"cannot resume: {model_file}: 1000 bytes, meta.json says" in message
+
+
+def test_existing_run_needs_resume_and_resume_needs_a_checkpoint(gpt_shards, tmp_path):
+    message = expect_error(gpt_shards, tmp_path, "--resume")
+    assert "--resume: no checkpoint in" in message
+    run(gpt_shards, tmp_path, "--max-steps", "1")
+    assert "already holds checkpoints" in expect_error(gpt_shards, tmp_path, "--max-steps", "2")
+
+
+@pytest.mark.slow
+def test_command_line_error_is_one_line_without_traceback(gpt_shards, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "train/pretrain.py", "--data", gpt_shards, "--out", str(tmp_path),
+         "--seq-len", "4096"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: --seq-len 4096 exceeds")
+
+
+# -- real short runs (slow) ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gpt", "bert"])
+def test_short_real_run_learns_and_plots(model, gpt_shards, bert_shards, tmp_path):
+    data = gpt_shards if model == "gpt" else bert_shards
+    out = tmp_path / model
+    main(
+        parse_args(
+            ["--data", data, "--out", str(out), "--model", model, "--max-steps", "40",
+             "--global-batch", "8", "--seq-len", "64", "--lr", "3e-3", "--warmup-steps", "4",
+             "--split", "90,5,5", "--eval-interval", "20", "--eval-iters", "2",
+             "--no-progress", "--log-interval", "10", "--save-interval", "20"]
+        )
+    )  # fmt: skip
+    values = losses(out)
+    assert len(values) == 40
+    first, last = sum(values[:5]) / 5, sum(values[-5:]) / 5
+    assert last < first - 1.0, (first, last)  # from ~ln(vocab) towards the book's statistics
+    with open(out / "metrics.jsonl") as f:
+        evals = [r for r in map(json.loads, f) if r["kind"] == "eval"]
+    assert [(r["split"], r["step"]) for r in evals] == [
+        ("valid", 20), ("valid", 40), ("test", 40)
+    ]  # fmt: skip
+    assert evals[1]["loss"] < evals[0]["loss"]
+    png = tmp_path / f"{model}.png"
+    result = subprocess.run(
+        [os.path.join(REPO, "tools", "plot"), str(out), "-o", str(png)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    if os.environ.get("SHARDSMITH_KEEP_PLOTS"):
+        shutil.copy(png, os.environ["SHARDSMITH_KEEP_PLOTS"])
