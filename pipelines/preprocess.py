@@ -214,6 +214,11 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
         path = os.environ.get("PYTHONPATH", "")
         if REPO_ROOT not in path.split(os.pathsep):
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, path) if p)
+        # Whole documents (a book is megabytes) are allocated and freed all run long; with
+        # glibc's adaptive mmap threshold they end up on the heap and fragment it, so a
+        # worker's memory crept up with the corpus size. A fixed threshold keeps them in mmap
+        # chunks that go back to the OS: worker memory stays flat (bench/results/preprocess.md).
+        os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 << 10))
         # This runner hands its workers no pipeline options of their own; without a log level
         # they log every gRPC channel they open at INFO.
         level = options.view_as(WorkerOptions).default_sdk_harness_log_level or "WARNING"
