@@ -9,6 +9,7 @@ from __future__ import annotations
 import bz2
 import io
 import json
+import lzma
 import os
 import signal
 import subprocess
@@ -298,6 +299,9 @@ def test_bad_web_inputs_are_counted_not_fatal(tmp_path, capsys):
     (bad / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40)
     (bad / "empty.txt").write_bytes(b"")
     _tar_with_escape(bad / "pages.tar", web[4].read_text(encoding="utf-8"))
+    records = "".join(json.dumps({"text": p.read_text(encoding="utf-8")}) + "\n" for p in web)
+    packed = lzma.compress(records.encode("utf-8"))
+    (bad / "cut.jsonl.xz").write_bytes(packed[: len(packed) // 2])
     out = tmp_path / "out"
     code, report, err = preprocess(
         capsys,
@@ -316,10 +320,13 @@ def test_bad_web_inputs_are_counted_not_fatal(tmp_path, capsys):
     assert stats["balanced"]
     assert stats["failed"].get("binary") == 1
     assert stats["failed"].get("unsafe_tar_member") == 1
-    assert stats["failed_total"] == 2
+    assert stats["failed"].get("truncated_input") == 1  # the xz file cut in half
+    assert stats["failed_total"] == 3
     assert stats["empty_tasks"] == 1  # the empty file: no record, but counted and logged
-    # good.txt, the invalid UTF-8 file (decoded with replacement) and the tar's safe member
-    assert stats["documents_read"] == 3 == stats["written"] + stats["dropped_total"]
+    # good.txt, the invalid UTF-8 file (decoded with replacement), the tar's safe member, and
+    # whichever JSON lines of the cut xz file came before the cut
+    assert stats["documents_read"] >= 3
+    assert stats["documents_read"] == stats["written"] + stats["dropped_total"]
     assert stats["written"] >= 2
     dump_verify(out)
     lines = [
@@ -391,6 +398,23 @@ def test_too_many_failures_fail_the_run_loudly(tmp_path, capsys):
     assert "FAILED" in err and "--max-failure-rate" in err
     stats = json.loads((out / "stats.json").read_text())
     assert stats["status"] == "failed" and stats["failed_total"] == 2
+    assert not (out / "manifest.json").exists()
+
+
+def test_an_input_with_no_records_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "empty.txt").write_bytes(b"")
+    out = tmp_path / "out"
+    code, _, err = preprocess(
+        capsys,
+        "--source=books",
+        f"--input={tmp_path}/in/*.txt",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--no-dedup",
+        *IN_PROCESS,
+    )
+    assert code == 1 and "no records were read" in err
     assert not (out / "manifest.json").exists()
 
 
