@@ -24,7 +24,7 @@ for set in books wiki; do
   tools/dump "$OUT/shards/$set"
   tools/dump "$OUT/shards/$set" --verify
 done
-tools/dump "$OUT/shards/wiki" --doc 0 | head -c 600; echo
+tools/dump "$OUT/shards/wiki" --doc 0 | head -c 600; echo " ..."
 
 echo "== 4/5 pretrain a tiny GPT on a 50/50 blend of the two sets (CPU)"
 "$PY" train/pretrain.py --model gpt --preset gpt-tiny \
