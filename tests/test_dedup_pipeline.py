@@ -345,3 +345,19 @@ def test_unreadable_input_fails_with_the_file_named(tmp_path, capsys):
         main(["--input", str(tmp_path / "missing-*.parquet"), "--output", str(tmp_path / "o")]) == 2
     )
     assert "no input files match" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_decontamination_removes_the_evaluation_articles_before_dedup(corpus, tmp_path):
+    # The corpus's Wikipedia documents are WikiText-103 validation articles: decontaminating
+    # against that evaluation set removes them and the web copy of one, and counts them.
+    eval_file = CORPORA / "wikitext" / "wikitext-103" / "wiki.valid.tokens"
+    run = _run(tmp_path, corpus.docs, "--decontaminate", str(eval_file))
+    rejects = {r["doc_id"]: r["reason"] for r in run["rejects"]}
+    wiki = {d.id for d in corpus.docs if d.source == "wikipedia"} | {"webtext:wiki-copy"}
+    assert {k for k, v in rejects.items() if v == "contamination"} == wiki
+    expected = {k: v[0] for k, v in corpus.removed.items() if k not in wiki}
+    assert {k: v for k, v in rejects.items() if v != "contamination"} == expected
+    assert run["stats"]["removed"]["contamination"] == len(wiki) == 7
+    assert run["stats"]["counters"]["dedup_contamination_removed"] == 7
+    assert not any(c["removed_id"] in wiki for c in run["clusters"])

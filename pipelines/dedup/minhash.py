@@ -26,8 +26,9 @@ import xxhash
 from pipelines.dedup.shingles import ShingleBatch, mix64
 
 EMPTY = np.uint32(0xFFFFFFFF)  # every slot of an empty set's signature
-# Shingles per chunk: permutations x chunk x 4 bytes = 1.8 MiB at 112 permutations.
-_CHUNK = 4096
+# Shingles per chunk: permutations x chunk x 4 bytes = 3.5 MiB at 112 permutations (larger
+# chunks measured faster here: fewer reduceat calls; the bound is what matters).
+_CHUNK = 8192
 
 
 def permutation_parameters(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

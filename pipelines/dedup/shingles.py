@@ -43,20 +43,35 @@ _BASE = _U64(0x100000001B3)  # odd, so it is invertible mod 2^64
 _SEPARATOR = " "  # between documents of a batch: not a word character, so words never join
 
 
-@functools.cache
-def word_char_table() -> np.ndarray:
-    """bool[0x110000]: True where the code point is a regex `\\w` character (Python semantics)."""
-    table = np.zeros(0x110000, dtype=bool)
-    # Every code point in order (surrogates, which cannot be word characters, as NULs): word
-    # characters come in long runs, so a regex over this string fills the table in ~0.3 s.
-    chars = (
+def _all_code_points() -> str:
+    """Every code point in order, surrogates (never word characters) replaced by NULs."""
+    return (
         "".join(map(chr, range(0xD800)))
         + "\x00" * 0x800
         + "".join(map(chr, range(0xE000, 0x110000)))
     )
-    for run in re.finditer(r"\w+", chars):
+
+
+@functools.cache
+def word_char_table() -> np.ndarray:
+    """bool[0x110000]: True where the code point is a regex `\\w` character (Python semantics)."""
+    table = np.zeros(0x110000, dtype=bool)
+    # Word characters come in long runs, so a regex over all code points fills this quickly.
+    for run in re.finditer(r"\w+", _all_code_points()):
         table[run.start() : run.end()] = True
     return table
+
+
+@functools.cache
+def lowercase_table() -> np.ndarray:
+    """uint32[0x110000]: each code point's lowercase (its first character when lowercasing
+    gives two, as for U+0130). A gather through this is ~2x faster than str.lower() on
+    non-ASCII text, and keeps positions aligned with the original text."""
+    chars = _all_code_points()
+    dotted = 0x130  # the one code point whose lowercase is two characters: "i" + U+0307
+    lowered = chars[:dotted].lower() + "i" + chars[dotted + 1 :].lower()
+    assert len(lowered) == len(chars)
+    return np.frombuffer(lowered.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
 def mix64(h: np.ndarray) -> np.ndarray:
@@ -70,12 +85,8 @@ def mix64(h: np.ndarray) -> np.ndarray:
 
 
 def code_points(text: str) -> np.ndarray:
-    """text.lower() as uint32 code points, index-aligned with `text` (so word positions are
-    positions in the original text)."""
-    lowered = text.lower()
-    if len(lowered) != len(text):  # a few characters (e.g. U+0130) lowercase to two
-        lowered = "".join(c.lower()[0] for c in text)
-    return np.frombuffer(lowered.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    """The text as uint32 code points: index i is text[i] (word spans are text positions)."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
 def word_spans(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,9 +109,10 @@ def _power_tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _hash_window(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Prefix-hash the spans of one window (codes[0] is the first span's first code point)."""
+    """Prefix-hash the spans of one window (codes[0] is the first span's first code point),
+    case-insensitively."""
     powers, inverse_powers = _power_tables()
-    terms = codes.astype(_U64)
+    terms = lowercase_table()[codes].astype(_U64)
     terms += _U64(1)  # so that a zero code point still counts
     terms *= powers[: len(terms)]
     prefix = np.zeros(len(terms) + 1, dtype=_U64)
@@ -112,7 +124,8 @@ def _hash_window(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.
 
 
 def hash_spans(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each span codes[start:end], equal for equal content wherever it sits."""
+    """A 64-bit hash of each span codes[start:end], equal for spans equal up to case, wherever
+    they sit."""
     lengths = ends - starts
     out = np.empty(len(starts), dtype=_U64)
     short = np.flatnonzero(lengths <= _MAX_VECTOR_WORD)
@@ -129,7 +142,9 @@ def hash_spans(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nd
         )
         first = last
     for row in np.flatnonzero(lengths > _MAX_VECTOR_WORD):
-        out[row] = xxhash.xxh3_64_intdigest(codes[starts[row] : ends[row]].tobytes())
+        out[row] = xxhash.xxh3_64_intdigest(
+            lowercase_table()[codes[starts[row] : ends[row]]].tobytes()
+        )
     out ^= lengths.astype(_U64) * _GOLDEN
     return mix64(out)
 
@@ -196,7 +211,7 @@ def _units(texts: Sequence[str], kind: str) -> tuple[np.ndarray, np.ndarray]:
     position_in_word = np.arange(total) - np.repeat(unit_starts, unit_counts)
     source = np.repeat(starts, unit_counts) + position_in_word
     is_char = position_in_word < np.repeat(lengths, unit_counts)
-    chars[is_char] = codes[source[is_char]]
+    chars[is_char] = lowercase_table()[codes[source[is_char]]]
     return mix64(chars * _GOLDEN + _GOLDEN), char_doc
 
 

@@ -1,0 +1,94 @@
+"""DedupConfig: defaults, validation, and the command-line flags other pipelines reuse."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.dedup import DedupConfig, add_dedup_arguments
+from pipelines.dedup.minhash import candidate_probability
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def parse(argv: list[str], **kwargs) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_dedup_arguments(parser, **kwargs)
+    return parser.parse_args(argv)
+
+
+def test_defaults_from_flags_equal_the_dataclass_defaults():
+    args = parse([])
+    assert args.dedup is True
+    assert DedupConfig.from_args(args) == DedupConfig()
+
+
+def test_flags_reach_the_config():
+    args = parse(
+        [
+            "--no-dedup", "--dedup-threshold", "0.7", "--dedup-scope", "source",
+            "--dedup-shingle", "char", "--dedup-ngram", "9", "--dedup-bands", "20",
+            "--dedup-rows", "13", "--dedup-no-verify", "--dedup-bucket-cap", "50",
+            "--dedup-cc-rounds", "8", "--dedup-source-priority", "wikipedia,books",
+            "--no-url-dedup", "--decontaminate", "a.jsonl", "b/*.tokens",
+        ]
+    )  # fmt: skip
+    config = DedupConfig.from_args(args)
+    assert args.dedup is False
+    assert (config.threshold, config.scope, config.shingle, config.ngram) == (
+        0.7,
+        "source",
+        "char",
+        9,
+    )
+    assert (config.bands, config.rows, config.num_perm, config.verify) == (20, 13, 260, False)
+    assert (config.max_pairs_members, config.cc_rounds, config.url, config.exact) == (
+        50,
+        8,
+        False,
+        True,
+    )
+    assert config.source_priority == ("wikipedia", "books")
+    assert config.decontamination.eval_files == ("a.jsonl", "b/*.tokens")
+    assert DedupConfig().decontamination is None
+
+
+def test_without_the_disable_flag():
+    with pytest.raises(SystemExit):
+        parse(["--no-dedup"], with_disable_flag=False)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"threshold": 0.0}, "threshold must be in"),
+        ({"scope": "global"}, "scope must be one of"),
+        ({"shingle": "token"}, "shingle must be one of"),
+        ({"bands": 0}, "bands must be >= 1"),
+        ({"bands": 300}, "at most 255 bands"),
+        ({"max_pairs_members": 1}, "max_pairs_members must be >= 2"),
+    ],
+)
+def test_invalid_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DedupConfig(**kwargs)
+
+
+def test_default_bands_rows_propose_pairs_at_the_threshold():
+    d = DedupConfig()
+    assert candidate_probability(d.threshold, d.bands, d.rows) > 0.9
+    assert candidate_probability(0.5, d.bands, d.rows) < 0.06
+
+
+def test_cli_refuses_a_bad_setting_with_a_message(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.dedup", "--input", "x", "--output", str(tmp_path),
+         "--dedup-threshold", "1.5"],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "error: dedup threshold must be in (0, 1], not 1.5" in result.stderr

@@ -1,0 +1,138 @@
+"""Every dedup step's memory is bounded by its batch (or streams its group), not by the corpus:
+the traced peak stays flat when the input grows 4x. (bench/bench_dedup_speed.py shows the same
+for the worker process of a whole pipeline run.)"""
+
+from __future__ import annotations
+
+import re
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from pipelines.dedup import DedupConfig
+from pipelines.dedup.components import _StarCheckFn, _StarStepFn, large_star, small_star
+from pipelines.dedup.shingles import shingle_set
+from pipelines.dedup.transforms import (
+    _BucketEdgesFn,
+    _FeaturesFn,
+    _HalfEdgeFn,
+    _KeepSmallestFn,
+    _VerifyFn,
+)
+from pipelines.document import Document
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+
+
+def _paragraph_pool() -> list[str]:
+    text = (CORPORA / "books" / "2701-0.txt").read_text(encoding="utf-8")
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if len(p) > 300]
+    return ["\n\n".join(paragraphs[i : i + 4]) for i in range(0, 800, 4)]
+
+
+def traced_peak(run) -> int:
+    """Peak traced bytes allocated while `run()` executes, above what was live before it."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        run()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def _drain(iterable) -> int:
+    count = 0
+    for _ in iterable:
+        count += 1
+    return count
+
+
+def test_features_memory_is_bounded_by_the_batch_not_the_bundle():
+    pool = _paragraph_pool()
+    fn = _FeaturesFn(DedupConfig(batch_docs=64))
+    fn.setup()
+
+    def bundle(n_docs: int):
+        def run():
+            fn.start_bundle()
+            docs = (Document(f"books:{i:06d}", "books", pool[i % len(pool)]) for i in range(n_docs))
+            outputs = sum(_drain(fn.process(doc)) for doc in docs) + _drain(fn.finish_bundle())
+            assert outputs == 2 * n_docs  # a record and a shingle set per document
+
+        return run
+
+    bundle(64)()  # per-process tables (word characters, lowercase, powers) are built once
+    small, large = traced_peak(bundle(300)), traced_peak(bundle(1200))
+    assert large < 1.25 * small + (1 << 20), (small, large)
+
+
+class LazyGroup:
+    """A GroupByKey value made on demand, as a runner streams a large group from shuffle."""
+
+    def __init__(self, make, n: int) -> None:
+        self.make, self.n = make, n
+
+    def __iter__(self):
+        return (self.make(i) for i in range(self.n))
+
+
+def _node(i: int) -> tuple[int, str]:
+    return (0, f"webtext:{(i * 7919) % 1_000_003:07d}")
+
+
+SHINGLES = shingle_set(_paragraph_pool()[0][:400]).tobytes()
+
+
+@pytest.mark.parametrize(
+    "make_fn, make_value",
+    [
+        (lambda: _KeepSmallestFn("exact_duplicate", 1.0), _node),
+        (lambda: _BucketEdgesFn(100), _node),
+        (lambda: _StarStepFn(large_star, 1, False), lambda i: _node(i + 1)),
+        (lambda: _StarStepFn(small_star, 1, True), _node),
+        (lambda: _StarCheckFn(4), lambda i: _node(i + 10**6)),
+        (
+            lambda: _HalfEdgeFn(),
+            lambda i: ("s", SHINGLES) if i == 0 else ("e", (_node(0), _node(i))),
+        ),
+        (
+            lambda: _VerifyFn(0.8),
+            lambda i: ("s", SHINGLES) if i == 0 else ("h", (_node(i), _node(0), SHINGLES)),
+        ),
+    ],
+    ids=[
+        "keep-smallest",
+        "hot-bucket",
+        "large-star",
+        "small-star",
+        "star-check",
+        "half-edges",
+        "verify",
+    ],
+)
+def test_grouped_steps_stream_their_group(make_fn, make_value):
+    fn = make_fn()
+
+    def group(size: int):
+        def run():
+            if hasattr(fn, "start_bundle"):
+                fn.start_bundle()
+            _drain(fn.process(((0, "webtext:0000000"), LazyGroup(make_value, size))))
+
+        return run
+
+    group(500)()
+    small, large = traced_peak(group(3_000)), traced_peak(group(12_000))
+    # 12k members held at once would be ~1.5 MB; streamed, the peak does not grow.
+    assert large < 1.25 * small + 256 * 1024, (small, large)
+
+
+def test_the_check_would_catch_a_step_that_materialises_its_group():
+    def materialising(size: int):
+        return lambda: sorted(LazyGroup(_node, size))
+
+    small, large = traced_peak(materialising(3_000)), traced_peak(materialising(12_000))
+    assert large > 3 * small
