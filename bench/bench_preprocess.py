@@ -358,7 +358,16 @@ def render(
             f"{r['peak_rss_mb']:,.0f} | {r['documents']:,} | {r['tokens']:,} |"
         )
     pipeline = by["pipeline"]
-    lines += ["", "Ratios (same run), pipeline against each contender:", ""]
+    shares = ", ".join(f"{r['name']} {r['cpu_s'] / (r['wall_s'] * r['cores']):.2f}" for r in rows)
+    lines += [
+        "",
+        f"Share of a core each working process got, CPU s / (wall s x processes): {shares}. "
+        "The machine is shared, so wall-clock figures mostly measure the other jobs; the MB "
+        "per CPU-second column is the comparison.",
+        "",
+        "Ratios (same run), pipeline against each contender:",
+        "",
+    ]
     for name in ("loop", "naive", "megatron"):
         r = by[name]
         lines.append(

@@ -11,6 +11,7 @@ explicitly: Beam's "DirectRunner" would first try to fetch and start the Prism r
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import logging
@@ -34,7 +35,7 @@ from apache_beam.options.pipeline_options import (
 from dataset_format import dtype_for_vocab
 from pipelines.document import ReadTask
 from pipelines.io import match_inputs
-from pipelines.options import PreprocessConfig
+from pipelines.options import PreprocessConfig, PreprocessOptions
 from pipelines.progress import ProgressDisplay
 from pipelines.sources import get_source
 from pipelines.stats import NAMESPACE, MergeCounts, format_report
@@ -181,15 +182,27 @@ def build_pipeline(
 
 
 # -- the launcher -----------------------------------------------------------------------------
+def _parser(option_classes) -> argparse.ArgumentParser:
+    # Beam's own parser class: some option classes add value-provider arguments to it.
+    from apache_beam.options.pipeline_options import _BeamArgumentParser
+
+    parser = _BeamArgumentParser(
+        prog="python -m pipelines.preprocess",
+        allow_abbrev=False,
+        description=__doc__.split("\n\n")[0],
+        epilog="Every Beam pipeline option applies too (--runner, --direct_num_workers, "
+        "--direct_running_mode, --project, --region, --temp_location, --setup_file, ...).",
+    )
+    for cls in option_classes:
+        cls._add_argparse_args(parser)
+    return parser
+
+
 def unknown_arguments(argv: Sequence[str]) -> list[str]:
     """Flags no PipelineOptions class knows. Beam drops them with a warning, which would turn a
     typo such as --shard_tokens (ours use dashes) into a silently ignored setting."""
-    from apache_beam.options.pipeline_options import _BeamArgumentParser
-
-    parser = _BeamArgumentParser(allow_abbrev=False)
-    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
-        cls._add_argparse_args(parser)
-    _, unknown = parser.parse_known_args(list(argv))
+    every = {str(c): c for c in PipelineOptions.__subclasses__()}.values()
+    _, unknown = _parser(every).parse_known_args(list(argv))
     return [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
 
 
@@ -275,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from pipelines.tokenize import load_tokenizer
 
+    if "-h" in argv or "--help" in argv:
+        _parser([PreprocessOptions]).print_help()
+        return 0
     options = PipelineOptions(argv)
     try:
         unknown = unknown_arguments(argv)

@@ -299,3 +299,11 @@ def test_options_parse_with_beam_options_and_per_source_defaults():
         PreprocessConfig.from_options(PipelineOptions(argv[:3]))
     with pytest.raises(ValueError, match="unknown source"):
         PreprocessConfig(source="nope", input="x", output="y", tokenizer="t", dedup=False)
+
+
+def test_help_lists_our_options_and_points_to_beams(capsys):
+    from pipelines.preprocess import main
+
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert "--shard-tokens" in text and "--no-dedup" in text and "--direct_num_workers" in text
