@@ -361,3 +361,26 @@ def test_decontamination_removes_the_evaluation_articles_before_dedup(corpus, tm
     assert run["stats"]["removed"]["contamination"] == len(wiki) == 7
     assert run["stats"]["counters"]["dedup_contamination_removed"] == 7
     assert not any(c["removed_id"] in wiki for c in run["clusters"])
+
+
+@pytest.mark.slow
+def test_too_few_component_rounds_fail_the_run_with_a_clear_message(tmp_path, capsys):
+    # A chain of 16 successive light edits, ids in shuffled order: a long path in the
+    # near-duplicate graph, which one large-star/small-star round cannot contract.
+    text = "\n\n".join(_paragraphs("2701-0.txt")[300:306])
+    order = list(range(16))
+    random.Random(7).shuffle(order)
+    docs = []
+    for step in range(16):
+        text = _edit(text, 0.012, step)
+        docs.append(Document(f"books:chain:{order[step]:02d}", "books", text))
+    pattern = _write_input(docs, tmp_path / "input")
+    code = main(["--input", pattern, "--output", str(tmp_path / "out"), "--dedup-cc-rounds", "1"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "did not converge in 1 rounds" in err and "--dedup-cc-rounds 2" in err
+    assert "Traceback" not in err
+    # With the default rounds the whole chain is one component: one document is kept.
+    assert main(["--input", pattern, "--output", str(tmp_path / "ok"), "--keep-rejects"]) == 0
+    stats = json.loads((tmp_path / "ok" / "stats.json").read_text())
+    assert stats["kept"] == 1 and stats["removed"]["near_duplicate"] == 15

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
@@ -87,6 +88,19 @@ def stats_document(counts: dict[str, int], config: DedupConfig, elapsed_s: float
     }
 
 
+def _worker_error(error: Exception) -> str | None:
+    """The message of one of dedup's own errors (bad input, components that did not converge)
+    from a failed run, without the runner's traceback: in-process runs re-raise the error
+    itself; worker processes send it back as traceback text."""
+    if isinstance(error, (ComponentsNotConverged, ValueError)):
+        return str(error).splitlines()[0].split(" [while running")[0]
+    for line in reversed(str(error).splitlines()):
+        for kind in ("ComponentsNotConverged: ", "ValueError: "):
+            if kind in line:
+                return line.split(kind, 1)[1].split(" [while running")[0].strip()
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     try:
@@ -103,8 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    result = pipeline.run()
-    result.wait_until_finish()
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+    except Exception as e:  # a worker's error arrives wrapped in the runner's traceback text
+        reason = _worker_error(e)
+        if reason is None:
+            raise
+        print(f"error: {reason}", file=sys.stderr)
+        return 1
     stats = stats_document(counters(result), config, time.time() - started)
     with FileSystems.create(f"{args.output.rstrip('/')}/stats.json") as f:
         f.write(json.dumps(stats, indent=2).encode("utf-8"))

@@ -6,8 +6,8 @@ shingle set. The shingle hashes are already uniformly mixed (see shingles.py), s
 family is min-wise enough, and its estimates are unbiased on real text (tests check the error
 against exact Jaccard). It is the family datasketch >= 2.0 uses by default ("affine32"). We also
 built the classic (a*x + b) mod (2^61 - 1) over uint64: numpy has no SIMD 64-bit multiply on
-AVX2 machines, and it ran the signature stage about 2x slower, below the 5x-over-datasketch
-target; bench/bench_dedup_speed.py measures both.
+AVX2 machines, and end to end it ran 2.6x slower (3.0x datasketch's speed instead of 8.0x,
+below the 5x target; bench/bench_dedup_speed.py measures both).
 
 The computation is one (permutations x shingles) array per chunk of the batch's concatenated
 shingles, reduced per document with `np.minimum.reduceat`: no Python loop per shingle or per

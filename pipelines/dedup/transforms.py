@@ -18,8 +18,8 @@ no step gathers documents, signatures or edges on one worker):
            -> ConnectedComponents (large-star/small-star) -> (member, smallest member)
     apply: GroupByKey(id) of documents with their decisions -> kept / Reject / ClusterMember
 
-The steps run in that order on what the previous ones kept, so a group's kept document is
-never itself removed by a later step for the same content.
+Each step sees only the documents the steps before it kept, so no document is removed in
+favour of one that an earlier step had already removed.
 """
 
 from __future__ import annotations
