@@ -117,6 +117,7 @@ def _beam_components(edges, max_rounds):
     return pipeline, result
 
 
+@pytest.mark.slow
 def test_beam_components_and_their_round_counters():
     # Two components: a shuffled path of 40 documents, and a hot-bucket star of 30.
     ids = list(range(40))
@@ -139,6 +140,7 @@ def test_beam_components_and_their_round_counters():
     assert needed == run_rounds(edges, 8)[1] <= 6
 
 
+@pytest.mark.slow
 def test_beam_components_fail_loudly_when_rounds_are_too_few():
     ids = list(range(200))
     random.Random(5).shuffle(ids)

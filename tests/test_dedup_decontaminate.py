@@ -136,6 +136,7 @@ def test_jsonl_eval_files_and_their_errors(tmp_path):
         list(dc.read_eval_texts(str(broken)))
 
 
+@pytest.mark.slow
 def test_beam_decontamination_ignores_ngrams_frequent_in_the_corpus(tmp_path):
     eval_lines = wikitext_paragraphs(WIKITEXT_103_VALID)
     common, rare = detokenize(eval_lines[0]), detokenize(eval_lines[1])

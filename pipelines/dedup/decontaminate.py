@@ -74,6 +74,9 @@ class NgramSet:
         return NgramSet(hashes, tuple(sorted({n for p in parts for n in p.lengths}, reverse=True)))
 
 
+_EMPTY = NgramSet(np.empty(0, dtype=np.uint64), ())
+
+
 def _words(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(word hashes, word start positions, word end positions) of text's lowercased \\w+ words."""
     codes = code_points(text)
@@ -244,9 +247,6 @@ class _DecontaminateFn(beam.DoFn):
 
     def finish_bundle(self) -> None:
         self._counts.drain()
-
-
-_EMPTY = NgramSet(np.empty(0, dtype=np.uint64), ())
 
 
 def _frequent_set(element: tuple[int, int]) -> NgramSet:
