@@ -93,6 +93,8 @@ def measure(preset: str, shards: str, run_dir: str, args) -> dict:
         log_interval=5,
         split="100,0,0",
         warmup_steps=2,
+        # worker processes prefetch batches while the GPU runs (the loop syncs once a step)
+        num_workers=0 if args.smoke else 2,
     )
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()

@@ -243,3 +243,9 @@ def test_short_real_run_learns_and_plots(model, gpt_shards, bert_shards, tmp_pat
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     if os.environ.get("SHARDSMITH_KEEP_PLOTS"):
         shutil.copy(png, os.environ["SHARDSMITH_KEEP_PLOTS"])
+
+
+def test_resuming_a_finished_run_trains_nothing(gpt_shards, tmp_path):
+    run(gpt_shards, tmp_path, "--max-steps", "1")
+    summary = run(gpt_shards, tmp_path, "--max-steps", "1", "--resume")
+    assert summary["step"] == 1 and len(train_records(tmp_path)) == 1

@@ -249,6 +249,13 @@ def read_checkpoint(path: str) -> tuple[dict, dict, dict]:
     return model_state, optimizer_state, trainer_state
 
 
+def _one_line(error: Exception, limit: int = 400) -> str:
+    """torch's load errors span lines ("Error(s) in loading...:\n\tsize mismatch ..."): the
+    whole message on one line, cut to ``limit`` characters."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def load_checkpoint(
     path: str,
     model: nn.Module,
@@ -268,16 +275,15 @@ def load_checkpoint(
     try:
         set_model_state_dict(model, model_state, options=options)
     except (RuntimeError, KeyError, ValueError) as e:
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(
-            f"{path}/model.pt: does not fit this model ({first_line}); "
+            f"{path}/model.pt: does not fit this model ({_one_line(e)}); "
             "was it saved with another --preset or tokenizer?"
         ) from None
     try:
         set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
     except (RuntimeError, KeyError, ValueError) as e:
         raise CheckpointError(
-            f"{path}/optimizer.pt: does not fit this optimizer ({e}); "
+            f"{path}/optimizer.pt: does not fit this optimizer ({_one_line(e)}); "
             "was it saved with another --optimizer?"
         ) from None
     rng_states = trainer_state.pop("rng")

@@ -346,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--eval-iters",
         type=int,
         default=d.eval_iters,
-        help="micro-batches per validation pass (0: no evaluation)",
+        help="global batches per validation pass (0: no evaluation)",
     )
     g.add_argument(
         "--log-interval",

@@ -184,7 +184,7 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
             f"--data {' '.join(config.data)}: no shard set records its tokenizer (a manifest "
             "with a tokenizer entry is needed to size the model's vocabulary)"
         )
-    samples_per_eval = config.eval_iters * config.micro_batch * runtime.dp_size
+    samples_per_eval = config.eval_iters * config.global_batch
     shares = split_shares(config.split)
     num_samples = {
         "train": config.max_steps * config.global_batch,
@@ -219,7 +219,8 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
                 special_ids=tokenizer.special_ids,
                 vocab_size=tokenizer.vocab_size,
             )
-    except (ValueError, FormatError, OSError) as e:
+    except (ValueError, FormatError, OSError, RuntimeError) as e:
+        # RuntimeError: on the ranks that waited while local rank 0 failed to build an index
         fail(f"--data {' '.join(config.data)}: {e}")
     train = datasets.get("train")
     if train is None or len(train) == 0:
@@ -413,9 +414,9 @@ def all_reduce_mean(value: torch.Tensor, runtime: Runtime) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate(model, dataset, config, runtime, precision, next_sentence) -> float:
-    loader = make_loader(
-        dataset, config.eval_iters * config.micro_batch * runtime.dp_size, 0, config, runtime
-    )
+    """Mean loss over the split's first ``eval_iters`` global batches (the same samples at
+    every evaluation and under any parallelism, so the figures are comparable)."""
+    loader = make_loader(dataset, config.eval_iters * config.global_batch, 0, config, runtime)
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=runtime.device)
     batches = 0
@@ -574,13 +575,13 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
     kill_marker = os.environ.get("SHARDSMITH_TEST_KILL_MARKER")
 
     total_samples = config.max_steps * config.global_batch
-    loader = make_loader(data.train, total_samples, consumed_samples, config, runtime)
-    batches = iter(loader)
+    last_step = min(config.max_steps, config.stop_at or config.max_steps)
+    if step < last_step:  # a resumed run may have nothing left to train
+        batches = iter(make_loader(data.train, total_samples, consumed_samples, config, runtime))
     train_model.train()
     last_loss = math.nan
-    last_step = min(config.max_steps, config.stop_at or config.max_steps)
     while step < last_step:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         lr = schedule.apply(optimizer, step)
         # float64: summing a step's micro-batch losses is then exact, so the logged loss does
         # not depend on how micro-batches are spread over ranks (1 process vs DDP: same value)
@@ -633,6 +634,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         consumed_samples += config.global_batch
         last_loss = loss_value
         elapsed = time.perf_counter() - started
+        cpu_time = time.process_time() - cpu_started  # all threads: host work per step
 
         speed = throughput(
             config.global_batch * config.seq_len, elapsed, flops_per_token, runtime.world_size, peak
@@ -645,6 +647,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
             "grad_norm": norm,
             **speed,
             "step_time_s": elapsed,
+            "cpu_time_s": cpu_time,
             "consumed_samples": consumed_samples,
             "skipped": counters.skipped(),
         }

@@ -137,8 +137,8 @@ def build_optimizer(
     if name != "adamw":
         raise ValueError(f"unknown optimizer {name!r}")
     params = [p for g in groups for p in g["params"]]
-    # The fused CUDA kernel is the fastest AdamW; it takes plain CUDA tensors only.
-    fused = all(p.is_cuda and not isinstance(p, DTensor) for p in params)
+    # The fused kernel (CUDA and CPU) is the fastest AdamW; it takes plain tensors only.
+    fused = all(p.device.type in ("cuda", "cpu") and not isinstance(p, DTensor) for p in params)
     return torch.optim.AdamW(
         groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused or None
     )
