@@ -136,6 +136,8 @@ def build_pipeline(
         )
         counts.append(dedup_rejects["counts"])
         rejects.append(dedup_rejects["rejects"])
+        if keep:  # the audit of near-duplicate clusters: kept id, removed id, Jaccard
+            rejects.append(deduplicated["clusters"])
     tokenized = documents | "Tokenize" >> Tokenize(
         tokenizer_ref,
         split_sentences=config.split_sentences,

@@ -49,6 +49,7 @@ from dataset_format import (
     TokenizerInfo,
 )
 from pipelines import progress as progress_lib
+from pipelines.dedup.transforms import ClusterMember
 from pipelines.document import Failure, Reject, TokenizedDocument
 from pipelines.stats import AccountError, BundleCounts, build_stats, check_stats
 
@@ -580,9 +581,12 @@ class WriteShards(beam.PTransform):
 
 
 # -- rejects (--keep-rejects) ----------------------------------------------------------------
-def reject_record(record: Reject | Failure) -> tuple[str, str]:
-    """(sort key, JSON line) of a reject or a failure, for OUTPUT/rejects/."""
-    if isinstance(record, Failure):
+def reject_record(record: Reject | Failure | ClusterMember) -> tuple[str, str]:
+    """(sort key, JSON line) of a reject, a failure or a dedup cluster member, for OUTPUT/rejects/."""
+    if isinstance(record, ClusterMember):
+        key = f"{record.removed_id}#cluster"
+        data = {"kind": "cluster", **dataclasses.asdict(record)}
+    elif isinstance(record, Failure):
         key = record.location
         data = {
             "kind": "failure",

@@ -200,6 +200,19 @@ def test_rerun_gives_byte_identical_shards_and_dedup_drops_copies(inputs, gpt2, 
     assert stats["written"] * 2 == len(order)  # one of each pair of copies kept
     assert stats["dropped"]["exact_duplicate"] == len(order) // 2
     assert stats["balanced"]
+    # --keep-rejects: every removed copy is there, and so is its cluster (who was kept instead).
+    code, _, err = preprocess(capsys, *args, "--keep-rejects", f"--output={tmp_path / 'audit'}")
+    assert code == 0, err
+    lines = [
+        json.loads(line)
+        for f in sorted((tmp_path / "audit" / "rejects").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+    clusters = [r for r in lines if r["kind"] == "cluster"]
+    removed = {r["id"] for r in lines if r["kind"] == "reject" and r["reason"] == "exact_duplicate"}
+    assert len(removed) == len(order) // 2
+    assert {c["removed_id"] for c in clusters} == removed
+    assert all(c["kept_id"] < c["removed_id"] and c["jaccard"] == 1.0 for c in clusters)
 
 
 def test_bert_one_sequence_per_sentence(inputs, tmp_path, capsys):
