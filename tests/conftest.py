@@ -19,11 +19,6 @@ BERT_VOCAB = CORPORA / "vocab" / "bert-base-uncased" / "vocab.txt"
 @pytest.fixture(scope="session")
 def gpt2_tokenizer():
     """The real GPT-2 byte-level BPE, from the shared vocab.json + merges.txt."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tests.shard_fixtures import gpt2_tokenizer as build
 
-    tok = Tokenizer(
-        models.BPE.from_file(str(GPT2_VOCAB / "vocab.json"), str(GPT2_VOCAB / "merges.txt"))
-    )
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    return tok
+    return build()

@@ -25,8 +25,8 @@ import os
 import numpy as np
 
 from dataset_format import ShardSet
-from train.data.blend import BlendedDataset, samples_per_dataset
-from train.data.gpt_dataset import check_num_samples, split_range
+from train.data.blend import build_split_datasets
+from train.data.gpt_dataset import split_range
 from train.data.indices import (
     cache_key,
     ensure_index_files,
@@ -35,7 +35,7 @@ from train.data.indices import (
     shard_set_fingerprint,
     shard_set_location,
 )
-from train.data.spec import SPLIT_NAMES, Dataset, DataSource
+from train.data.spec import Dataset, DataSource
 
 IGNORE_INDEX = -100  # mlm_labels where no prediction is made (torch cross_entropy's default)
 MIN_SENTENCES = 2
@@ -489,35 +489,21 @@ def build_bert_datasets(
         raise ValueError(
             f"continuation_ids has {len(continuation_ids)} entries, vocab_size is {vocab_size}"
         )
-    if not sources:
-        raise ValueError("no data sources")
-    check_num_samples(num_samples)
-    shard_sets = [ShardSet(path) for _, path in sources]
-    weights = [weight for weight, _ in sources]
-    datasets: dict[str, Dataset] = {}
-    for split_name in SPLIT_NAMES:
-        wanted = int(num_samples.get(split_name, 0))
-        if wanted == 0:
-            continue
-        counts = [wanted] if len(sources) == 1 else samples_per_dataset(weights, wanted)
-        parts = [
-            build_bert_split(
-                shard_set,
-                path,
-                split_name=split_name,
-                split=split,
-                max_seq_length=max_seq_length,
-                seed=seed,
-                num_samples=count,
-                masking=masking,
-                special_ids=special_ids,
-                vocab_size=vocab_size,
-                continuation_ids=continuation_ids,
-                cache_dir=cache_dir,
-            )
-            for shard_set, (_, path), count in zip(shard_sets, sources, counts)
-        ]
-        datasets[split_name] = (
-            parts[0] if len(parts) == 1 else BlendedDataset(parts, weights, wanted)
-        )
-    return datasets
+    return build_split_datasets(
+        sources,
+        num_samples,
+        lambda shard_set, path, split_name, count: build_bert_split(
+            shard_set,
+            path,
+            split_name=split_name,
+            split=split,
+            max_seq_length=max_seq_length,
+            seed=seed,
+            num_samples=count,
+            masking=masking,
+            special_ids=special_ids,
+            vocab_size=vocab_size,
+            continuation_ids=continuation_ids,
+            cache_dir=cache_dir,
+        ),
+    )

@@ -17,10 +17,12 @@ the plain loop (`greedy_blend_loop`), which also serves for short blends.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-from train.data.spec import Dataset
+from dataset_format import ShardSet
+from train.data.spec import SPLIT_NAMES, Dataset, DataSource
 
 SEGMENT_LENGTH = 2048
 WARMUP_STEPS = 128
@@ -195,3 +197,44 @@ class BlendedDataset:
 def samples_per_dataset(weights, num_samples: int) -> list[int]:
     """How many samples to build of each dataset for a blend of `num_samples` (Megatron's 0.5%)."""
     return [math.ceil(num_samples * float(w) * OVERSAMPLE) for w in normalized_weights(weights)]
+
+
+def check_num_samples(num_samples: dict[str, int]) -> None:
+    unknown = sorted(set(num_samples) - set(SPLIT_NAMES))
+    if unknown:
+        raise ValueError(f"num_samples: unknown split(s) {unknown}; expected {list(SPLIT_NAMES)}")
+    for name, count in num_samples.items():
+        if int(count) < 0:
+            raise ValueError(f"num_samples[{name!r}] must be >= 0, got {count}")
+
+
+def build_split_datasets(
+    sources: list[DataSource],
+    num_samples: dict[str, int],
+    build_split: Callable[[ShardSet, str, str, int], Dataset],
+) -> dict[str, Dataset]:
+    """A dataset per split with samples wanted: one set's own, or a blend of several.
+
+    `build_split(shard_set, path, split_name, count)` builds one set's dataset of a split. A
+    single set's dataset holds every sample of the epochs built (at least the number asked
+    for); a blend holds exactly that number, each set built with its weighted share.
+    """
+    if not sources:
+        raise ValueError("no data sources")
+    check_num_samples(num_samples)
+    shard_sets = [ShardSet(path) for _, path in sources]
+    weights = [weight for weight, _ in sources]
+    datasets: dict[str, Dataset] = {}
+    for split_name in SPLIT_NAMES:
+        wanted = int(num_samples.get(split_name, 0))
+        if wanted == 0:
+            continue
+        counts = [wanted] if len(sources) == 1 else samples_per_dataset(weights, wanted)
+        parts = [
+            build_split(shard_set, path, split_name, count)
+            for shard_set, (_, path), count in zip(shard_sets, sources, counts)
+        ]
+        datasets[split_name] = (
+            parts[0] if len(parts) == 1 else BlendedDataset(parts, weights, wanted)
+        )
+    return datasets

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from dataset_format import ShardSet
-from train.data.blend import BlendedDataset, samples_per_dataset
+from train.data.blend import build_split_datasets
 from train.data.indices import (
     build_gpt_indices,
     cache_key,
@@ -20,7 +20,7 @@ from train.data.indices import (
     shard_set_fingerprint,
     shard_set_location,
 )
-from train.data.spec import SPLIT_NAMES, Dataset, DataSource, split_documents
+from train.data.spec import Dataset, DataSource, split_documents
 
 GPT_INDEX_NAMES = ("document_index", "sample_index", "shuffle_index")
 
@@ -101,15 +101,6 @@ class GPTDataset:
         return {"input_ids": input_ids, "labels": tokens[1:], "loss_mask": loss_mask}
 
 
-def check_num_samples(num_samples: dict[str, int]) -> None:
-    unknown = sorted(set(num_samples) - set(SPLIT_NAMES))
-    if unknown:
-        raise ValueError(f"num_samples: unknown split(s) {unknown}; expected {list(SPLIT_NAMES)}")
-    for name, count in num_samples.items():
-        if int(count) < 0:
-            raise ValueError(f"num_samples[{name!r}] must be >= 0, got {count}")
-
-
 def split_range(shard_set: ShardSet, path: str, split: str, split_name: str) -> tuple[int, int]:
     """The split's document range, or a clear error naming the set when it is empty."""
     start, end = split_documents(shard_set.num_documents, split)[split_name]
@@ -175,37 +166,22 @@ def build_gpt_datasets(
 ) -> dict[str, Dataset]:
     """A dataset per split with samples wanted: one set's GPTDataset, or a blend of several.
 
-    A single set's dataset holds every sample of the epochs built (at least the number asked
-    for); a blend holds exactly that number, each set built with its share plus 0.5%.
+    See `build_split_datasets` for how single sets and blends are sized.
     """
     if seq_len <= 0:
         raise ValueError(f"seq_len must be positive, got {seq_len}")
-    if not sources:
-        raise ValueError("no data sources")
-    check_num_samples(num_samples)
-    shard_sets = [ShardSet(path) for _, path in sources]
-    weights = [weight for weight, _ in sources]
-    datasets: dict[str, Dataset] = {}
-    for split_name in SPLIT_NAMES:
-        wanted = int(num_samples.get(split_name, 0))
-        if wanted == 0:
-            continue
-        counts = [wanted] if len(sources) == 1 else samples_per_dataset(weights, wanted)
-        parts = [
-            build_gpt_split(
-                shard_set,
-                path,
-                split_name=split_name,
-                split=split,
-                seq_len=seq_len,
-                seed=seed,
-                num_samples=count,
-                cache_dir=cache_dir,
-                eod_mask_id=eod_mask_id,
-            )
-            for shard_set, (_, path), count in zip(shard_sets, sources, counts)
-        ]
-        datasets[split_name] = (
-            parts[0] if len(parts) == 1 else BlendedDataset(parts, weights, wanted)
-        )
-    return datasets
+    return build_split_datasets(
+        sources,
+        num_samples,
+        lambda shard_set, path, split_name, count: build_gpt_split(
+            shard_set,
+            path,
+            split_name=split_name,
+            split=split,
+            seq_len=seq_len,
+            seed=seed,
+            num_samples=count,
+            cache_dir=cache_dir,
+            eod_mask_id=eod_mask_id,
+        ),
+    )
