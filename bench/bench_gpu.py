@@ -102,7 +102,7 @@ def measure(preset: str, shards: str, run_dir: str, args) -> dict:
     main(config)
     wall = time.perf_counter() - started
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        train = [json.loads(line) for line in f if '"train"' in line]
+        train = [r for r in map(json.loads, f) if r["kind"] == "train"]
     measured = train[args.warmup :]
     mfus = [r["mfu"] for r in measured if r.get("mfu") is not None]
     return {

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -241,8 +240,6 @@ def test_short_real_run_learns_and_plots(model, gpt_shards, bert_shards, tmp_pat
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
-    if os.environ.get("SHARDSMITH_KEEP_PLOTS"):
-        shutil.copy(png, os.environ["SHARDSMITH_KEEP_PLOTS"])
 
 
 def test_resuming_a_finished_run_trains_nothing(gpt_shards, tmp_path):
