@@ -92,7 +92,7 @@ def losses(out) -> list[float]:
 
 
 def max_difference(a: list[float], b: list[float]) -> float:
-    assert len(a) == len(b) == 8
+    assert len(a) == len(b) == 8  # 6 steps, valid, test
     return max(abs(x - y) for x, y in zip(a, b))
 
 
@@ -136,6 +136,26 @@ def test_bert_tensor_parallel_matches_one_process(bert_shards, tmp_path):
     expected = single(bert_shards, tmp_path / "one", *flags, *PAD_FOR_TP)
     torchrun(bert_shards, tmp_path / "tp", *flags, "--parallel", "tp", "--tp", "2")
     assert max_difference(losses(tmp_path / "tp"), expected) < 1e-5
+
+
+def test_fsdp_over_tensor_parallel_on_four_ranks(gpt_shards, reference_padded, tmp_path):
+    """2-D: tp=2 inside each pair of ranks, FSDP2 across the two pairs (dp=2)."""
+    output = torchrun(gpt_shards, tmp_path, "--parallel", "tp", "--tp", "2", nproc=4)
+    assert "4 process(es) on cpu (tp, dp=2, tp=2)" in output
+    assert max_difference(losses(tmp_path), reference_padded) < 1e-5
+
+
+def test_overflow_on_one_fsdp_rank_is_skipped_by_all(gpt_shards, tmp_path):
+    """The skip decision comes from the global grad norm: an inf in rank 1's shard alone makes
+    every rank skip, exactly as an inf on every rank does (else rank 0's shard would move)."""
+    flags = ["--parallel", "fsdp", "--precision", "fp16", "--seq-len", "16", "--max-steps", "4"]
+    torchrun(gpt_shards, tmp_path / "one", *flags, SHARDSMITH_TEST_GRAD_FAULT="3:inf@1")
+    torchrun(gpt_shards, tmp_path / "all", *flags, SHARDSMITH_TEST_GRAD_FAULT="3:inf")
+    with open(tmp_path / "one" / "metrics.jsonl") as f:
+        records = [r for r in map(json.loads, f) if r["kind"] == "train"]
+    assert [r.get("skip") for r in records] == [None, None, "overflow", None]
+    assert records[3]["loss_scale"] == 2.0**15 and records[3]["skipped"]["overflow"] == 1
+    assert losses(tmp_path / "one") == losses(tmp_path / "all")
 
 
 def test_checkpoints_move_between_parallelisms(gpt_shards, reference_padded, tmp_path):

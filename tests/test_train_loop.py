@@ -136,7 +136,10 @@ def test_outlier_detector_needs_a_full_window():
     detector.add(1.0)
     assert detector.zscore(1.0) == pytest.approx(0.0)
     assert detector.zscore(5.0) > 40
-    assert parse_grad_fault("3-5:x0.5") == (3, 5, 0.5)
+    fault = parse_grad_fault("3-5:x0.5@1")
+    assert (fault.first, fault.last, fault.factor, fault.rank) == (3, 5, 0.5, 1)
+    assert fault.applies(4, 1) and not fault.applies(4, 0) and not fault.applies(6, 1)
+    assert parse_grad_fault("7:inf").applies(7, 3)
 
 
 def test_bert_run_and_lamb(bert_shards, tmp_path):

@@ -11,7 +11,8 @@ Every rank takes the same decision because it is made from values reduced over a
 
 Test-only hooks (environment variables, read once per run; never set them in real jobs):
 ``SHARDSMITH_TEST_GRAD_FAULT=N:inf`` fills one gradient with inf at step N (an injected fp16
-overflow; ``N-M:inf`` for a run of steps, ``N:x1000`` scales the gradients instead, an outlier);
+overflow; ``N-M:inf`` for a run of steps, ``N:x1000`` scales the gradients instead, an outlier;
+``N:inf@R`` on rank R only);
 ``SHARDSMITH_TEST_KILL_AT_STEP=N`` with ``SHARDSMITH_TEST_KILL_MARKER=PATH`` makes
 rank ``SHARDSMITH_TEST_KILL_RANK`` (default 1) SIGKILL itself after step N, once: it creates
 PATH first and never fires while PATH exists (so the restarted job runs through).
@@ -382,19 +383,41 @@ class Counters:
         }
 
 
-def parse_grad_fault(spec: str | None) -> tuple[int, int, float] | None:
-    """Test hook: "STEP[-LAST]:inf" fills a gradient with inf, "STEP[-LAST]:xF" multiplies all
-    gradients by F, before the update of the steps given (numbered as in metrics.jsonl, from
-    1); None when unset."""
+@dataclass(frozen=True)
+class GradFault:
+    """Test hook SHARDSMITH_TEST_GRAD_FAULT="STEP[-LAST]:ACTION[@RANK]": before the update of
+    steps STEP..LAST (numbered as in metrics.jsonl, from 1), ACTION "inf" fills one gradient
+    with inf, "xF" multiplies all gradients by F; only on rank RANK if given, else on all."""
+
+    first: int
+    last: int
+    factor: float  # inf: fill with inf
+    rank: int | None
+
+    def applies(self, step: int, rank: int) -> bool:
+        return self.first <= step <= self.last and self.rank in (None, rank)
+
+    def apply(self, params: list[torch.Tensor]) -> None:
+        if self.factor == math.inf:
+            params[0].grad.fill_(math.inf)
+        else:
+            scale_grads_(params, self.factor)
+
+
+def parse_grad_fault(spec: str | None) -> GradFault | None:
     if not spec:
         return None
     try:
-        steps, action = spec.split(":")
-        first, _, last = steps.partition("-")
-        value = math.inf if action == "inf" else float(action.removeprefix("x"))
-        return int(first), int(last or first), value
+        spec_steps, action = spec.split(":")
+        action, _, rank = action.partition("@")
+        first, _, last = spec_steps.partition("-")
+        factor = math.inf if action == "inf" else float(action.removeprefix("x"))
+        return GradFault(int(first), int(last or first), factor, int(rank) if rank else None)
     except ValueError:
-        fail(f"SHARDSMITH_TEST_GRAD_FAULT={spec!r}: expected STEP[-LAST]:inf or STEP[-LAST]:xF")
+        fail(
+            f"SHARDSMITH_TEST_GRAD_FAULT={spec!r}: expected STEP[-LAST]:inf or "
+            "STEP[-LAST]:xF, optionally @RANK"
+        )
 
 
 def _env_int(name: str) -> int | None:
@@ -598,11 +621,8 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         loss_mean = all_reduce_mean(loss_sum / accumulation, runtime)
         if precision.mode == "fp16":
             scale_grads_(params, precision.unscale_factor)
-        if grad_fault is not None and grad_fault[0] <= step + 1 <= grad_fault[1]:
-            if grad_fault[2] == math.inf:
-                params[0].grad.fill_(math.inf)
-            else:
-                scale_grads_(params, grad_fault[2])
+        if grad_fault is not None and grad_fault.applies(step + 1, runtime.rank):
+            grad_fault.apply(params)
         norm = grad_norm(params)
         loss_value = float(loss_mean)
 
