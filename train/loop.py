@@ -318,6 +318,12 @@ def forward_loss(model: nn.Module, batch: dict, kind: str, next_sentence: bool):
     parts = {"mlm_loss": out.mlm_loss}
     if out.nsp_loss is not None:
         parts["nsp_loss"] = out.nsp_loss
+    if not model.training:  # evaluation: how many of the masked tokens the model gets right
+        labels = batch["mlm_labels"]
+        target = labels[labels != -100]  # the order of the model's gathered MLM logits
+        parts["mlm_counts"] = torch.stack(
+            [(out.mlm_logits.argmax(-1) == target).sum(), torch.tensor(target.numel())]
+        ).double()
     return out.loss, parts
 
 
@@ -436,22 +442,30 @@ def all_reduce_mean(value: torch.Tensor, runtime: Runtime) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(model, dataset, config, runtime, precision, next_sentence) -> float:
+def evaluate(model, dataset, config, runtime, precision, next_sentence) -> dict[str, float]:
     """Mean loss over the split's first ``eval_iters`` global batches (the same samples at
-    every evaluation and under any parallelism, so the figures are comparable)."""
+    every evaluation and under any parallelism, so the figures are comparable); for BERT also
+    the masked-LM accuracy over all their predicted tokens."""
     loader = make_loader(dataset, config.eval_iters * config.global_batch, 0, config, runtime)
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=runtime.device)
+    mlm_counts = torch.zeros(2, dtype=torch.float64, device=runtime.device)  # correct, predicted
     batches = 0
     for batch in loader:
         with precision.autocast():
-            loss, _ = forward_loss(
+            loss, parts = forward_loss(
                 model, to_device(batch, runtime.device), config.model, next_sentence
             )
         total += loss.double()
+        if "mlm_counts" in parts:
+            mlm_counts += parts["mlm_counts"].to(mlm_counts.device)
         batches += 1
     model.train()
-    return float(all_reduce_mean(total / max(batches, 1), runtime))
+    result = {"loss": float(all_reduce_mean(total / max(batches, 1), runtime))}
+    if config.model == "bert":
+        correct, predicted = all_reduce_mean(mlm_counts, runtime).tolist()
+        result["mlm_accuracy"] = correct / predicted if predicted else math.nan
+    return result
 
 
 def main(config: TrainConfig) -> dict:
@@ -581,16 +595,20 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
     def run_eval(split: str, dataset) -> None:
         if dataset is None or config.eval_iters == 0:
             return
-        loss = evaluate(train_model, dataset, config, runtime, precision, next_sentence)
+        result = evaluate(train_model, dataset, config, runtime, precision, next_sentence)
+        loss = result["loss"]
         record = {
             "kind": "eval",
             "split": split,
             "step": step,
-            "loss": loss,
+            **result,
             "ppl": math.exp(loss) if loss < 50 else math.inf,
         }
         metrics.write(record)
-        console.print(f"step {step} | {split} loss {loss:.4f} | ppl {record['ppl']:.2f}")
+        accuracy = (
+            f" | mlm accuracy {result['mlm_accuracy']:.3f}" if "mlm_accuracy" in result else ""
+        )
+        console.print(f"step {step} | {split} loss {loss:.4f} | ppl {record['ppl']:.2f}{accuracy}")
 
     grad_fault = parse_grad_fault(os.environ.get("SHARDSMITH_TEST_GRAD_FAULT"))
     kill_step = _env_int("SHARDSMITH_TEST_KILL_AT_STEP")
