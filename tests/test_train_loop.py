@@ -236,6 +236,11 @@ def test_short_real_run_learns_and_plots(model, gpt_shards, bert_shards, tmp_pat
         ("valid", 20), ("valid", 40), ("test", 40)
     ]  # fmt: skip
     assert evals[1]["loss"] < evals[0]["loss"]
+    if model == "bert":  # masked-LM accuracy: hits, where chance (1 in 30k) gives none
+        assert all(0.0 <= r["mlm_accuracy"] <= 1.0 for r in evals)
+        assert evals[1]["mlm_accuracy"] > 0, evals
+    else:
+        assert all("mlm_accuracy" not in r for r in evals)
     png = tmp_path / f"{model}.png"
     result = subprocess.run(
         [os.path.join(REPO, "tools", "plot"), str(out), "-o", str(png)],
