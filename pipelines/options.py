@@ -99,6 +99,13 @@ class PreprocessOptions(PipelineOptions):
             help="write every dropped document and failed record to OUTPUT/rejects/*.jsonl",
         )
         group.add_argument(
+            "--write-cleaned",
+            default=None,
+            metavar="PREFIX",
+            help="also write the cleaned documents (before dedup) to PREFIX-*.parquet, the "
+            "input of `python -m pipelines.dedup`, so stages can be rerun independently",
+        )
+        group.add_argument(
             "--source-option",
             action="append",
             default=[],
@@ -149,6 +156,7 @@ class PreprocessConfig:
     num_buckets: int | None = None
     max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE
     keep_rejects: bool = False
+    write_cleaned: str | None = None
     dedup: bool = True
     dedup_config: object = None  # pipelines.dedup.DedupConfig (None: its defaults)
     source_options: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -206,6 +214,7 @@ class PreprocessConfig:
             num_buckets=view.num_buckets,
             max_failure_rate=view.max_failure_rate,
             keep_rejects=view.keep_rejects,
+            write_cleaned=view.write_cleaned,
             dedup=view.dedup,
             dedup_config=dedup_config,
             source_options=parse_source_options(view.source_option),

@@ -126,6 +126,10 @@ def build_pipeline(
     documents = cleaned["documents"]
     counts = [read["counts"], cleaned["counts"]]
     rejects = [read["failures"], cleaned["rejects"], cleaned["failures"]]
+    if config.write_cleaned:  # the clean stage's output, for rerunning dedup on its own
+        from pipelines.dedup.parquet import WriteDocuments
+
+        _ = documents | "WriteCleaned" >> WriteDocuments(config.write_cleaned)
     if config.dedup:
         from pipelines.dedup import Deduplicate
 

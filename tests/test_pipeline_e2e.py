@@ -529,3 +529,58 @@ def test_command_line_errors_are_clear(tmp_path, capsys):
     )
     assert code == 2 and "notes.txt" in err
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_stages_rerun_independently_through_parquet(gpt2, tmp_path, capsys):
+    """clean (preprocess --write-cleaned) -> dedup alone (python -m pipelines.dedup) ->
+    tokenize the deduplicated documents (preprocess --source parquet --no-dedup)."""
+    from pipelines.dedup.__main__ import main as dedup_main
+    from pipelines.dedup.parquet import read_parquet_documents
+
+    books = tmp_path / "books"
+    books.mkdir()
+    for name in ("11-0.txt", "46-0.txt", "41-0.txt"):
+        (books / name).write_bytes((CORPORA / "books" / name).read_bytes())
+    (books / "zz-copy-of-alice.txt").write_bytes((CORPORA / "books" / "11-0.txt").read_bytes())
+    code, _, err = preprocess(
+        capsys,
+        "--source=books",
+        f"--input={books}/*.txt",
+        f"--output={tmp_path / 'no-dedup'}",
+        f"--tokenizer={GPT2}",
+        "--no-dedup",
+        f"--write-cleaned={tmp_path / 'cleaned' / 'docs'}",
+        *IN_PROCESS,
+    )
+    assert code == 0, err
+    cleaned = [
+        doc for f in sorted((tmp_path / "cleaned").glob("docs-*.parquet"))
+        for doc in read_parquet_documents(str(f))
+    ]  # fmt: skip
+    assert sorted(d.id for d in cleaned) == sorted(
+        f"books:{n}" for n in ("11-0.txt", "46-0.txt", "41-0.txt", "zz-copy-of-alice.txt")
+    )
+    assert dedup_main(
+        ["--input", str(tmp_path / "cleaned" / "docs-*.parquet"), "--output", str(tmp_path / "dd")]
+    ) == 0
+    kept = sorted(
+        d.id for f in (tmp_path / "dd").glob("documents-*.parquet")
+        for d in read_parquet_documents(str(f))
+    )  # fmt: skip
+    assert kept == ["books:11-0.txt", "books:41-0.txt", "books:46-0.txt"]
+    code, _, err = preprocess(
+        capsys,
+        "--source=parquet",
+        f"--input={tmp_path / 'dd'}/documents-*.parquet",
+        f"--output={tmp_path / 'shards'}",
+        f"--tokenizer={GPT2}",
+        "--no-dedup",
+        *IN_PROCESS,
+    )
+    assert code == 0, err
+    shard_set = ShardSet(str(tmp_path / "shards"))
+    shard_set.verify()
+    assert shard_set.num_documents == 3
+    texts = sorted(d.text for d in cleaned if d.id != "books:zz-copy-of-alice.txt")
+    decoded = sorted(gpt2.decode(shard_set.document(i).tolist()) for i in range(3))
+    assert decoded == texts
