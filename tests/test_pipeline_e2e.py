@@ -279,7 +279,9 @@ def test_sigkill_leaves_no_whole_looking_partial_shard_and_rerun_equals_clean_ru
     assert code == 0, err
     whole = set_files(tmp_path / "clean")
     left = sorted(p.name for p in killed.glob("shard-*.idx"))
-    assert 0 < len(left) < len([n for n in whole if n.endswith(".idx")])
+    # The kill lands once the first pair is renamed into place; on a fast machine the other
+    # (small) pairs may all follow before it arrives, but never the manifest.
+    assert 0 < len(left) <= len([n for n in whole if n.endswith(".idx")])
     for name in left:  # every pair that looks whole is whole, and is the final one
         prefix = killed / name[: -len(".idx")]
         IndexedDataset(str(prefix)).verify()
