@@ -171,6 +171,9 @@ def test_checkpoints_move_between_parallelisms(gpt_shards, reference_padded, tmp
 
 
 def test_killed_rank_restarts_from_the_last_checkpoint(gpt_shards, tmp_path):
+    """torchrun --max-restarts 1 with torch's default shared rendezvous store: without the
+    trainer's per-attempt store (train.loop.attempt_store) the restarted gloo group reads the
+    dead attempt's addresses and fails or hangs (3 of 3 tries here)."""
     unbroken = tmp_path / "unbroken"
     torchrun(gpt_shards, unbroken, "--save-interval", "2")
     marker = tmp_path / "killed-once"

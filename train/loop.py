@@ -23,12 +23,15 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import datetime
 import math
 import os
 import random
 import signal
+import socket
 import statistics
 import time
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,13 +100,16 @@ def init_runtime(config: TrainConfig) -> Runtime:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if world_size % config.tp:
         fail(f"world size {world_size} is not divisible by --tp {config.tp}")
+    store = attempt_store(rank, world_size) if uses_agent_store() else None
     if device_type == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
+        dist.init_process_group(
+            "nccl", device_id=device, store=store, rank=rank, world_size=world_size
+        )
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
     mesh = build_mesh(device_type, world_size, config.tp)
     dp_mesh = mesh["dp"]
     return Runtime(
@@ -116,6 +122,69 @@ def init_runtime(config: TrainConfig) -> Runtime:
         dp_mesh.size(),
         config.tp,
     )
+
+
+def uses_agent_store() -> bool:
+    return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+
+
+STORE_TIMEOUT = datetime.timedelta(minutes=10)
+
+
+def address_seen_by_master() -> str:
+    """This host's address on the interface that routes to MASTER_ADDR (no packet is sent):
+    reachable by every rank that reaches the master, unlike a hostname that may resolve to
+    loopback."""
+    master, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    family, _, _, _, address = socket.getaddrinfo(master, port, type=socket.SOCK_DGRAM)[0]
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect(address)
+        return probe.getsockname()[0]
+
+
+def attempt_store(rank: int, world_size: int) -> dist.Store:
+    """A key-value store of this attempt of the job only, for the process group's rendezvous.
+
+    torchrun (torch 2.13) shares one TCPStore across all restarts of a job, so after a restart
+    the process group's keys from the dead attempt are still there: a rank can read a dead
+    peer's address and fail ("Connection refused") or hang in gloo/NCCL set-up. Nothing in a
+    worker's environment names the attempt consistently (TORCHELASTIC_RESTART_COUNT counts
+    only the restarts of the worker's own node), so rank 0 starts a fresh store on a free port
+    and publishes "address port token" in the shared one; the other ranks retry until they
+    reach a store holding that token (a stale entry from a dead attempt points at a closed
+    port or at a store with another token). The launcher's opt-out
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives a fresh store per attempt as well.
+    """
+    shared = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+        is_master=False, timeout=STORE_TIMEOUT,
+    )  # fmt: skip
+    key = "shardsmith/attempt-store"
+    if rank == 0:
+        fresh = dist.TCPStore(
+            "0.0.0.0", 0, world_size, is_master=True, timeout=STORE_TIMEOUT,
+            wait_for_workers=False,
+        )  # fmt: skip
+        token = uuid.uuid4().hex
+        fresh.set("token", token)
+        shared.set(key, f"{address_seen_by_master()} {fresh.port} {token}")
+        return fresh
+    deadline = time.monotonic() + STORE_TIMEOUT.total_seconds()
+    while True:
+        host, port, token = shared.get(key).decode().split()
+        try:
+            candidate = dist.TCPStore(
+                host, int(port), world_size, is_master=False,
+                timeout=datetime.timedelta(seconds=5),
+            )  # fmt: skip
+            if candidate.get("token").decode() == token:
+                candidate.set_timeout(STORE_TIMEOUT)
+                return candidate
+        except dist.DistError:
+            pass  # a dead attempt's store: rank 0 of this attempt has not published yet
+        if time.monotonic() > deadline:
+            fail(f"rank {rank}: no store of this attempt published by rank 0 within 10 minutes")
+        time.sleep(0.2)
 
 
 def seed_everything(seed: int) -> None:
