@@ -67,6 +67,15 @@ def test_files_load_with_weights_only(tmp_path):
     assert meta["step"] == 1 and set(meta["files"]) == set(ckpt.FILES)
 
 
+def test_run_id_is_recorded(tmp_path):
+    model, optimizer = _trained()
+    path = ckpt.save_checkpoint(
+        str(tmp_path), 1, model, optimizer, {**_state(1), "run_id": "job-7"}, keep=1
+    )
+    assert ckpt.saved_run_id(path) == "job-7"
+    assert ckpt.saved_run_id(str(tmp_path / "missing")) is None
+
+
 def test_keeps_last_n_and_ignores_temporary_dirs(tmp_path):
     model, optimizer = _trained()
     for step in (1, 2, 3, 4):

@@ -254,3 +254,14 @@ def test_resuming_a_finished_run_trains_nothing(gpt_shards, tmp_path):
     run(gpt_shards, tmp_path, "--max-steps", "1")
     summary = run(gpt_shards, tmp_path, "--max-steps", "1", "--resume")
     assert summary["step"] == 1 and len(train_records(tmp_path)) == 1
+
+
+def test_a_restarted_torchrun_job_resumes_by_itself(gpt_shards, tmp_path, monkeypatch):
+    """The checkpoint records the torchrun run id: the same job (restarted after a failure)
+    resumes without --resume; another job in the same directory still has to ask."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-a")
+    run(gpt_shards, tmp_path, "--max-steps", "2", "--stop-at", "1")
+    summary = run(gpt_shards, tmp_path, "--max-steps", "2")
+    assert summary["step"] == 2 and len(train_records(tmp_path)) == 2
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-b")
+    assert "already holds checkpoints" in expect_error(gpt_shards, tmp_path, "--max-steps", "3")

@@ -76,6 +76,17 @@ def latest_checkpoint(run_dir: str) -> str | None:
     return found[-1][1] if found else None
 
 
+def saved_run_id(path: str) -> str | None:
+    """The torchrun run id recorded in a checkpoint's meta.json (None if none or unreadable;
+    reading it for real, with every check, is :func:`read_checkpoint`'s job)."""
+    try:
+        with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
+            value = json.load(f).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def capture_rng_state() -> dict:
     """This process's RNG states as plain types and tensors (weights_only-loadable)."""
     version, mt_state, gauss = random.getstate()
@@ -191,7 +202,14 @@ def _write(run_dir, step, model_state, optimizer_state, trainer_state) -> str:
         }
         for name in FILES
     }
-    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "step": step, "files": files}
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "step": step,
+        # the torchrun job that wrote it: a restarted attempt of that job resumes by itself
+        "run_id": trainer_state.get("run_id"),
+        "files": files,
+    }
     with open(os.path.join(tmp, "meta.json"), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2)
         f.flush()

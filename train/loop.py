@@ -2,8 +2,8 @@
 
 ``main(config)`` sets up the process group (from torchrun's environment), the device mesh, the
 data, the model and its parallelism, the optimizer and precision, resumes from a checkpoint if
-asked (or if torchrun restarted the job), then runs ``max_steps`` optimizer steps of
-``global_batch`` samples, each as gradient-accumulated micro-batches.
+asked (or if torchrun restarted this job after a failure), then runs ``max_steps`` optimizer
+steps of ``global_batch`` samples, each as gradient-accumulated micro-batches.
 
 A step whose loss or gradients are not finite (or, with ``--skip-outliers``, are z-score
 outliers) is skipped: gradients dropped, nothing updated, the data consumed, a counter bumped.
@@ -554,9 +554,14 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
     run_dir = config.out
-    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
     resume_path = ckpt.latest_checkpoint(run_dir)
-    if config.resume and resume_path is None and not restarted:
+    # A checkpoint written by this very torchrun job means torchrun restarted it after a
+    # failure: resume by itself. (Every rank reads the same file, so all decide alike;
+    # TORCHELASTIC_RESTART_COUNT would not do: it counts only the restarts of its own node.)
+    restarted = resume_path is not None and run_id is not None
+    restarted = restarted and ckpt.saved_run_id(resume_path) == run_id
+    if config.resume and resume_path is None:
         fail(f"--resume: no checkpoint in {ckpt.checkpoints_dir(run_dir)}")
     if resume_path is not None and not (config.resume or restarted):
         fail(
@@ -650,6 +655,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
             "tokenizer": data.tokenizer,
             "world_size": runtime.world_size,
             "torch_version": str(torch.__version__),
+            "run_id": run_id,
         }
 
     def save() -> None:
