@@ -391,7 +391,10 @@ def forward_loss(model: nn.Module, batch: dict, kind: str, next_sentence: bool):
         labels = batch["mlm_labels"]
         target = labels[labels != -100]  # the order of the model's gathered MLM logits
         parts["mlm_counts"] = torch.stack(
-            [(out.mlm_logits.argmax(-1) == target).sum(), torch.tensor(target.numel())]
+            [
+                (out.mlm_logits.argmax(-1) == target).sum(),
+                torch.tensor(target.numel(), device=target.device),  # same device for stack
+            ]
         ).double()
     return out.loss, parts
 
