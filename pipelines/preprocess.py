@@ -102,7 +102,12 @@ def shard_set_spec(
             "files": plan.input_files,
             "input_bytes": plan.input_bytes,
         },
-        pipeline={**config.describe(), "tokenizer_spec": config.tokenizer},
+        pipeline={
+            **config.describe(),
+            "tokenizer_spec": config.tokenizer,
+            # Switched off on load: shards hold no padding and no truncated sequence.
+            "tokenizer_disabled": dict(tokenizer_ref.disabled),
+        },
         run={"tasks": len(plan.tasks), **(run_info or {})},
     )
 

@@ -145,6 +145,7 @@ def load_tokenizer(spec: str, *, lowercase: bool | None = None) -> TextTokenizer
     - BERT WordPiece: a `vocab.txt`, or a directory holding one. `lowercase` defaults to True
       when the path says "uncased" or the vocabulary has no capital letters.
     A directory is searched in that order: tokenizer.json, vocab.json + merges.txt, vocab.txt.
+    A JSON's padding and truncation settings are switched off (`TextTokenizer.disabled`).
     """
     from tokenizers import Tokenizer
 
@@ -270,16 +271,40 @@ def _tiktoken_ranks(spec: dict) -> tuple[dict[bytes, int], dict[str, int]] | Non
     return ranks, special_tokens
 
 
+# Settings of a tokenizers JSON that change the ids of a whole text: padding fills every
+# sequence up to a length with [PAD], truncation cuts every longer one. A tokenizer.json saved
+# from a model's pipeline often carries both; shards must hold every token of the text and no
+# padding, so both are switched off on load.
+_SEQUENCE_LENGTH_SETTINGS = ("padding", "truncation")
+
+
+def without_padding_and_truncation(tokenizer_json: str) -> tuple[str, dict[str, dict]]:
+    """(the JSON with padding and truncation switched off, the settings switched off).
+
+    The JSON comes back unchanged (same bytes, same sha256) when it had neither.
+    """
+    spec = json.loads(tokenizer_json)
+    disabled = {key: spec[key] for key in _SEQUENCE_LENGTH_SETTINGS if spec.get(key)}
+    if not disabled:
+        return tokenizer_json, {}
+    for key in disabled:
+        spec[key] = None
+    return json.dumps(spec, ensure_ascii=False), disabled
+
+
 class TextTokenizer:
     """A tokenizer as shipped to workers: its JSON plus a few facts, built lazily.
 
     `vocab_size` is one more than the largest id (the embedding rows a model needs). `kind` is "byte_level_bpe", "bpe", "wordpiece", "unigram" or "wordlevel"; `special_ids`
     maps "eod" (GPT) or "cls", "sep", "mask", "pad", "unk" (BERT) to ids, for those present.
+    `disabled` holds the padding and truncation settings the given JSON had: they are
+    switched off (see `without_padding_and_truncation`), and a run records that they were.
     """
 
     def __init__(self, tokenizer_json: str) -> None:
         # Facts only, from the JSON: the Rust tokenizer is built on first use, in the process
         # that uses it.
+        tokenizer_json, self.disabled = without_padding_and_truncation(tokenizer_json)
         spec = json.loads(tokenizer_json)
         self._json = tokenizer_json
         self.kind: str = _model_kind(spec)
@@ -303,10 +328,12 @@ class TextTokenizer:
             "kind": self.kind,
             "vocab_size": self.vocab_size,
             "special_ids": self.special_ids,
+            "disabled": self.disabled,
         }
 
     def __setstate__(self, state: dict) -> None:
         self._json = state["json"]
+        self.disabled = state["disabled"]
         self.kind = state["kind"]
         self.vocab_size = state["vocab_size"]
         self.special_ids = state["special_ids"]

@@ -110,6 +110,9 @@ class TokenizerRef:
     kind: str
     vocab_size: int
     special_ids: Mapping[str, int]
+    # The padding / truncation settings switched off when the tokenizer was loaded (the
+    # file at `url` no longer has them): recorded in the manifest.
+    disabled: Mapping[str, Mapping] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def describe(cls, tokenizer, url: str) -> TokenizerRef:
@@ -120,6 +123,7 @@ class TokenizerRef:
             kind=identity["kind"],
             vocab_size=int(identity["vocab_size"]),
             special_ids=dict(identity["special_ids"]),
+            disabled=dict(tokenizer.disabled),
         )
 
     @classmethod

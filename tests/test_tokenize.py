@@ -172,6 +172,65 @@ def test_save_and_reload(gpt2, bert, tmp_path):
         assert _same_ids(reloaded.encode_batch(text), tokenizer.encode_batch(text))
 
 
+def _pipeline_saved_bert_json(tmp_path: Path) -> Path:
+    """A tokenizer.json as a BERT fine-tuning pipeline saves it: the real bert-base-uncased
+    WordPiece with padding to 128 and truncation at 128 switched on."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(load_tokenizer(str(BERT_VOCAB)).to_json())
+    tokenizer.enable_padding(length=128)
+    tokenizer.enable_truncation(128)
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+def test_padding_and_truncation_of_a_saved_tokenizer_are_switched_off(bert, tmp_path):
+    from pipelines.transforms import TokenizerRef
+
+    path = _pipeline_saved_bert_json(tmp_path)
+    tokenizer = load_tokenizer(str(path))
+    assert set(tokenizer.disabled) == {"padding", "truncation"}
+    assert tokenizer.disabled["truncation"]["max_length"] == 128
+    # A Modest Proposal (real Gutenberg book), one sequence per sentence as for BERT.
+    book = Document("pg1080", "books", (BOOKS / "pg1080.txt").read_text("utf-8-sig"))
+    (result,), _ = tokenize_batch([book], tokenizer, split_sentences=True, append_eod=False)
+    sentences = split_sentences(book.text)
+    expected = bert.encode_batch(sentences)  # the same vocabulary, never padded or truncated
+    assert sum(len(ids) > 128 for ids in expected) >= 3  # the book has sentences over 128
+    assert _same_ids(list(result.sequences), expected)
+    assert tokenizer.special_ids["pad"] not in np.concatenate(result.sequences).tolist()
+    # The file the workers load and the shard set ships has neither setting, and the run's
+    # reference to it carries what was switched off (the manifest records it).
+    ref = TokenizerRef.save(tokenizer, str(tmp_path / "out" / "tokenizer.json"))
+    shipped = json.loads((tmp_path / "out" / "tokenizer.json").read_text("utf-8"))
+    assert shipped["padding"] is None and shipped["truncation"] is None
+    assert ref.disabled == tokenizer.disabled
+    assert ref.load().disabled == {}  # nothing left to switch off
+    assert pickle.loads(pickle.dumps(tokenizer)).disabled == tokenizer.disabled
+
+
+def test_shard_set_manifest_records_the_switched_off_settings(tmp_path):
+    from pipelines.options import PreprocessConfig
+    from pipelines.preprocess import Plan, shard_set_spec
+    from pipelines.transforms import TokenizerRef
+
+    path = _pipeline_saved_bert_json(tmp_path)
+    tokenizer = load_tokenizer(str(path))
+    ref = TokenizerRef.save(tokenizer, str(tmp_path / "out" / "tokenizer.json"))
+    config = PreprocessConfig(
+        source="books", input=str(BOOKS), output=str(tmp_path / "out"), tokenizer=str(path)
+    )
+    spec = shard_set_spec(Plan(config, [], 0, 0), ref)
+    assert spec.pipeline["tokenizer_disabled"] == tokenizer.disabled
+    json.dumps(spec.pipeline)  # the manifest is JSON
+
+
+def test_tokenizer_without_padding_keeps_its_json_bytes(bert):
+    assert bert.disabled == {}
+    assert TextTokenizer(bert.to_json()).identity() == bert.identity()
+
+
 def test_identity_is_the_same_in_another_process(gpt2):
     code = (
         "import json, sys; from pipelines.tokenize import load_tokenizer; "
