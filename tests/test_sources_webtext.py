@@ -259,19 +259,142 @@ def _warc(path: Path, records: list[tuple[str, str, str, bytes]]) -> None:
                 url, "response", payload=io.BytesIO(body), http_headers=headers))
 
 
-def test_non_200_and_non_text_responses_are_counted(tmp_path: Path) -> None:
-    page = gzip.decompress(next((HTML_DIR / "html").glob("14cc*.html.gz")).read_bytes())
+def _page(prefix: str) -> bytes:
+    return gzip.decompress(next((HTML_DIR / "html").glob(f"{prefix}*.html.gz")).read_bytes())
+
+
+def test_pages_that_cannot_be_read_are_failures(tmp_path: Path) -> None:
+    page = _page("14cc")
     path = tmp_path / "crawl.warc.gz"
-    _warc(path, [("https://a.example/missing", "404 Not Found", "text/html", page),
-                 ("https://a.example/cat.jpg", "200 OK", "image/jpeg", b"\xff\xd8\xff" * 100),
-                 ("https://a.example/story", "200 OK", "text/html; charset=utf-8", page),
+    _warc(path, [("https://a.example/story", "200 OK", "text/html; charset=utf-8", page),
                  ("https://a.example/zip", "200 OK", "text/html", zlib.compress(page))])
     out = _read(path)
     assert [(type(x).__name__, getattr(x, "reason", x.url if isinstance(x, Document) else ""))
-            for x in out] == [("Failure", "http_status"), ("Failure", "unsupported_content_type"),
-                              ("Document", "https://a.example/story"), ("Failure", "binary")]
-    assert "Europa" in out[2].text
-    assert _read(path, max_document_bytes="1KiB")[2].reason == "too_large"
+            for x in out] == [("Document", "https://a.example/story"), ("Failure", "binary")]
+    assert "Europa" in out[0].text
+    assert _read(path, max_document_bytes="1KiB")[0].reason == "too_large"
+
+
+def _http(status: str, content_type: str, *extra: tuple[str, str]) -> StatusAndHeaders:
+    return StatusAndHeaders(status, [("Content-Type", content_type), *extra], protocol="HTTP/1.1")
+
+
+def _wget_style_crawl(path: Path) -> None:
+    """A crawl laid out as GNU wget (`--warc-file`, `--page-requisites`) and wpull write one:
+    warcinfo first, a request + response pair per fetch (robots.txt, the page, its CSS, script,
+    image and font, a 301 and a 404), a revisit for a re-fetched duplicate, then the crawler's
+    own records: wget's `metadata://gnu.org/software/wget/warc/MANIFEST.txt` (a metadata
+    record), `wget_arguments.txt` and `wget.log` (resource records) and wpull's
+    `urn:X-wpull:log` resource record, all text/plain. The page is a real benchmark page."""
+    with path.open("wb") as stream:
+        writer = WARCWriter(stream, gzip=True)
+        writer.write_record(writer.create_warcinfo_record(
+            "crawl.warc.gz", {"software": "Wget/1.21.4 (linux-gnu)", "format": "WARC File Format 1.0"}))
+
+        def fetch(url: str, status: str, content_type: str, body: bytes, *extra) -> None:
+            request = StatusAndHeaders(f"GET /{url.split('/', 3)[-1]} HTTP/1.1",
+                                       [("Host", "a.example")], is_http_request=True)
+            writer.write_record(writer.create_warc_record(
+                url, "request", payload=io.BytesIO(b""), http_headers=request))
+            writer.write_record(writer.create_warc_record(
+                url, "response", payload=io.BytesIO(body),
+                http_headers=_http(status, content_type, *extra)))
+
+        fetch("https://a.example/robots.txt", "200 OK", "text/plain",
+              b"User-agent: *\nDisallow: /private/\n")
+        fetch("https://a.example/story", "200 OK", "text/html; charset=utf-8", _page("14cc"))
+        fetch("https://a.example/site.css", "200 OK", "text/css",
+              b"body { font-family: sans-serif; }\n" * 20)
+        fetch("https://a.example/app.js", "200 OK", "application/javascript; charset=utf-8",
+              b"document.addEventListener('load', function () { return 1; });\n" * 20)
+        fetch("https://a.example/logo.png", "200 OK", "image/png", b"\x89PNG\r\n\x1a\n" + bytes(300))
+        fetch("https://a.example/font.woff2", "200 OK", "font/woff2", b"wOF2" + bytes(300))
+        fetch("https://a.example/old", "301 Moved Permanently", "text/html",
+              b"<html><body><h1>Moved Permanently</h1><p>The document has moved "
+              b"<a href='https://a.example/story'>here</a>.</p></body></html>",
+              ("Location", "https://a.example/story"))
+        fetch("https://a.example/missing", "404 Not Found", "text/html", _page("359f"))
+        writer.write_record(writer.create_revisit_record(
+            "https://a.example/story?again", "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            "https://a.example/story", "2024-05-18T00:00:00Z",
+            http_headers=_http("200 OK", "text/html; charset=utf-8")))
+        log = (b"--2024-05-18 10:00:00--  https://a.example/story\n"
+               b"Resolving a.example... 93.184.216.34\nHTTP request sent, awaiting response... "
+               b"200 OK\nLength: 7442 (7.3K) [text/html]\nSaving to: 'a.example/story'\n") * 5
+        for kind, uri, body in [
+            ("metadata", "metadata://gnu.org/software/wget/warc/MANIFEST.txt",
+             b"<urn:uuid:0a5d0f4e-4d2f-4a6e-9a4f-6e0d1c1d2e3f>\n"),
+            ("resource", "metadata://gnu.org/software/wget/warc/wget_arguments.txt",
+             b"\"wget\" \"--page-requisites\" \"--warc-file=crawl\" \"https://a.example/\"\n"),
+            ("resource", "metadata://gnu.org/software/wget/warc/wget.log", log),
+            ("resource", "urn:X-wpull:log", b"INFO Fetching 'https://a.example/story'.\n" * 20),
+        ]:
+            writer.write_record(writer.create_warc_record(
+                uri, kind, payload=io.BytesIO(body), warc_content_type="text/plain"))
+
+
+def test_crawl_records_that_are_not_pages_are_skipped_not_failed(tmp_path: Path) -> None:
+    path = tmp_path / "crawl.warc.gz"
+    _wget_style_crawl(path)
+    out = _read(path)
+    assert [type(x).__name__ for x in out] == ["Document"], out
+    assert out[0].url == "https://a.example/story" and "Europa" in out[0].text
+
+
+@pytest.mark.parametrize(("record_type", "url", "status", "mime", "kind"), [
+    ("warcinfo", "", "", "application/warc-fields", "warcinfo"),
+    ("request", "https://a.example/", "", "", "request"),
+    ("revisit", "https://a.example/", "200", "text/html", "revisit"),
+    ("metadata", "https://a.example/", "", "application/warc-fields", "metadata"),
+    ("continuation", "https://a.example/", "", "", "other_record"),
+    ("response", "dns:a.example", "", "text/dns", "not_http"),
+    ("response", "https://a.example/old", "301", "text/html", "redirect"),
+    ("response", "https://a.example/old", "404", "text/html", "http_error"),
+    ("response", "https://a.example/old", "503", "text/html", "http_error"),
+    ("response", "https://a.example/part", "206", "text/html", "http_status"),
+    ("response", "https://a.example/a.css", "200", "text/css", "style"),
+    ("response", "https://a.example/a.js", "200", "text/javascript", "script"),
+    ("response", "https://a.example/a.js", "200", "application/x-javascript", "script"),
+    ("response", "https://a.example/a.png", "200", "image/png", "image"),
+    ("response", "https://a.example/a.woff", "200", "application/font-woff", "font"),
+    ("response", "https://a.example/a.woff2", "200", "font/woff2", "font"),
+    ("response", "https://a.example/a.mp4", "200", "video/mp4", "media"),
+    ("response", "https://a.example/feed", "200", "application/rss+xml", "other_type"),
+    ("response", "https://a.example/robots.txt", "200", "text/plain", "robots_txt"),
+    ("resource", "metadata://gnu.org/software/wget/warc/wget.log", "", "text/plain",
+     "crawler_record"),
+    ("resource", "urn:X-wpull:log", "", "text/plain", "crawler_record"),
+    ("resource", "wget.log", "", "text/plain", "crawler_record"),
+    ("response", "https://a.example/", "200", "text/html", None),
+    ("response", "https://a.example/", "200", "application/xhtml+xml", None),
+    ("response", "https://a.example/notes.txt", "200", "text/plain", None),
+    ("response", "https://a.example/untyped", "200", "", None),
+    ("resource", "https://a.example/", "", "text/html", None),
+    ("conversion", "https://a.example/", "", "text/plain", None),
+])
+def test_record_skip_kind(record_type: str, url: str, status: str, mime: str,
+                          kind: str | None) -> None:
+    assert webtext.record_skip_kind(record_type, url, status, mime) == kind
+
+
+@pytest.mark.slow
+def test_skipped_records_are_counted_by_kind_in_beam_metrics(tmp_path: Path) -> None:
+    import apache_beam as beam
+    from apache_beam.metrics.metric import MetricsFilter
+
+    _wget_style_crawl(tmp_path / "crawl.warc.gz")
+    pipeline = beam.Pipeline(runner="DirectRunner")
+    _ = (pipeline | beam.Create(webtext.plan(str(tmp_path / "crawl.warc.gz"), {}))
+         | beam.FlatMap(webtext.read))
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = {c.key.metric.name: c.committed for c in
+                result.metrics().query(MetricsFilter().with_namespace("pipelines"))["counters"]}
+    skipped = {k[len("webtext_skipped_"):]: v for k, v in counters.items()
+               if k.startswith("webtext_skipped_")}
+    assert skipped == {"warcinfo": 1, "request": 8, "robots_txt": 1, "style": 1, "script": 1,
+                       "image": 1, "font": 1, "redirect": 1, "http_error": 1, "revisit": 1,
+                       "metadata": 1, "crawler_record": 3}
 
 
 @pytest.mark.parametrize("name", ["whirlwind.warc.gz", "example-iana.org-chunked.warc",
@@ -285,6 +408,41 @@ def test_truncated_warc(tmp_path: Path, name: str) -> None:
         out = _read(path)
         assert out[:-1] == full[: len(out) - 1], cut
         assert isinstance(out[-1], Failure) and out[-1].reason == "truncated_input", (cut, out)
+
+
+def _record_bytes(url: str, body: bytes) -> bytes:
+    buffer = io.BytesIO()
+    writer = WARCWriter(buffer, gzip=False)
+    writer.write_record(writer.create_warc_record(
+        url, "response", payload=io.BytesIO(body),
+        http_headers=_http("200 OK", "text/html; charset=utf-8")))
+    return buffer.getvalue()
+
+
+def _with_length_off_by(record: bytes, delta: int) -> bytes:
+    length = int(re.search(rb"Content-Length: (\d+)\r\n", record).group(1))
+    return record.replace(b"Content-Length: %d\r\n" % length,
+                          b"Content-Length: %d\r\n" % (length + delta), 1)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize("delta", [-700, -1, 4, 300])
+def test_record_whose_content_length_is_wrong_is_a_failure(tmp_path: Path, compressed: bool,
+                                                           delta: int) -> None:
+    # Two real benchmark pages; the first record's Content-Length is made short (the text would
+    # stop mid-sentence) or long (the text would take in the next record's WARC and HTTP headers)
+    first = _with_length_off_by(_record_bytes("https://a.example/one", _page("14cc")), delta)
+    second = _record_bytes("https://a.example/two", _page("359f"))
+    path = tmp_path / ("bad.warc.gz" if compressed else "bad.warc")
+    path.write_bytes(b"".join(gzip.compress(r) for r in (first, second)) if compressed
+                     else first + second)
+    out = _read(path)
+    assert [(type(x).__name__, getattr(x, "reason", "")) for x in out] == [
+        ("Failure", "corrupt_input")], out
+    assert "record 1" in out[0].detail and "Content-Length" in out[0].detail
+    # the same two records with their true lengths are two documents
+    path.write_bytes(_record_bytes("https://a.example/one", _page("14cc")) + second)
+    assert [type(x).__name__ for x in _read(path)] == ["Document", "Document"]
 
 
 def test_garbage_after_warc_header_is_corrupt(tmp_path: Path) -> None:

@@ -13,8 +13,12 @@ headers), and by name only for JSONL and HTML:
 - WARC (`.warc`, `.warc.gz`): `response`/`resource` records of HTML get their main text
   extracted with Resiliparse (main_content=True; chunked transfer encoding and gzip content
   encoding are undone by warcio first); WET `conversion` records are already plain text.
-  Non-200 responses and non-text content are counted Failures ("http_status",
-  "unsupported_content_type"); request, metadata, revisit and warcinfo records hold no document.
+  Records that are not pages are no documents and no failures: they are skipped and counted by
+  kind under the Beam counters `pipelines/webtext_skipped_<kind>` (`record_skip_kind`: requests,
+  redirects, HTTP errors, style sheets, scripts, images, fonts, robots.txt, revisits, the
+  crawler's own metadata and log records, pages without text). A failure is a record that
+  cannot be read: binary data declared as HTML, a body over `max_document_bytes`, or a record
+  that does not end where its Content-Length says (the rest of the file is then unreadable).
 
 Document id `webtext:<sha1(key)[:16]>` with key = the URL for a JSONL record that has one, the
 URL plus the WARC-Record-ID for a WARC record (one URL is often captured more than once), and
@@ -26,10 +30,13 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import logging
 import re
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
+from apache_beam.metrics import Metrics
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 from warcio.archiveiterator import ArchiveIterator
@@ -62,6 +69,7 @@ from pipelines.sources.archives import (
 from pipelines.sources.jsonl import iter_json_records
 
 NAME = "webtext"
+logger = logging.getLogger(__name__)
 
 # OpenWebText nests one tar inside another; deeper nesting is refused so that a crafted
 # archive cannot make a worker recurse without end.
@@ -70,6 +78,17 @@ _COMPRESSED_SUFFIX = re.compile(r"\.(?:gz|bz2|xz|zst)$", re.IGNORECASE)
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _TEXT_TYPES = frozenset({"text/plain"})
 _DOCUMENT_RECORDS = frozenset({"response", "resource", "conversion"})
+_NON_DOCUMENT_RECORDS = frozenset({"warcinfo", "request", "revisit", "metadata"})
+# resource and conversion records of other URIs are the crawler's own (metadata:, urn:)
+_PAGE_SCHEMES = ("http:", "https:", "ftp:")
+# Each kind of WARC record that is not a document is counted under the Beam counter
+# `pipelines/webtext_skipped_<kind>` (see record_skip_kind); none of them is a failure.
+SKIP_KINDS = (
+    "warcinfo", "request", "revisit", "metadata", "other_record", "not_http", "redirect",
+    "http_error", "http_status", "crawler_record", "robots_txt", "style", "script", "image",
+    "font", "media", "other_type", "no_text",
+)
+_SKIPPED = {kind: Metrics.counter("pipelines", f"webtext_skipped_{kind}") for kind in SKIP_KINDS}
 _DRAIN_CHUNK = 1 << 20
 
 
@@ -169,55 +188,118 @@ def _parse_content_type(value: str | None) -> tuple[str, str | None]:
     return mime.strip().lower(), charset.group(1) if charset else None
 
 
-def _drain_and_check(record: object, where: str) -> None:
-    """Consume what is left of a record and raise TruncatedInputError when the file ended
-    before the record's Content-Length (warcio hands back a short record without a word)."""
+def _content_kind(mime: str) -> str:
+    major, _, minor = mime.partition("/")
+    if minor == "css":
+        return "style"
+    if "javascript" in minor or "ecmascript" in minor:
+        return "script"
+    if major == "image":
+        return "image"
+    if major == "font" or "font" in minor:  # font/woff2, application/font-woff, ...-fontobject
+        return "font"
+    if major in ("audio", "video"):
+        return "media"
+    return "other_type"
+
+
+def record_skip_kind(record_type: str, url: str, status: str, mime: str) -> str | None:
+    """Why a WARC record is not a document (one of SKIP_KINDS), or None for a page.
+
+    `status` is the HTTP status code of a response ("" when the record has no HTTP headers) and
+    `mime` its payload's media type. A crawl holds far more of these than pages: the crawler's
+    requests, a page's style sheets, scripts, images and fonts, redirects, revisits, and the
+    crawler's own records (wget's `metadata://` manifest, arguments and log, wpull's
+    `urn:X-wpull:log`), which are resource records whose URI is not a web address.
+    """
+    if record_type not in _DOCUMENT_RECORDS:
+        return record_type if record_type in _NON_DOCUMENT_RECORDS else "other_record"
+    if record_type == "response":
+        if not status:
+            return "not_http"  # dns: and other non-HTTP captures
+        if status != "200":
+            if status.startswith("3"):
+                return "redirect"
+            return "http_error" if status[:1] in ("4", "5") else "http_status"
+    elif not url.lower().startswith(_PAGE_SCHEMES):
+        return "crawler_record"
+    if mime == "" or mime in _HTML_TYPES:
+        return None
+    if mime in _TEXT_TYPES:
+        return "robots_txt" if urllib.parse.urlsplit(url).path == "/robots.txt" else None
+    return _content_kind(mime)
+
+
+def _skip(kind: str, where: str, url: str) -> None:
+    _SKIPPED[kind].inc()
+    logger.debug("%s: skipped (%s) %s", where, kind, url)
+
+
+def _finish_record(records: ArchiveIterator, record: object, where: str) -> None:
+    """Consume what is left of a record and check it against the stream: the data must not end
+    before its Content-Length (warcio hands back a short record without a word), and what
+    follows must be the blank lines between records, then the next `WARC/` header or the end
+    of the data. A wrong Content-Length shows there: a short one leaves the rest of the text
+    behind, a long one swallows the next record's headers."""
     raw_stream = record.raw_stream  # type: ignore[attr-defined]
     while raw_stream.read(_DRAIN_CHUNK):
         pass
     missing = getattr(raw_stream, "limit", 0)
     if missing > 0:
         raise TruncatedInputError(f"WARC record {where} ends {missing} bytes before its length")
+    errors_before = records.err_count
+    records.read_to_end()  # reads the blank lines; keeps the next line that is not blank
+    following = records.next_line
+    if records.err_count == errors_before and (following is None or following.startswith(b"WARC/")):
+        return
+    if following is not None and not following.endswith(b"\n") and b"WARC/1.".startswith(following):
+        raise TruncatedInputError(f"WARC data ends inside the headers of the record after {where}")
+    raise CorruptInputError(
+        f"WARC record {where} does not end where its Content-Length says: it is followed by "
+        f"{following[:40]!r} instead of a blank line and the next record")
 
 
-def _warc_document(record: object, index: int, key: str, location: str,
-                   limit: int) -> Document | Failure | None:
+def _warc_document(records: ArchiveIterator, record: object, index: int, key: str,
+                   location: str, limit: int) -> Document | Failure | None:
     headers = record.rec_headers  # type: ignore[attr-defined]
     url = (headers.get_header("WARC-Target-URI") or "").strip("<> ")
     where = f"{location}:record {index}"
     http_headers = record.http_headers  # type: ignore[attr-defined]
-    if record.rec_type == "response":  # type: ignore[attr-defined]
-        if http_headers is None:
-            _drain_and_check(record, where)
-            return None  # a dns: or other non-HTTP response holds no page
-        status = http_headers.get_statuscode()
-        if status != "200":
-            _drain_and_check(record, where)
-            return failure(where, "http_status", f"HTTP {status} for {url}")
+    record_type = record.rec_type  # type: ignore[attr-defined]
+    status = ""
+    if record_type == "response" and http_headers is not None:
+        status = http_headers.get_statuscode() or ""
         mime, charset = _parse_content_type(http_headers.get_header("Content-Type"))
     else:
         mime, charset = _parse_content_type(headers.get_header("Content-Type"))
-    if mime not in _HTML_TYPES and mime not in _TEXT_TYPES and mime != "":
-        _drain_and_check(record, where)
-        return failure(where, "unsupported_content_type", f"{mime} for {url}")
+    kind = record_skip_kind(record_type, url, status, mime)
+    if kind is not None:
+        _finish_record(records, record, where)
+        _skip(kind, where, url)
+        return None
     try:
         body = read_bounded(record.content_stream(), limit, "WARC record body")  # type: ignore[attr-defined]
     except TooLargeError as error:
-        _drain_and_check(record, where)
+        _finish_record(records, record, where)
         return failure_from(error, where)
-    _drain_and_check(record, where)
+    _finish_record(records, record, where)
     record_id = headers.get_header("WARC-Record-ID") or ""
     key = f"{url} {record_id}" if url else f"{key}#{index}"
     if mime in _HTML_TYPES or (mime == "" and _looks_like_html(body[:1024])):
         reason = binary_reason(body)
         if reason is not None:
             return failure(where, "binary", f"binary data, not HTML: {reason}")
-        return _document(html_to_text(body, charset), key, where, url=url)
-    try:
-        decoded = decode_text(body)
-    except BinaryContentError as error:
-        return failure_from(error, where)
-    return _document(decoded.text, key, where, url=url, encoding=decoded.encoding)
+        text = html_to_text(body, charset)
+    else:
+        try:
+            decoded = decode_text(body)
+        except BinaryContentError as error:
+            return failure_from(error, where)
+        text = decoded.text
+    if not text.strip():  # a script-only page, a frameset: read fine, holds no text
+        _skip("no_text", where, url)
+        return None
+    return _document(text, key, where, url=url)
 
 
 def _bad_header_block(stream: BinaryIO, index: int, problem: str) -> InputError:
@@ -254,10 +336,7 @@ def _read_warc(stream: BinaryIO, key: str, location: str,
     index = 0
     while (record := _next_record(iterator, stream, index)) is not None:
         index += 1
-        if record.rec_type not in _DOCUMENT_RECORDS:  # type: ignore[attr-defined]
-            _drain_and_check(record, f"{location}:record {index}")
-            continue
-        result = _warc_document(record, index, key, location, limit)
+        result = _warc_document(records, record, index, key, location, limit)
         if result is not None:
             yield result
     # warcio ends quietly (EOFError inside) when the file stops in a record's header block;
