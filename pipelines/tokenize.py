@@ -18,6 +18,8 @@ non-empty document) for curated sources.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import hashlib
 import json
@@ -78,8 +80,8 @@ def _read_text(path: str) -> str:
 
 
 def _gpt2_tokenizer_json(vocab_path: str, merges_path: str) -> str:
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
+    """GPT-2 byte-level BPE from a token -> id JSON and a merges file: Hugging Face's
+    vocab.json + merges.txt or OpenAI's original encoder.json + vocab.bpe (the same layout)."""
     try:
         vocab = json.loads(_read_text(vocab_path))
     except json.JSONDecodeError as e:
@@ -94,11 +96,86 @@ def _gpt2_tokenizer_json(vocab_path: str, merges_path: str) -> str:
         if len(pair) != 2:
             raise ValueError(f"{merges_path}:{line_number}: expected 'left right', got {line!r}")
         merges.append((pair[0], pair[1]))
+    return _byte_level_bpe_json(vocab, merges)
+
+
+def _byte_level_bpe_json(vocab: dict[str, int], merges: list[tuple[str, str]]) -> str:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_special_tokens([AddedToken(EOD_TOKEN, special=True, normalized=False)])
     return tokenizer.to_str()
+
+
+def _tiktoken_tokenizer_json(ranks_path: str) -> str:
+    """GPT-2-style byte-level BPE from a tiktoken ranks file ("base64(token bytes) rank" per
+    line). The file holds no special tokens: `<|endoftext|>` gets the id after the last rank,
+    as in tiktoken's own GPT-2 encoding (50256)."""
+    ranks: dict[bytes, int] = {}
+    for line_number, line in enumerate(_read_text(ranks_path).split("\n"), 1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        try:
+            if len(fields) != 2:
+                raise ValueError("expected two fields")
+            token, rank = base64.b64decode(fields[0], validate=True), int(fields[1])
+        except (ValueError, binascii.Error):
+            raise ValueError(
+                f"{ranks_path}:{line_number}: expected 'base64-token rank', got {line[:80]!r}"
+            ) from None
+        if token in ranks:
+            raise ValueError(f"{ranks_path}:{line_number}: token listed twice")
+        ranks[token] = rank
+    if not all(bytes([byte]) in ranks for byte in range(256)):
+        raise ValueError(f"{ranks_path}: not a byte-level BPE: some of the 256 bytes have no rank")
+    char_of_byte = gpt2_byte_to_unicode()
+    vocab = {"".join(char_of_byte[b] for b in token): rank for token, rank in ranks.items()}
+    if EOD_TOKEN not in vocab:
+        vocab[EOD_TOKEN] = max(ranks.values()) + 1
+    merges = [
+        ("".join(char_of_byte[b] for b in left), "".join(char_of_byte[b] for b in right))
+        for left, right in _merges_from_ranks(ranks, ranks_path)
+    ]
+    return _byte_level_bpe_json(vocab, merges)
+
+
+def _bpe_parts(ranks: dict[bytes, int], token: bytes, below_rank: int) -> list[bytes]:
+    """`token`'s bytes merged as tiktoken merges them (the adjacent pair whose concatenation
+    ranks lowest, first), using only tokens ranked below `below_rank`."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        best_rank, best_index = below_rank, -1
+        for index in range(len(parts) - 1):
+            rank = ranks.get(parts[index] + parts[index + 1])
+            if rank is not None and rank < best_rank:
+                best_rank, best_index = rank, index
+        if best_index < 0:
+            break
+        parts[best_index : best_index + 2] = [parts[best_index] + parts[best_index + 1]]
+    return parts
+
+
+def _merges_from_ranks(ranks: dict[bytes, int], name: str) -> list[tuple[bytes, bytes]]:
+    """The merge (left, right) that makes each multi-byte token, in rank order.
+
+    A BPE ranks file is the merge list in disguise: a token of rank r is made by one merge of
+    two tokens of lower rank, the two parts its bytes reach when merged with ranks below r.
+    """
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) < 2:
+            continue
+        parts = _bpe_parts(ranks, token, rank)
+        if len(parts) != 2:
+            raise ValueError(
+                f"{name}: not a BPE ranks file: token {token!r} (rank {rank}) is not one merge "
+                f"of two lower-ranked tokens"
+            )
+        merges.append((parts[0], parts[1]))
+    return merges
 
 
 def _wordpiece_tokenizer_json(vocab_path: str, lowercase: bool | None) -> str:
@@ -140,11 +217,14 @@ def load_tokenizer(spec: str, *, lowercase: bool | None = None) -> TextTokenizer
 
     `spec` is one of
     - a Hugging Face `tokenizers` JSON file (what `python -m pipelines.train_tokenizer` writes);
-    - GPT-2 byte-level BPE: "vocab.json,merges.txt" (either order) or a directory holding both
-      (`<|endoftext|>` is the end-of-document token, id 50256 in GPT-2's vocabulary);
+    - GPT-2 byte-level BPE: "vocab.json,merges.txt" (either order) or a directory holding both,
+      or OpenAI's original names for the same two files, encoder.json + vocab.bpe, or a
+      tiktoken ranks file `*.tiktoken` (`<|endoftext|>` is the end-of-document token, id 50256
+      in GPT-2's vocabulary);
     - BERT WordPiece: a `vocab.txt`, or a directory holding one. `lowercase` defaults to True
       when the path says "uncased" or the vocabulary has no capital letters.
-    A directory is searched in that order: tokenizer.json, vocab.json + merges.txt, vocab.txt.
+    A directory is searched in that order: tokenizer.json, vocab.json + merges.txt,
+    encoder.json + vocab.bpe, one *.tiktoken, vocab.txt.
     A JSON's padding and truncation settings are switched off (`TextTokenizer.disabled`).
     """
     from tokenizers import Tokenizer
@@ -157,22 +237,41 @@ def load_tokenizer(spec: str, *, lowercase: bool | None = None) -> TextTokenizer
         merges_path = next(p for p in paths if p not in json_paths)
         return TextTokenizer(_gpt2_tokenizer_json(json_paths[0], merges_path))
     if os.path.isdir(spec):
-        candidates = [
-            os.path.join(spec, name)
-            for name in ("tokenizer.json", "vocab.json", "merges.txt", "vocab.txt")
-        ]
-        tokenizer_json, vocab_json, merges, vocab_txt = (
-            p if os.path.isfile(p) else None for p in candidates
-        )
-        if tokenizer_json:
-            return load_tokenizer(tokenizer_json)
-        if vocab_json and merges:
-            return TextTokenizer(_gpt2_tokenizer_json(vocab_json, merges))
-        if vocab_txt:
-            return TextTokenizer(_wordpiece_tokenizer_json(vocab_txt, lowercase))
+
+        def present(name: str) -> str | None:
+            path = os.path.join(spec, name)
+            return path if os.path.isfile(path) else None
+
+        if present("tokenizer.json"):
+            return load_tokenizer(os.path.join(spec, "tokenizer.json"))
+        for vocab_name, merges_name in (
+            ("vocab.json", "merges.txt"),
+            ("encoder.json", "vocab.bpe"),
+        ):
+            if present(vocab_name) and present(merges_name):
+                return TextTokenizer(
+                    _gpt2_tokenizer_json(
+                        os.path.join(spec, vocab_name), os.path.join(spec, merges_name)
+                    )
+                )
+        ranks_files = sorted(n for n in os.listdir(spec) if n.endswith(".tiktoken") and present(n))
+        if len(ranks_files) > 1:
+            raise ValueError(
+                f"tokenizer directory {spec} holds {len(ranks_files)} *.tiktoken files "
+                f"({', '.join(ranks_files)}): pass the one to use"
+            )
+        if ranks_files:
+            return TextTokenizer(_tiktoken_tokenizer_json(os.path.join(spec, ranks_files[0])))
+        if present("vocab.txt"):
+            return TextTokenizer(
+                _wordpiece_tokenizer_json(os.path.join(spec, "vocab.txt"), lowercase)
+            )
         raise FileNotFoundError(
-            f"tokenizer directory {spec} holds none of tokenizer.json, vocab.json + merges.txt, vocab.txt"
+            f"tokenizer directory {spec} holds none of tokenizer.json, vocab.json + merges.txt, "
+            f"encoder.json + vocab.bpe, *.tiktoken, vocab.txt"
         )
+    if spec.endswith(".tiktoken"):
+        return TextTokenizer(_tiktoken_tokenizer_json(spec))
     if spec.endswith(".txt"):
         return TextTokenizer(_wordpiece_tokenizer_json(spec, lowercase))
     text = _read_text(spec)

@@ -66,6 +66,43 @@ def test_gpt2_from_directory_or_file_pair(gpt2):
     assert pair.identity() == swapped.identity() == gpt2.identity()
 
 
+@pytest.mark.parametrize(
+    "files, spec",
+    [
+        (("encoder.json", "vocab.bpe"), "{dir}"),  # OpenAI's original GPT-2 file names
+        (("encoder.json", "vocab.bpe"), "{dir}/vocab.bpe,{dir}/encoder.json"),
+        (("gpt2.tiktoken",), "{dir}"),  # tiktoken's ranks file
+        (("gpt2.tiktoken",), "{dir}/gpt2.tiktoken"),
+    ],
+)
+def test_gpt2_from_openai_and_tiktoken_files(gpt2, tmp_path, files, spec):
+    # Each layout alone, copied from the shared GPT-2 vocabulary (all three forms are there).
+    for name in files:
+        (tmp_path / name).write_bytes((GPT2 / name).read_bytes())
+    tokenizer = load_tokenizer(spec.format(dir=tmp_path))
+    # The same vocabulary and merges give the very same tokenizer JSON, hence the same ids.
+    assert tokenizer.identity() == gpt2.identity()
+    assert tokenizer.uses_fast_path
+    texts = _webtext() + [(BOOKS / "pg1080.txt").read_text("utf-8")]
+    assert _same_ids(tokenizer.encode_batch_hf(texts), gpt2.encode_batch(texts))
+
+
+def test_bad_tiktoken_files_are_clear_errors(tmp_path):
+    lines = (GPT2 / "gpt2.tiktoken").read_text("utf-8").splitlines()
+    cases = {
+        "garbled.tiktoken": (lines[:300] + ["not-base64!! 300"], r"garbled.tiktoken:301: expected"),
+        "no_bytes.tiktoken": (lines[10:], "some of the 256 bytes have no rank"),
+        # "Ġt" (rank 256) dropped: "Ġthe" can no longer be made by one merge.
+        "not_bpe.tiktoken": (lines[:256] + lines[257:], "not a BPE ranks file"),
+    }
+    for name, (content, message) in cases.items():
+        (tmp_path / name).write_text("\n".join(content) + "\n", "utf-8")
+        with pytest.raises(ValueError, match=message):
+            load_tokenizer(str(tmp_path / name))
+    with pytest.raises(ValueError, match="3 \\*.tiktoken files"):
+        load_tokenizer(str(tmp_path))
+
+
 def test_gpt2_known_ids(gpt2):
     # Published GPT-2 ids: "Hello" 15496, " world" 995; a leading space is part of the token.
     assert gpt2.encode_batch(["Hello world", " Hello"])[0].tolist() == [15496, 995]
