@@ -46,6 +46,7 @@ CODE_OF_DTYPE = {dtype: code for code, dtype in DTYPE_CODES.items()}
 # Megatron picks uint16 below this vocabulary size; above it ids need int32.
 UINT16_VOCAB_LIMIT = 65500
 _COPY_CHUNK = 16 << 20
+_ID_CHECK_CHUNK = 1 << 22  # tokens per pass of the vocabulary check
 
 
 class FormatError(ValueError):
@@ -266,8 +267,11 @@ class IndexedDatasetWriter:
 class IndexedDataset:
     """Read-only, memory-mapped view of one `.bin`/`.idx` pair.
 
-    Opening costs O(1) whatever the size: the header is parsed, sizes are checked against it, and
-    both files are memory-mapped; nothing loops over documents. `verify()` does the O(n) checks.
+    Opening reads no token: the header is parsed, sizes are checked against it, both files are
+    memory-mapped, and the document index (8 bytes a document, a small fraction of the index
+    and far less of the data) is checked to rise from 0 to the sequence count in one vectorised
+    pass, since every document lookup trusts it. The sequence pointers are checked where they
+    are first turned into offsets (`sequence_offsets`); `verify()` does every O(n) check.
     """
 
     def __init__(self, prefix: str):
@@ -318,6 +322,7 @@ class IndexedDataset:
                 f"{index_file}: document index must run from 0 to {sequences}, got "
                 f"{int(self.document_index[0])}..{int(self.document_index[-1])}"
             )
+        _check_rising(self.document_index, index_file)
         if sequences:
             last_end = int(self.sequence_pointers[-1]) + int(self.sequence_lengths[-1]) * itemsize
             if last_end > bin_size:
@@ -344,11 +349,29 @@ class IndexedDataset:
     def sequence_offsets(self) -> np.ndarray:
         """Token offset of each sequence start, plus the total at the end (int64[S + 1])."""
         if self._sequence_offsets is None:
+            self._check_pointers()
             offsets = np.empty(self.num_sequences + 1, dtype=np.int64)
             offsets[:-1] = self.sequence_pointers // self.dtype.itemsize
             offsets[-1] = self.num_tokens
             self._sequence_offsets = offsets
         return self._sequence_offsets
+
+    def _check_pointers(self) -> None:
+        """Lengths are >= 0 and each sequence starts where the one before ends (one pass)."""
+        where = idx_path(self.prefix)
+        lengths = np.asarray(self.sequence_lengths)
+        if lengths.size and lengths.min() < 0:
+            raise FormatError(f"{where}: negative sequence length at {int(np.argmin(lengths))}")
+        if self.num_sequences:
+            expected = np.zeros(self.num_sequences, dtype=np.int64)
+            np.cumsum(lengths[:-1].astype(np.int64) * self.dtype.itemsize, out=expected[1:])
+            bad = np.flatnonzero(np.asarray(self.sequence_pointers) != expected)
+            if bad.size:
+                j = int(bad[0])
+                raise FormatError(
+                    f"{where}: sequence {j} points to byte {int(self.sequence_pointers[j])}, "
+                    f"expected {int(expected[j])} (sequences must be contiguous)"
+                )
 
     def document_offsets(self) -> np.ndarray:
         """Token offset of each document start, plus the total at the end (int64[D + 1]).
@@ -406,27 +429,34 @@ class IndexedDataset:
         return self.sequence(j)
 
     # -- checking --------------------------------------------------------------------------
-    def verify(self) -> None:
-        """Every invariant of the pair, O(n); raises FormatError naming the first fault."""
-        where = idx_path(self.prefix)
-        lengths = np.asarray(self.sequence_lengths)
-        if lengths.size and lengths.min() < 0:
-            raise FormatError(f"{where}: negative sequence length at {int(np.argmin(lengths))}")
-        if self.num_sequences:
-            expected = np.zeros(self.num_sequences, dtype=np.int64)
-            np.cumsum(lengths[:-1].astype(np.int64) * self.dtype.itemsize, out=expected[1:])
-            bad = np.flatnonzero(np.asarray(self.sequence_pointers) != expected)
-            if bad.size:
-                j = int(bad[0])
-                raise FormatError(
-                    f"{where}: sequence {j} points to byte {int(self.sequence_pointers[j])}, "
-                    f"expected {int(expected[j])} (sequences must be contiguous)"
-                )
-        steps = np.diff(np.asarray(self.document_index))
-        if steps.size and steps.min() < 0:
+    def verify(self, vocab_size: int | None = None) -> None:
+        """Every invariant of the pair, O(n); raises FormatError naming the first fault.
+
+        With `vocab_size`, also reads every token: each id must lie in [0, vocab_size).
+        """
+        self._check_pointers()
+        _check_rising(self.document_index, idx_path(self.prefix))
+        if vocab_size is not None:
+            self.check_token_ids(vocab_size)
+
+    def check_token_ids(self, vocab_size: int) -> None:
+        """FormatError naming the first token id outside [0, vocab_size), in chunks of the data."""
+        for start in range(0, self.num_tokens, _ID_CHECK_CHUNK):
+            chunk = self._tokens[start : start + _ID_CHECK_CHUNK]
+            if int(chunk.max()) < vocab_size and int(chunk.min()) >= 0:
+                continue
+            position = start + int(np.flatnonzero((chunk < 0) | (chunk >= vocab_size))[0])
+            document = int(np.searchsorted(self.document_offsets(), position, side="right")) - 1
             raise FormatError(
-                f"{where}: document index decreases at document {int(np.argmin(steps))}"
+                f"{bin_path(self.prefix)}: token id {self._tokens[position]} (document "
+                f"{document}, token {position}) is outside the vocabulary of {vocab_size}"
             )
+
+
+def _check_rising(document_index: np.ndarray, where: str) -> None:
+    steps = np.diff(np.asarray(document_index))
+    if steps.size and steps.min() < 0:
+        raise FormatError(f"{where}: document index decreases at document {int(np.argmin(steps))}")
 
 
 def merge_indexed(prefixes: Sequence[str], out_prefix: str) -> ShardInfo:

@@ -4,6 +4,11 @@ It lists the shards in global document order with their counts, byte sizes and s
 the token dtype, the tokenizer's identity and special ids (the tokenizer file itself sits beside
 it), and the source and pipeline settings that produced the set. It is written last and
 atomically: a directory without it is not a finished set.
+
+A manifest may come from anyone (a remote set is fetched by what its manifest names), so every
+field is type-checked on reading and every file it names must be a plain file name inside the
+set: no path separators, no `.`/`..`, no drive or URL colon, and no two names that one
+filesystem could take for the same file. Anything else is a FormatError naming the manifest.
 """
 
 from __future__ import annotations
@@ -11,15 +16,103 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
+import unicodedata
 from collections.abc import Sequence
 
-from dataset_format.indexed import FormatError, ShardInfo, file_sha256
+from dataset_format.indexed import DTYPE_CODES, FormatError, ShardInfo, file_sha256
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "mmidx-shard-set"
 FORMAT_VERSION = 1
 SEQUENCE_UNITS = ("document", "sentence")
+# Far above any real manifest (~300 bytes a shard); a bound on what a hostile one can make us read.
+MAX_MANIFEST_BYTES = 64 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SHARD_INT_FIELDS = ("documents", "sequences", "tokens", "bin_bytes", "idx_bytes")
+
+
+def check_file_name(name: object, what: str, where: str) -> str:
+    """`name` if it is a plain file name (one path component, inside the set); else FormatError.
+
+    A manifest's names are joined to the set's directory (or URL) and to the local cache;
+    `..`, separators, absolute paths, drive letters (`C:`) and URL schemes would reach outside.
+    """
+    if not isinstance(name, str) or not name:
+        raise FormatError(f"{where}: {what} must be a non-empty file name, got {name!r}")
+    if (
+        name in (".", "..")
+        or any(c in name for c in "/\\:")
+        or any(unicodedata.category(c) == "Cc" for c in name)
+    ):
+        raise FormatError(f"{where}: {what} {name!r} is not a plain file name inside the shard set")
+    return name
+
+
+def _same_file_key(name: str) -> str:
+    # Case-insensitive (macOS, Windows) and normalising (macOS) filesystems map these together.
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def _check_distinct(names: list[tuple[str, str]], where: str) -> None:
+    seen: dict[str, str] = {}
+    for what, name in names:
+        key = _same_file_key(name)
+        if key in seen:
+            raise FormatError(
+                f"{where}: {what} {name!r} names the same file as {seen[key]} (listed twice)"
+            )
+        seen[key] = f"{what} {name!r}"
+
+
+def _field(data: dict, key: str, types: type | tuple, where: str, *, required: bool = True):
+    if key not in data:
+        if required:
+            raise FormatError(f"{where}: malformed manifest: missing {key!r}")
+        return None
+    value = data[key]
+    # bool is an int to Python, never a count or an id here
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+        names = " or ".join(t.__name__ for t in _as_tuple(types))
+        raise FormatError(
+            f"{where}: malformed manifest: {key!r} must be {names}, got {type(value).__name__}"
+        )
+    return value
+
+
+def _as_tuple(types: type | tuple) -> tuple:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _count(data: dict, key: str, where: str, *, minimum: int = 0) -> int:
+    value = _field(data, key, int, where)
+    if value < minimum:
+        raise FormatError(f"{where}: malformed manifest: {key!r} must be >= {minimum}, got {value}")
+    return value
+
+
+def _sha256(data: dict, key: str, where: str, *, required: bool = True) -> str:
+    value = _field(data, key, str, where, required=required)
+    if value is None or (value == "" and not required):
+        return ""
+    if not _SHA256.fullmatch(value):
+        raise FormatError(f"{where}: malformed manifest: {key!r} is not a sha256 hex digest")
+    return value
+
+
+def shard_from_json(data: object, where: str) -> ShardInfo:
+    """One `shards` entry, every field type-checked and its name a plain file name."""
+    if not isinstance(data, dict):
+        raise FormatError(f"{where}: malformed manifest: a shard entry is {type(data).__name__}")
+    name = check_file_name(_field(data, "name", str, where), "shard name", where)
+    counts = {key: _count(data, key, f"{where}: shard {name!r}") for key in _SHARD_INT_FIELDS}
+    return ShardInfo(
+        name=name,
+        **counts,
+        bin_sha256=_sha256(data, "bin_sha256", f"{where}: shard {name!r}"),
+        idx_sha256=_sha256(data, "idx_sha256", f"{where}: shard {name!r}"),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,13 +129,26 @@ class TokenizerInfo:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> TokenizerInfo:
+    def from_json(cls, data: object, where: str = MANIFEST_NAME) -> TokenizerInfo:
+        if not isinstance(data, dict):
+            raise FormatError(f"{where}: malformed manifest: 'tokenizer' must be an object")
+        where = f"{where}: tokenizer"
+        file = _field(data, "file", (str, type(None)), where, required=False)
+        if file is not None:
+            check_file_name(file, "tokenizer file", where)
+        special_ids = _field(data, "special_ids", dict, where, required=False) or {}
+        for name, token_id in special_ids.items():
+            if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
+                raise FormatError(
+                    f"{where}: malformed manifest: special id {name!r} must be an int >= 0, "
+                    f"got {token_id!r}"
+                )
         return cls(
-            file=data.get("file"),
-            kind=data["kind"],
-            vocab_size=int(data["vocab_size"]),
-            sha256=data.get("sha256", ""),
-            special_ids={k: int(v) for k, v in data.get("special_ids", {}).items()},
+            file=file,
+            kind=_field(data, "kind", str, where),
+            vocab_size=_count(data, "vocab_size", where, minimum=1),
+            sha256=_sha256(data, "sha256", where, required=False),
+            special_ids=dict(special_ids),
         )
 
 
@@ -86,49 +192,78 @@ class Manifest:
             "pipeline": self.pipeline,
         }
 
+    def check_names(self, where: str = MANIFEST_NAME) -> None:
+        """Every file the manifest names is a plain name in the set, and no two are one file."""
+        names = [("the manifest", MANIFEST_NAME)]
+        for shard in self.shards:
+            check_file_name(shard.name, "shard name", where)
+            names += [("shard file", shard.name + ".bin"), ("shard file", shard.name + ".idx")]
+        if self.tokenizer is not None and self.tokenizer.file is not None:
+            check_file_name(self.tokenizer.file, "tokenizer file", where)
+            names.append(("tokenizer file", self.tokenizer.file))
+        _check_distinct(names, where)
+
     @classmethod
-    def from_json(cls, data: dict, where: str = MANIFEST_NAME) -> Manifest:
+    def from_json(cls, data: object, where: str = MANIFEST_NAME) -> Manifest:
+        if not isinstance(data, dict):
+            raise FormatError(
+                f"{where}: not a shard-set manifest (a JSON {type(data).__name__}, not an object)"
+            )
         if data.get("format") != FORMAT_NAME:
             raise FormatError(f"{where}: not a shard-set manifest (format={data.get('format')!r})")
         version = data.get("format_version")
-        if version != FORMAT_VERSION:
+        if version != FORMAT_VERSION or isinstance(version, bool):
             raise FormatError(f"{where}: unknown manifest format_version {version!r}")
-        try:
-            tokenizer = data.get("tokenizer")
-            manifest = cls(
-                dtype=data["dtype"],
-                sequence_unit=data["sequence_unit"],
-                shards=[ShardInfo.from_json(s) for s in data["shards"]],
-                tokenizer=TokenizerInfo.from_json(tokenizer) if tokenizer else None,
-                source=data.get("source", {}),
-                pipeline=data.get("pipeline", {}),
-                format_version=version,
+        dtype = _field(data, "dtype", str, where)
+        if dtype not in {str(d) for d in DTYPE_CODES.values()}:
+            raise FormatError(f"{where}: malformed manifest: dtype {dtype!r} has no MMIDIDX code")
+        sequence_unit = _field(data, "sequence_unit", str, where)
+        if sequence_unit not in SEQUENCE_UNITS:
+            raise FormatError(
+                f"{where}: malformed manifest: sequence_unit must be one of {SEQUENCE_UNITS}, "
+                f"got {sequence_unit!r}"
             )
-        except (KeyError, TypeError, ValueError) as e:
-            raise FormatError(f"{where}: malformed manifest: {e!r}") from e
-        names = [s.name for s in manifest.shards]
-        if len(set(names)) != len(names):
-            raise FormatError(f"{where}: a shard is listed twice")
+        tokenizer = _field(data, "tokenizer", (dict, type(None)), where, required=False)
+        manifest = cls(
+            dtype=dtype,
+            sequence_unit=sequence_unit,
+            shards=[shard_from_json(s, where) for s in _field(data, "shards", list, where)],
+            tokenizer=TokenizerInfo.from_json(tokenizer, where) if tokenizer else None,
+            source=_field(data, "source", dict, where, required=False) or {},
+            pipeline=_field(data, "pipeline", dict, where, required=False) or {},
+            format_version=version,
+        )
+        manifest.check_names(where)
         return manifest
 
     @classmethod
-    def loads(cls, text: str, where: str = MANIFEST_NAME) -> Manifest:
+    def loads(cls, text: str | bytes, where: str = MANIFEST_NAME) -> Manifest:
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise FormatError(f"{where}: over {MAX_MANIFEST_BYTES} bytes: not a manifest")
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise FormatError(f"{where}: not UTF-8 text: {e}") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise FormatError(f"{where}: not valid JSON: {e}") from e
+            raise FormatError(f"{where}: not valid JSON: {e}") from None
+        except RecursionError:
+            raise FormatError(f"{where}: not a manifest: JSON nested too deeply") from None
         return cls.from_json(data, where)
 
     @classmethod
     def read(cls, directory: str) -> Manifest:
         path = os.path.join(directory, MANIFEST_NAME)
-        if not os.path.exists(path):
+        if not os.path.isfile(path):
             raise FormatError(f"{path}: no manifest: not a finished shard set")
-        with open(path, encoding="utf-8") as f:
-            return cls.loads(f.read(), path)
+        with open(path, "rb") as f:
+            return cls.loads(f.read(MAX_MANIFEST_BYTES + 1), path)
 
     def write(self, directory: str) -> str:
         """Write atomically (temp file + rename): readers see the old manifest or the new one."""
+        self.check_names(os.path.join(directory, MANIFEST_NAME))
         path = os.path.join(directory, MANIFEST_NAME)
         tmp = path + f".tmp-{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -165,7 +300,9 @@ def write_shard_set_manifest(
     if tokenizer_file is not None:
         if tokenizer is None:
             raise ValueError("tokenizer_file given without its TokenizerInfo")
-        name = tokenizer.file or os.path.basename(tokenizer_file)
+        name = check_file_name(
+            tokenizer.file or os.path.basename(tokenizer_file), "tokenizer file", directory
+        )
         target = os.path.join(directory, name)
         if os.path.abspath(tokenizer_file) != os.path.abspath(target):
             shutil.copyfile(tokenizer_file, target)

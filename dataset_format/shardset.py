@@ -3,7 +3,11 @@
 Also opens a bare Megatron prefix (`dir/name` of `name.bin`/`name.idx`, no manifest) as a set of
 one, so Megatron and NeMo data load unchanged. A remote set (any fsspec URL: gs://, s3://,
 memory://...) is fetched once into a local cache, each file checked against the manifest's
-sha256 before it is used, then memory-mapped like a local one.
+size and sha256 before it is used, then memory-mapped like a local one.
+
+An untrusted set is safe to open: the manifest names only plain files inside the set (see
+`manifest.py`), nothing is fetched or written outside the cache entry, and a local set's files
+must resolve inside its directory (a symlink out of it is refused).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataset_format.indexed import (
     file_sha256,
     idx_path,
 )
-from dataset_format.manifest import MANIFEST_NAME, Manifest
+from dataset_format.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest
 
 
 def default_cache_dir() -> str:
@@ -35,17 +39,25 @@ def is_remote(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def _fetch(fs, url: str, local: str, sha256: str) -> None:
-    """Copy `url` to `local` unless a verified copy is there; verify before it becomes visible."""
+def _fetch(fs, url: str, local: str, sha256: str, size: int | None = None) -> None:
+    """Copy `url` to `local` unless a verified copy is there; verify before it becomes visible.
+
+    With `size` (the manifest's byte count) a larger remote file is refused before the copy,
+    so a hostile set cannot fill the disk with more than its manifest admits.
+    """
     marker = local + ".sha256"
     if os.path.exists(local) and os.path.exists(marker):
         with open(marker) as f:
             if f.read().strip() == sha256:
                 return
+    if size is not None:
+        remote_size = fs.size(url)
+        if remote_size is not None and remote_size != size:
+            raise FormatError(f"{url}: {remote_size} bytes, the manifest says {size}")
     tmp = f"{local}.part-{uuid.uuid4().hex[:8]}"
     fs.get_file(url, tmp)
     actual = file_sha256(tmp)
-    if sha256 and actual != sha256:
+    if (sha256 and actual != sha256) or (size is not None and os.path.getsize(tmp) != size):
         os.remove(tmp)
         raise FormatError(f"{url}: checksum mismatch: manifest says {sha256}, fetched {actual}")
     os.replace(tmp, local)
@@ -59,20 +71,24 @@ def fetch_shard_set(url: str, cache_dir: str | None = None) -> str:
 
     fs, root = fsspec.core.url_to_fs(url.rstrip("/"))
     with fs.open(f"{root}/{MANIFEST_NAME}", "rb") as f:
-        text = f.read().decode("utf-8")
+        text = f.read(MAX_MANIFEST_BYTES + 1)
+    # Parsed (names checked) before anything is written: no name can leave the cache entry.
     manifest = Manifest.loads(text, f"{url}/{MANIFEST_NAME}")
     key = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
     local = os.path.join(cache_dir or default_cache_dir(), key)
     os.makedirs(local, exist_ok=True)
     for shard in manifest.shards:
-        for ext, digest in ((".idx", shard.idx_sha256), (".bin", shard.bin_sha256)):
+        for ext, digest, size in (
+            (".idx", shard.idx_sha256, shard.idx_bytes),
+            (".bin", shard.bin_sha256, shard.bin_bytes),
+        ):
             name = shard.name + ext
-            _fetch(fs, f"{root}/{name}", os.path.join(local, name), digest)
+            _fetch(fs, f"{root}/{name}", os.path.join(local, name), digest, size)
     if manifest.tokenizer and manifest.tokenizer.file:
         name = manifest.tokenizer.file
         _fetch(fs, f"{root}/{name}", os.path.join(local, name), manifest.tokenizer.sha256)
     tmp = os.path.join(local, f"{MANIFEST_NAME}.tmp-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open(tmp, "wb") as f:
         f.write(text)
     os.replace(tmp, os.path.join(local, MANIFEST_NAME))  # last: marks the cached copy complete
     return local
@@ -89,6 +105,7 @@ class ShardSet:
         self.directory = local
         if os.path.isdir(local):
             self.manifest: Manifest | None = Manifest.read(local)
+            self._check_inside(local, self.manifest)
             self.shards = [
                 IndexedDataset(os.path.join(local, s.name)) for s in self.manifest.shards
             ]
@@ -115,6 +132,21 @@ class ShardSet:
         self._first_token = np.concatenate([[0], np.cumsum(token_counts)]).tolist()
         self.num_sequences = sum(s.num_sequences for s in self.shards)
         self.num_tokens = sum(s.num_tokens for s in self.shards)
+
+    @staticmethod
+    def _check_inside(directory: str, manifest: Manifest) -> None:
+        """Each file the manifest names resolves inside the set's directory (no symlink out)."""
+        root = os.path.realpath(directory)
+        names = [s.name + ext for s in manifest.shards for ext in (".bin", ".idx")]
+        if manifest.tokenizer is not None and manifest.tokenizer.file:
+            names.append(manifest.tokenizer.file)
+        for name in names:
+            path = os.path.join(directory, name)
+            if os.path.commonpath([root, os.path.realpath(path)]) != root:
+                raise FormatError(
+                    f"{path}: resolves to {os.path.realpath(path)}, outside the shard set "
+                    f"{directory}; a set's files must lie in its directory"
+                )
 
     @staticmethod
     def _check_against_manifest(info, shard: IndexedDataset) -> None:
@@ -205,9 +237,15 @@ class ShardSet:
         return self.num_documents
 
     def verify(self, checksums: bool = True) -> None:
-        """Every invariant of every shard, and (with a manifest) every checksum; FormatError."""
+        """Every invariant of every shard, and (with a manifest) every checksum; FormatError.
+
+        `checksums` reads all data, so it also checks every token id against the vocabulary
+        size the manifest's tokenizer records.
+        """
+        tokenizer = self.manifest.tokenizer if self.manifest is not None else None
+        vocab_size = tokenizer.vocab_size if checksums and tokenizer is not None else None
         for shard in self.shards:
-            shard.verify()
+            shard.verify(vocab_size)
         if self.manifest is None:
             return
         manifest_path = os.path.join(self.directory, MANIFEST_NAME)
@@ -228,7 +266,6 @@ class ShardSet:
                     raise FormatError(
                         f"{path}: checksum mismatch: {manifest_path} says {listed}, file is {actual}"
                     )
-        tokenizer = self.manifest.tokenizer
         if checksums and tokenizer is not None and tokenizer.file:
             path = os.path.join(self.directory, tokenizer.file)
             if not os.path.exists(path):

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import struct
+import uuid
 from pathlib import Path
 
 import fsspec
@@ -319,6 +320,18 @@ def test_noncontiguous_pointer_found_by_verify(real_pair):
     rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<q", 2) + d[pos + 8 :])
     with pytest.raises(FormatError, match="sequence 3 points to byte 2"):
         IndexedDataset(real_pair).verify()
+    # Reading documents turns pointers into offsets, and that checks them too.
+    with pytest.raises(FormatError, match="sequence 3 points to byte 2"):
+        IndexedDataset(real_pair).document(1)
+
+
+def test_decreasing_document_index_refused_at_open(tmp_path, book_documents):
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "p", [[d] for d in ids[:10]])
+    at = 34 + 12 * 10 + 8 * 4  # document_index[4]
+    rewrite(prefix + ".idx", lambda d: d[:at] + struct.pack("<q", 9) + d[at + 8 :])
+    with pytest.raises(FormatError, match=r"p.idx: document index decreases at document 4"):
+        IndexedDataset(prefix)
 
 
 @pytest.mark.parametrize(
@@ -437,3 +450,184 @@ def test_reads_a_pair_written_by_an_independent_writer(tmp_path, book_documents,
     for i in (0, 30, 59):
         np.testing.assert_array_equal(ss.document(i), ids[i])
         assert [len(s) for s in ss.document_sequences(i)] == [3, len(ids[i]) - 3]
+
+
+# -- hostile manifests (built here from a real set by editing its manifest.json) --------------
+
+
+def edit_manifest(directory: Path, edit) -> None:
+    path = directory / "manifest.json"
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def set_shard_name(index, name):
+    def edit(data):
+        data["shards"][index]["name"] = name
+
+    return edit
+
+
+def set_tokenizer_file(name):
+    def edit(data):
+        data["tokenizer"]["file"] = name
+
+    return edit
+
+
+def upload(fs, directory: Path, remote: str) -> None:
+    for name in os.listdir(directory):
+        fs.put_file(str(directory / name), f"{remote}/{name}")
+
+
+@pytest.mark.parametrize(
+    "what, edit",
+    [
+        ("tokenizer file '../../escaped.json'", set_tokenizer_file("../../escaped.json")),
+        ("shard name '../../escaped'", set_shard_name(0, "../../escaped")),
+        ("absolute shard name", lambda d: set_shard_name(0, d["absolute"])(d)),
+    ],
+)
+def test_remote_manifest_cannot_write_outside_the_cache(
+    tmp_path, book_documents, tokenizer_json, what, edit
+):
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:20], shards=2, tokenizer_file=tokenizer_json)
+    escaped = tmp_path / "escaped"
+    fs = fsspec.filesystem("memory")
+    remote = f"/hostile-{uuid.uuid4().hex}"
+    upload(fs, tmp_path / "set", remote)
+    # The attacker serves the bytes under whatever names the manifest points at.
+    for name in ("escaped.json", "escaped.bin", "escaped.idx"):
+        fs.pipe_file(f"{remote}/../../{name}", b"attacker bytes")
+    fs.pipe_file(f"{escaped}.bin", b"attacker bytes")
+    fs.pipe_file(f"{escaped}.idx", b"attacker bytes")
+    with fs.open(f"{remote}/manifest.json", "rb") as f:
+        data = json.loads(f.read())
+    data["absolute"] = str(escaped)
+    edit(data)
+    fs.pipe_file(f"{remote}/manifest.json", json.dumps(data).encode())
+    cache = tmp_path / "cache" / "a" / "b"
+    with pytest.raises(FormatError, match="not a plain file name inside the shard set"):
+        ShardSet(f"memory://{remote}", cache_dir=str(cache))
+    written = [p for p in tmp_path.rglob("*") if "escaped" in p.name]
+    assert written == [], written
+    assert not any(cache.rglob("*.bin"))  # refused before any fetch
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (set_shard_name(0, "../other/shard-00000"), "not a plain file name"),
+        (set_tokenizer_file("/etc/hostname"), "not a plain file name"),
+        (set_tokenizer_file("C:tokenizer.json"), "not a plain file name"),
+        (set_shard_name(1, "./shard-00000"), "not a plain file name"),
+        (set_shard_name(1, "shard-00000"), "names the same file"),
+        (set_shard_name(1, "SHARD-00000"), "names the same file"),
+        (set_tokenizer_file("shard-00000.bin"), "names the same file"),
+        (set_tokenizer_file("manifest.json"), "names the same file"),
+        (set_shard_name(0, "shard\n00000"), "not a plain file name"),
+        (set_shard_name(0, ""), "non-empty file name"),
+    ],
+)
+def test_local_manifest_names_only_plain_files_of_its_set(
+    tmp_path, book_documents, tokenizer_json, edit, message
+):
+    _, ids = book_documents
+    # A real second set next to this one: "../other/shard-00000" would open (and verify) fine.
+    make_set(tmp_path / "other", ids[20:40], shards=2)
+    make_set(tmp_path / "set", ids[:20], shards=2, tokenizer_file=tokenizer_json)
+    edit_manifest(tmp_path / "set", edit)
+    with pytest.raises(FormatError, match=message) as err:
+        ShardSet(str(tmp_path / "set"))
+    assert str(tmp_path / "set" / "manifest.json") in str(err.value)
+    assert "\n" not in str(err.value).replace("shard\n00000", "")
+
+
+def test_symlink_out_of_the_set_is_refused(tmp_path, book_documents, tokenizer_json):
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:20], shards=2, tokenizer_file=tokenizer_json)
+    outside = tmp_path / "outside.json"
+    outside.write_text((tmp_path / "set" / "tokenizer.json").read_text())
+    (tmp_path / "set" / "tokenizer.json").unlink()
+    (tmp_path / "set" / "tokenizer.json").symlink_to(outside)
+    with pytest.raises(FormatError, match="outside the shard set"):
+        ShardSet(str(tmp_path / "set"))
+
+
+def test_remote_file_larger_than_its_record_is_not_fetched(tmp_path, book_documents):
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:20], shards=2)
+    fs = fsspec.filesystem("memory")
+    upload(fs, tmp_path / "set", "/padded")
+    with fs.open("/padded/shard-00001.bin", "rb") as f:
+        data = f.read()
+    fs.pipe_file("/padded/shard-00001.bin", data + b"\x00" * 4096)
+    with pytest.raises(FormatError, match="4096 bytes|the manifest says"):
+        ShardSet("memory:///padded", cache_dir=str(tmp_path / "cache"))
+    assert not list((tmp_path / "cache").rglob("shard-00001.bin*"))
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"[1, 2, 3]", "a JSON list, not an object"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_manifest_that_is_not_an_object(tmp_path, book_documents, raw, message):
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:20], shards=2)
+    (tmp_path / "set" / "manifest.json").write_bytes(raw)
+    with pytest.raises(FormatError, match=message) as err:
+        ShardSet(str(tmp_path / "set"))
+    assert str(tmp_path / "set" / "manifest.json") in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["shards"][0].update(documents="20"), "'documents' must be int, got str"),
+        (lambda d: d["shards"][0].update(tokens=-1), "'tokens' must be >= 0"),
+        (lambda d: d["shards"][0].update(documents=True), "'documents' must be int, got bool"),
+        (lambda d: d["shards"][0].update(bin_sha256=7), "'bin_sha256' must be str"),
+        (lambda d: d["shards"][0].update(idx_sha256="../x"), "not a sha256 hex digest"),
+        (lambda d: d["shards"][0].pop("bin_bytes"), "missing 'bin_bytes'"),
+        (lambda d: d.update(shards={"a": 1}), "'shards' must be list, got dict"),
+        (lambda d: d.update(shards=[3]), "a shard entry is int"),
+        (lambda d: d.update(dtype="float16"), "dtype 'float16' has no MMIDIDX code"),
+        (lambda d: d.update(dtype=["uint16"]), "'dtype' must be str"),
+        (lambda d: d.update(sequence_unit="word"), "sequence_unit must be one of"),
+        (lambda d: d.update(source=[]), "'source' must be dict"),
+        (lambda d: d.update(format_version=True), "unknown manifest format_version True"),
+        (lambda d: d.update(tokenizer=[]), "'tokenizer' must be dict or NoneType"),
+        (lambda d: d["tokenizer"].update(vocab_size="50257"), "'vocab_size' must be int"),
+        (lambda d: d["tokenizer"].update(vocab_size=0), "'vocab_size' must be >= 1"),
+        (lambda d: d["tokenizer"].update(special_ids={"eod": "x"}), "special id 'eod'"),
+        (lambda d: d["tokenizer"].update(file=5), "'file' must be str or NoneType"),
+    ],
+)
+def test_manifest_fields_of_the_wrong_type(tmp_path, book_documents, tokenizer_json, edit, message):
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:20], shards=2, tokenizer_file=tokenizer_json)
+    edit_manifest(tmp_path / "set", edit)
+    with pytest.raises(FormatError, match=message):
+        ShardSet(str(tmp_path / "set"))
+
+
+def test_writer_refuses_a_tokenizer_name_outside_the_set(tmp_path, book_documents, tokenizer_json):
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "set" / "shard-00000", [[d] for d in ids[:5]])
+    tokenizer = TokenizerInfo(file="../stray.json", kind="byte-level-bpe", vocab_size=50257)
+    with pytest.raises(FormatError, match="not a plain file name"):
+        write_shard_set_manifest(
+            str(tmp_path / "set"),
+            [shard_info(prefix)],
+            dtype="uint16",
+            sequence_unit="document",
+            tokenizer=tokenizer,
+            tokenizer_file=tokenizer_json,
+        )
+    assert not (tmp_path / "stray.json").exists()

@@ -114,3 +114,100 @@ def test_bad_path_is_a_clear_error(tmp_path):
     out = dump(tmp_path / "nothing")
     assert out.returncode == 1
     assert "neither a shard-set directory nor a .bin/.idx prefix" in out.stderr
+
+
+# -- hostile inputs: copies of the real set above with one thing broken --------------------------
+
+
+def copy_set(directory, target):
+    target.mkdir()
+    for f in directory.iterdir():
+        (target / f.name).write_bytes(f.read_bytes())
+    return target
+
+
+def assert_one_line_error(out, *fragments):
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "raw, fault",
+    [
+        (b'[{"format": "mmidx-shard-set"}]', "a JSON list, not an object"),
+        ('{"format": "mmidx-shard-set", "dtype": "\u00e9"}'.encode("latin-1"), "not UTF-8"),
+        (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+    ],
+)
+@pytest.mark.parametrize("mode", [[], ["--verify"]])
+def test_unreadable_manifest_is_one_line(shard_set, tmp_path, raw, fault, mode):
+    directory, _, _ = shard_set
+    copy = copy_set(directory, tmp_path / "copy")
+    (copy / "manifest.json").write_bytes(raw)
+    assert_one_line_error(dump(copy, *mode), str(copy / "manifest.json"), fault)
+
+
+@pytest.mark.parametrize(
+    "edit, fault",
+    [
+        (lambda d: d["shards"][1].update(tokens="many"), "'tokens' must be int, got str"),
+        (lambda d: d["tokenizer"].update(special_ids=[50256]), "'special_ids' must be dict"),
+        (lambda d: d.update(shards=None), "'shards' must be list, got NoneType"),
+        (lambda d: d["shards"][1].update(name="../elsewhere/shard-00000"), "not a plain file"),
+        (lambda d: d["tokenizer"].update(file="/etc/hostname"), "not a plain file name"),
+        (lambda d: d["shards"][1].update(name="./shard-00000"), "not a plain file name"),
+    ],
+)
+def test_manifest_with_wrong_types_or_names_is_one_line(shard_set, tmp_path, edit, fault):
+    directory, _, _ = shard_set
+    # "../elsewhere/shard-00000" is a real, whole pair: without the name check --verify says OK.
+    copy_set(directory, tmp_path / "elsewhere")
+    copy = copy_set(directory, tmp_path / "copy")
+    data = json.loads((copy / "manifest.json").read_text())
+    edit(data)
+    (copy / "manifest.json").write_text(json.dumps(data))
+    assert_one_line_error(dump(copy, "--verify"), str(copy / "manifest.json"), fault)
+
+
+def rewrite_shard_with(copy, documents):
+    """Replace shard-00000 of a copied set by `documents` and record it in the manifest."""
+    with IndexedDatasetWriter(str(copy / "shard-00000"), np.uint16) as writer:
+        for doc in documents:
+            writer.add_document([doc])
+    data = json.loads((copy / "manifest.json").read_text())
+    data["shards"][0] = shard_info(str(copy / "shard-00000")).to_json()
+    (copy / "manifest.json").write_text(json.dumps(data))
+
+
+def test_verify_finds_token_ids_beyond_the_vocabulary(shard_set, tmp_path):
+    directory, _, encoded = shard_set
+    copy = copy_set(directory, tmp_path / "copy")
+    documents = [np.array(e.ids + [50256]) for e in encoded[:200]]
+    documents[7][3] = 50257  # one past GPT-2's 50,257 ids: fits uint16, checksums agree
+    rewrite_shard_with(copy, documents)
+    assert dump(copy).returncode == 0  # the summary reads indexes only
+    offset = sum(len(d) for d in documents[:7]) + 3
+    assert_one_line_error(
+        dump(copy, "--verify"),
+        str(copy / "shard-00000.bin"),
+        f"token id 50257 (document 7, token {offset}) is outside the vocabulary of 50257",
+    )
+
+
+def test_non_monotonic_document_index_is_one_line(shard_set, tmp_path):
+    directory, _, _ = shard_set
+    copy = copy_set(directory, tmp_path / "copy")
+    idx = copy / "shard-00000.idx"
+    raw = bytearray(idx.read_bytes())
+    sequences = 200
+    doc_index_at = 34 + 12 * sequences
+    doc_index = np.frombuffer(bytes(raw[doc_index_at:]), dtype="<i8").copy()
+    doc_index[5], doc_index[6] = doc_index[6] + 3, doc_index[5]  # documents 4..6 overlap
+    raw[doc_index_at:] = doc_index.tobytes()
+    idx.write_bytes(bytes(raw))
+    for mode in ([], ["--doc", "5"], ["--verify"]):
+        out = dump(copy, *mode)
+        assert_one_line_error(out, str(idx), "document index decreases at document 5")
