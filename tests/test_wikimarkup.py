@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipelines.sources import wiki_sections
 from pipelines.sources import wikimarkup as wm
 from pipelines.sources.wikimarkup import wikitext_to_text
 
@@ -29,6 +30,14 @@ def _first_page_wikitext(name: str) -> str:
 @pytest.fixture(scope="module")
 def april() -> str:
     return _first_page_wikitext("simplewiki-sample.xml.bz2")
+
+
+@pytest.fixture(scope="module")
+def elwiki() -> dict[str, str]:
+    """Raw wikitext by title, of the pages of the real Greek dump head (see PROVENANCE.md)."""
+    xml = bz2.open(WIKIPEDIA / "elwiki-pages-articles-head933.xml.bz2").read().decode("utf-8")
+    pages = re.findall(r"<title>(.*?)</title>.*?<text[^>]*>(.*?)</text>", xml, re.DOTALL)
+    return {html.unescape(title): html.unescape(text) for title, text in pages}
 
 
 # --- comments and extension tags ---------------------------------------------------------------
@@ -174,6 +183,86 @@ def test_closing_sections_dropped_with_their_subsections():
     assert wikitext_to_text(text) == "Intro.\n\nLife\n\nBorn."
     greek = "Κείμενο.\n== Παραπομπές ==\nπηγή\n== Εξωτερικοί σύνδεσμοι ==\nσύνδεσμος"
     assert wikitext_to_text(greek) == "Κείμενο."
+
+
+def test_greek_closing_sections_are_cut(elwiki: dict[str, str]):
+    """Greek headings that English-only (or a short Greek list) missed: "Βλέπε επίσης",
+    "Επιπλέον βιβλιογραφία" in real elwiki articles."""
+    nu = wikitext_to_text(elwiki["Νι"], GREEK)
+    assert nu.endswith("την συχνότητα ενός κύματος στην φυσική.")
+    state = wikitext_to_text(elwiki["Κράτος"], GREEK)
+    assert state.endswith("της ταξικής καπιταλιστικής κοινωνίας.")
+    for title in ("Νι", "Κράτος", "Καρλ Μαρξ", "Φυσική", "S"):
+        blocks = wikitext_to_text(elwiki[title], GREEK).split("\n\n")
+        for heading in ("Βλέπε επίσης", "Βλέπε και", "Διαβάστε επίσης", "Επιπλέον βιβλιογραφία",
+                        "Προτεινόμενη βιβλιογραφία", "Παραπομπές"):  # fmt: skip
+            assert heading not in blocks, (title, heading)
+
+
+# Closing sections as articles of these wikis write them (built here; typical headings).
+@pytest.mark.parametrize(
+    ("language", "closing"),
+    [
+        ("ru", "== См. также ==\n* [[Б]]\n== Примечания ==\n{{примечания}}\n== Ссылки ==\n* x"),
+        ("uk", "== Див. також ==\n* [[Б]]\n== Примітки ==\n{{reflist}}\n== Посилання ==\n* x"),
+        ("ja", "== 脚注 ==\n{{reflist}}\n== 関連項目 ==\n* [[東京]]\n== 外部リンク ==\n* x"),
+        ("zh", "== 参见 ==\n* [[北京]]\n== 参考文献 ==\n{{reflist}}\n== 外部链接 ==\n* x"),
+        ("de", "== Siehe auch ==\n* [[B]]\n== Literatur ==\n* Buch\n== Weblinks ==\n* x"),
+        ("fr", "== Notes et références ==\n{{Références}}\n== Voir aussi ==\n=== Articles connexes ===\n* y"),
+        ("pl", "== Zobacz też ==\n* [[B]]\n== Przypisy ==\n{{Przypisy}}\n== Linki zewnętrzne ==\n* x"),
+        ("ar", "== انظر أيضًا ==\n* [[ب]]\n== المراجع ==\n{{مراجع}}\n== وصلات خارجية ==\n* x"),
+        ("ko", "== 같이 보기 ==\n* [[서울]]\n== 각주 ==\n{{각주}}\n== 외부 링크 ==\n* x"),
+        ("vi", "== Xem thêm ==\n* [[Hà Nội]]\n== Tham khảo ==\n{{tham khảo}}\n== Liên kết ngoài ==\n* x"),
+    ],
+)  # fmt: skip
+def test_closing_sections_of_big_wikis_are_cut(language: str, closing: str):
+    assert language in wiki_sections.CLOSING_SECTIONS
+    article = f"Intro.\n== History ==\nEarly.\n{closing}\n"
+    assert wikitext_to_text(article) == "Intro.\n\nHistory\n\nEarly."
+
+
+def test_only_the_closing_run_of_sections_is_cut():
+    # "Literatura" is a culture section in Spanish and a bibliography in Polish/Czech.
+    spanish = (
+        "Intro.\n== Cultura ==\n=== Literatura ===\nCervantes.\n=== Música ===\nFlamenco.\n"
+        "== Véase también ==\n* [[X]]\n== Referencias ==\n{{listaref}}\n"
+    )
+    assert wikitext_to_text(spanish) == (
+        "Intro.\n\nCultura\n\nLiteratura\n\nCervantes.\n\nMúsica\n\nFlamenco."
+    )
+    # A subsection closing its parent section is not the article's closing run.
+    last_subsection = "Intro.\n== Cultura ==\n=== Literatura ===\nCervantes.\n== Notas ==\n* n"
+    assert "Cervantes." in wikitext_to_text(last_subsection)
+    # A named section followed by prose sections is kept; the closing run is cut.
+    middle = "Intro.\n== Notes ==\nA prose note.\n== History ==\nEarly.\n== References ==\n* r"
+    assert wikitext_to_text(middle) == "Intro.\n\nNotes\n\nA prose note.\n\nHistory\n\nEarly."
+
+
+def test_a_pipe_line_inside_a_paragraph_keeps_the_sentence(elwiki: dict[str, str]):
+    """elwiki "Κύπρος" has `[[Ανώτατο Δικαστήριο Κύπρου\n|Ανώτατο Δικαστήριο της Δημοκρατίας]]`:
+    the `|` line was dropped as table debris with the rest of the sentence, leaving `[[`."""
+    cyprus = wikitext_to_text(elwiki["Κύπρος"], GREEK)
+    assert (
+        "ασκείται από το Ανώτατο Δικαστήριο της Δημοκρατίας, τα Κακουργιοδικεία, τα Επαρχιακά "
+        "Δικαστήρια" in cyprus
+    )
+    assert "[[" not in cyprus and "]]" not in cyprus
+    # The same with markup that is no link at all: the words stay.
+    assert wikitext_to_text("He said\n|that it was fine.") == "He said that it was fine."
+    assert wm.format_blocks("a [[b\n|c]] d") == "a [[b c]] d"
+
+
+def test_media_links_under_any_namespace_name():
+    """Localized File aliases that siteinfo does not list (Japanese 画像, Ukrainian
+    Зображення, Greek Εικόνα): the media file's extension says it is an image."""
+    text = (
+        "東京[[画像:Tokyo Tower.jpg|thumb|556px|center|東京タワー]]タワー。"
+        "[[Зображення:Coat of arms.svg|міні|250пкс|Герб]]"
+        "[[Εικόνα:x.JPG|μικρογραφία|λεζάντα [[Αθήνα]]]]"
+    )
+    assert wikitext_to_text(text) == "東京タワー。"
+    # Article titles with a colon are not media: they keep their text.
+    assert wikitext_to_text("[[Star Wars: Episode IV|the film]]") == "the film"
 
 
 def test_entities_decoded_after_markup_removal():

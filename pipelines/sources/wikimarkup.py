@@ -14,14 +14,17 @@ of its own:
   other HTML tag is stripped and its content kept. `<nowiki>` and `<pre>` content is kept
   verbatim (its markup characters are not interpreted).
 - Links: `[[target|label]]` -> label, `[[target]]` -> target; links into the File/Image/Media
-  and Category namespaces (English names plus the wiki's own names from siteinfo) and
-  interlanguage links `[[fr:...]]` vanish; `[[:Category:X]]` (a visible link) stays.
-  External links `[http://x label]` -> label, `[http://x]` -> nothing.
+  and Category namespaces (canonical English names plus the wiki's own names from siteinfo),
+  links to a media file by any namespace name (`[[画像:x.jpg|thumb|...]]`: a localized alias
+  siteinfo does not list) and interlanguage links `[[fr:...]]` vanish; `[[:Category:X]]` (a
+  visible link) stays. External links `[http://x label]` -> label, `[http://x]` -> nothing.
 - Headings become a paragraph of their own; headings with no text under them are dropped, and
-  so are closing sections such as "References", "External links", "See also" (and their
-  equivalents in a few other languages, see DROPPED_SECTIONS).
+  so is the run of closing sections at the end ("References", "External links", "See also",
+  ... in the languages of `wiki_sections.CLOSING_SECTIONS`).
 - List items become one line each; other lines of a paragraph are joined with spaces, as a
-  browser shows them; paragraphs are separated by one blank line.
+  browser shows them; paragraphs are separated by one blank line. Rows of a table whose
+  markup could not be paired are dropped, but a line starting with `|` that continues a
+  paragraph is kept: markup that cannot be parsed never takes prose with it.
 - HTML entities are decoded last (`&nbsp;` becomes a plain space).
 
 Every step is a single left-to-right scan or a regex whose matches cannot overlap, so the cost
@@ -35,32 +38,16 @@ import html
 import re
 from collections.abc import Iterable
 
-# Closing sections that hold no article prose, compared casefolded. English plus the languages
-# of our sample corpora and a few big wikis; a wiki not listed keeps its sections (harmless: the
-# cleaning stage still sees them).
-DROPPED_SECTIONS: frozenset[str] = frozenset(
-    s.casefold()
-    for s in (
-        # en
-        "References", "External links", "See also", "Further reading", "Notes", "Footnotes",
-        "Bibliography", "Sources", "Citations", "Notes and references", "References and notes",
-        "Works cited", "Other websites",
-        # el
-        "Παραπομπές", "Εξωτερικοί σύνδεσμοι", "Δείτε επίσης", "Βιβλιογραφία", "Σημειώσεις",
-        "Πηγές", "Δείτε ακόμη",
-        # de, fr, es, it
-        "Einzelnachweise", "Weblinks", "Siehe auch", "Literatur", "Anmerkungen",
-        "Références", "Liens externes", "Voir aussi", "Notes et références",
-        "Referencias", "Enlaces externos", "Véase también",
-        "Note", "Collegamenti esterni", "Voci correlate",
-    )
-)  # fmt: skip
+from pipelines.sources import wiki_sections
+
+# Closing-section headings of every language in the table, compared casefolded.
+DROPPED_SECTIONS: frozenset[str] = wiki_sections.closing_section_names()
 
 # Names under which every wiki accepts its File/Media and Category namespaces, besides the
-# localized names siteinfo lists: the canonical English ones, and old "Image" aliases that
-# siteinfo does not list (Greek "Εικόνα" is common in elwiki, German "Bild" in dewiki).
+# localized names siteinfo lists: MediaWiki's canonical names and its standard "Image" alias.
+# Localized aliases (Greek "Εικόνα", Japanese "画像", German "Bild") are not listed anywhere in a
+# dump; a link to a media file is recognised by the file's extension instead (_MEDIA_FILE).
 _CANONICAL_HIDDEN_PREFIXES = ("file", "image", "media", "category")
-_ALIAS_HIDDEN_PREFIXES = ("εικόνα", "bild", "imagen", "immagine", "afbeelding", "изображение")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,9 +58,7 @@ class MarkupConfig:
     ...): a link `[[Name:...]]` into one of them is an image or a category tag, not text.
     """
 
-    hidden_link_prefixes: frozenset[str] = frozenset(
-        _CANONICAL_HIDDEN_PREFIXES + _ALIAS_HIDDEN_PREFIXES
-    )
+    hidden_link_prefixes: frozenset[str] = frozenset(_CANONICAL_HIDDEN_PREFIXES)
     dropped_sections: frozenset[str] = DROPPED_SECTIONS
 
 
@@ -393,20 +378,29 @@ _INTERLANGUAGE = re.compile(r"[a-z]{2,3}(?:-[a-z]{2,8})*|simple")
 # which bounds the copying of rendered labels into their parents.
 _MAX_LINK_DEPTH = 8
 _PARENTHETICAL = re.compile(r"\s*\([^()]*\)$")
+# The file types MediaWiki embeds: `[[<any namespace name>:Name.jpg|...]]` is an image or media
+# link whatever the wiki calls its File namespace or that namespace's aliases.
+_MEDIA_FILE = re.compile(
+    r"\.(?:jpe?g|png|gif|svg|tiff?|webp|bmp|xcf|ogg|ogv|oga|opus|webm|mp3|mp4|wav|flac|midi?|"
+    r"pdf|djvu|stl)\s*$",
+    re.IGNORECASE,
+)
 
 
 def render_link(inner: str, config: MarkupConfig = DEFAULT_CONFIG) -> str:
     """The visible text of one internal link, given what is between `[[` and `]]`."""
     target, pipe, label = inner.partition("|")
+    target = target.strip()
     if "\n" in target:  # not a link in MediaWiki either: brackets that happen to pair up
         return "[[" + inner + "]]"
-    target = target.strip()
     visible_colon = target.startswith(":")
     if visible_colon:
         target = target[1:].lstrip()
     prefix, colon, rest = target.partition(":")
     if colon and not visible_colon:
         if normalize_namespace_name(prefix) in config.hidden_link_prefixes:
+            return ""
+        if _MEDIA_FILE.search(rest):
             return ""
         if _INTERLANGUAGE.fullmatch(prefix.strip()):
             return ""
@@ -532,6 +526,7 @@ def strip_magic_words(text: str) -> str:
 
 
 _HEADING, _PARAGRAPH, _LIST = 0, 1, 2
+_NO_LEVEL = 7  # below every heading level (1-6)
 
 
 def _plain(line: str) -> str:
@@ -545,18 +540,49 @@ def _plain(line: str) -> str:
     return " ".join(line.split())
 
 
+def _continues_paragraph(line: str) -> bool:
+    """Whether a line starting with `|` or `!`, right after a paragraph line, is more of that
+    paragraph rather than a table row."""
+    return line[0] == "|" and not line.startswith(("|-", "|+", "|}")) and "||" not in line
+
+
+def _closing_run_start(blocks: list[tuple[int, int, str]], dropped_sections: frozenset[str]) -> int:
+    """Where the article's closing sections begin (len(blocks) if it has none): the first named
+    heading after which every heading of its level or higher is named too, and none is higher.
+    A named heading followed by a prose section, or a named subsection ending its parent
+    section ("=== Literatura ===" under "== Cultura =="), is not part of the closing run."""
+    start = len(blocks)
+    highest_after = _NO_LEVEL  # the highest rank (smallest level) of the headings after
+    highest_unnamed_after = _NO_LEVEL
+    for index in range(len(blocks) - 1, -1, -1):
+        block_kind, level, block_text = blocks[index]
+        if block_kind != _HEADING:
+            continue
+        named = block_text.rstrip(":").strip().casefold() in dropped_sections
+        if named and highest_after >= level and highest_unnamed_after > level:
+            start = index
+        highest_after = min(highest_after, level)
+        if not named:
+            highest_unnamed_after = min(highest_unnamed_after, level)
+    return start
+
+
 def format_blocks(text: str, dropped_sections: frozenset[str] = DROPPED_SECTIONS) -> str:
     """Lines of (markup-free) wikitext -> paragraphs separated by blank lines.
 
     A heading line `== H ==` becomes the paragraph "H"; list items (`*`, `#`, `:`, `;`) one line
-    each; other consecutive lines are joined by spaces. Sections named in `dropped_sections`
-    and headings with no text under them are removed. Leftover table rows (lines starting with
-    `|` or `!`) are dropped. HTML entities are decoded here, after all markup is gone, so an
-    encoded `&lt;ref&gt;` stays text.
+    each; other consecutive lines are joined by spaces. The closing run of sections named in
+    `dropped_sections` and headings with no text under them are removed. Leftover table rows
+    (lines starting with `|` or `!`) are dropped, except a `|` line right after a paragraph line
+    outside an unclosed `{|` that has no cell or row markup (`||`, `|-`, `|}`): that is the
+    paragraph going on (the `|` of a `[[Target\n|label]]` left as text), kept. HTML entities are decoded here, after all markup is
+    gone, so an encoded `&lt;ref&gt;` stays text.
     """
     blocks: list[tuple[int, int, str]] = []  # (kind, heading level, text)
     lines: list[str] = []
     kind = _PARAGRAPH
+    in_table = False  # inside a `{|` never closed (strip_templates_and_tables left it)
+    continues_prose = False  # the previous line was a paragraph line
 
     def flush() -> None:
         if lines:
@@ -565,6 +591,7 @@ def format_blocks(text: str, dropped_sections: frozenset[str] = DROPPED_SECTIONS
 
     for raw in text.split("\n"):
         line = raw.strip()
+        after_prose, continues_prose = continues_prose, False
         if not line:
             flush()
             continue
@@ -578,8 +605,16 @@ def format_blocks(text: str, dropped_sections: frozenset[str] = DROPPED_SECTIONS
             if title:
                 blocks.append((_HEADING, level, title))
             continue
-        if first in "|!" or line.startswith("{|") or line.startswith("----"):
-            continue  # table debris, horizontal rule
+        if line.startswith("{|"):
+            in_table = True
+            continue
+        if first in "|!":
+            if in_table or not after_prose or not _continues_paragraph(line):
+                in_table = in_table and not line.startswith("|}")
+                continue  # table debris
+            line = line[1:]
+        if line.startswith("----"):
+            continue  # horizontal rule
         is_item = first in "*#:;"
         if is_item:
             line = line.lstrip("*#:;")
@@ -591,22 +626,9 @@ def format_blocks(text: str, dropped_sections: frozenset[str] = DROPPED_SECTIONS
             flush()
             kind = new_kind
         lines.append(line)
+        continues_prose = new_kind == _PARAGRAPH
     flush()
-
-    # Drop named sections (up to the next heading of the same or a higher level).
-    kept: list[tuple[int, int, str]] = []
-    dropping_level = 0
-    for block in blocks:
-        if block[0] == _HEADING:
-            if dropping_level and block[1] > dropping_level:
-                continue
-            dropping_level = 0
-            if block[2].rstrip(":").strip().casefold() in dropped_sections:
-                dropping_level = block[1]
-                continue
-        elif dropping_level:
-            continue
-        kept.append(block)
+    kept = blocks[: _closing_run_start(blocks, dropped_sections)]
 
     # Drop headings with no text under them, walking backwards: has_text[level] says whether
     # text follows before the next heading of that level or higher.
