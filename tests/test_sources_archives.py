@@ -282,6 +282,23 @@ def test_corrupt_tar_header_is_reported(tmp_path: Path) -> None:
     assert raised.value.reason == "corrupt_input"
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["books/huge.txt", "../huge.txt"])
+def test_member_claiming_more_bytes_than_the_stream_holds_is_truncated(name: str) -> None:
+    # a 1.5 KB tar (built here) whose one member's header claims 2**60 bytes (GNU base-256 size
+    # field), followed by 1 KB of real book text; the member is skipped unread (and, as
+    # "../huge.txt", refused as unsafe), so tarfile would seek past it 1 block at a time forever
+    info = tarfile.TarInfo(name)
+    info.size = 2**60
+    data = info.tobuf(format=tarfile.GNU_FORMAT) + MOBY[:1024]
+    assert len(data) == 1536
+    with pytest.raises(ArchiveError) as raised:
+        for _ in iter_tar_members(open_decompressed(io.BytesIO(data)).stream, "huge.tar"):
+            pass
+    assert raised.value.reason == "truncated_input" and raised.value.location == "huge.tar"
+    assert str(2**60) in raised.value.detail
+
+
 # -------------------------------------------------------------------------------- decoding
 
 

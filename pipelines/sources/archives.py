@@ -544,6 +544,20 @@ class _MemberStream(io.RawIOBase):
             raise ArchiveError(truncated, self._archive_location) from None
 
 
+def _skip_to_next_header(archive: tarfile.TarFile, last: tarfile.TarInfo) -> None:
+    """Read on to where the next member's header starts, checking the last member's claimed
+    size against the real stream. tarfile's stream mode would skip there itself, a block at a
+    time without noticing the end of the data: a header claiming 2**60 bytes never finished."""
+    remaining = archive.offset - archive.fileobj.tell()
+    while remaining > 0:
+        skipped = archive.fileobj.read(min(remaining, _STREAM_BUFFER))
+        if not skipped:
+            raise TruncatedInputError(
+                f"tar data ends inside member {last.name}, whose header claims {last.size} "
+                f"bytes ({remaining} bytes short)")
+        remaining -= len(skipped)
+
+
 def iter_tar_members(stream: BinaryIO, location: str) -> Iterator[ArchiveMember | Failure]:
     """The regular-file members of a tar stream, in archive order; unsafe members as Failures.
 
@@ -561,9 +575,12 @@ def iter_tar_members(stream: BinaryIO, location: str) -> Iterator[ArchiveMember 
         corrupt = CorruptInputError(f"not a readable tar archive: {error}")
         raise ArchiveError(corrupt, location) from None
     last_name = "(start)"
+    info = None
     with archive:
         while True:
             try:
+                if info is not None:  # (the first header was read when the archive opened)
+                    _skip_to_next_header(archive, info)
                 info = archive.next()
             except ArchiveError:
                 raise
