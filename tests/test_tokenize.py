@@ -249,7 +249,7 @@ def test_padding_and_truncation_of_a_saved_tokenizer_are_switched_off(bert, tmp_
 
 def test_shard_set_manifest_records_the_switched_off_settings(tmp_path):
     from pipelines.options import PreprocessConfig
-    from pipelines.preprocess import Plan, shard_set_spec
+    from pipelines.preprocess import plan_run, shard_set_spec
     from pipelines.transforms import TokenizerRef
 
     path = _pipeline_saved_bert_json(tmp_path)
@@ -258,7 +258,7 @@ def test_shard_set_manifest_records_the_switched_off_settings(tmp_path):
     config = PreprocessConfig(
         source="books", input=str(BOOKS), output=str(tmp_path / "out"), tokenizer=str(path)
     )
-    spec = shard_set_spec(Plan(config, [], 0, 0), ref)
+    spec = shard_set_spec(plan_run(config), ref)
     assert spec.pipeline["tokenizer_disabled"] == tokenizer.disabled
     json.dumps(spec.pipeline)  # the manifest is JSON
 
