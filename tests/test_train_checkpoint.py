@@ -1,4 +1,6 @@
-"""train.checkpoint: round trip, RNG states, atomic naming, pruning, and damaged checkpoints."""
+"""train.checkpoint (DCP) in one process: round trip, RNG states, atomic naming, pruning, a save
+cut short, damaged checkpoints and metadata of the wrong types. Multi-process resharding and
+memory are tested under torchrun in test_train_checkpoint_dcp.py."""
 
 from __future__ import annotations
 
@@ -26,6 +28,12 @@ def _trained(seed: int = 0):
     return model, optimizer
 
 
+def _save(run_dir, step, model, optimizer, state=None, keep=2) -> str:
+    return ckpt.save_checkpoint(
+        str(run_dir), step, model, optimizer, state or _state(step), keep=keep
+    ).commit()
+
+
 def _state(step: int) -> dict:
     return {"step": step, "consumed_samples": 8 * step, "config": {"seed": 1}, "counters": {"a": 1}}
 
@@ -35,7 +43,7 @@ def test_round_trip_restores_weights_optimizer_and_rng(tmp_path):
     random.seed(5)
     np.random.seed(6)
     torch.manual_seed(7)
-    path = ckpt.save_checkpoint(str(tmp_path), 3, model, optimizer, _state(3), keep=2)
+    path = _save(tmp_path, 3, model, optimizer)
     assert path == os.path.join(tmp_path, "checkpoints", "step-00000003")
     expected_draws = (random.random(), np.random.rand(), torch.rand(1).item())
 
@@ -57,21 +65,29 @@ def test_round_trip_restores_weights_optimizer_and_rng(tmp_path):
             assert torch.equal(saved[key][field], loaded[key][field])
 
 
-def test_files_load_with_weights_only(tmp_path):
+def test_files_are_dcp_shards_and_a_weights_only_trainer_state(tmp_path):
     model, optimizer = _trained()
-    path = ckpt.save_checkpoint(str(tmp_path), 1, model, optimizer, _state(1), keep=1)
-    assert sorted(os.listdir(path)) == ["meta.json", "model.pt", "optimizer.pt", "trainer.pt"]
-    for name in ckpt.FILES:
-        torch.load(os.path.join(path, name), weights_only=True)
+    path = _save(tmp_path, 1, model, optimizer)
+    assert sorted(os.listdir(path)) == [".metadata", "__0_0.distcp", "meta.json", "trainer.pt"]
+    torch.load(os.path.join(path, "trainer.pt"), weights_only=True)
     meta = json.loads(open(os.path.join(path, "meta.json")).read())
-    assert meta["step"] == 1 and set(meta["files"]) == set(ckpt.FILES)
+    assert meta["step"] == 1 and set(meta["files"]) == {".metadata", "__0_0.distcp", "trainer.pt"}
+
+
+def test_a_save_that_never_commits_leaves_the_previous_checkpoint(tmp_path):
+    """A crash after the shards are written but before meta.json (or an async write still in
+    flight) leaves only a temporary directory: the previous checkpoint is still the latest."""
+    model, optimizer = _trained()
+    first = _save(tmp_path, 1, model, optimizer)
+    ckpt.save_checkpoint(str(tmp_path), 2, model, optimizer, _state(2), keep=2)  # no commit
+    assert os.path.isdir(tmp_path / "checkpoints" / ".tmp-step-00000002")
+    assert ckpt.latest_checkpoint(str(tmp_path)) == first
+    assert ckpt.load_checkpoint(first, *_trained(seed=1))["step"] == 1
 
 
 def test_run_id_is_recorded(tmp_path):
     model, optimizer = _trained()
-    path = ckpt.save_checkpoint(
-        str(tmp_path), 1, model, optimizer, {**_state(1), "run_id": "job-7"}, keep=1
-    )
+    path = _save(tmp_path, 1, model, optimizer, {**_state(1), "run_id": "job-7"})
     assert ckpt.saved_run_id(path) == "job-7"
     assert ckpt.saved_run_id(str(tmp_path / "missing")) is None
 
@@ -79,7 +95,7 @@ def test_run_id_is_recorded(tmp_path):
 def test_keeps_last_n_and_ignores_temporary_dirs(tmp_path):
     model, optimizer = _trained()
     for step in (1, 2, 3, 4):
-        ckpt.save_checkpoint(str(tmp_path), step, model, optimizer, _state(step), keep=2)
+        _save(tmp_path, step, model, optimizer)
     # a crash while saving step 5 leaves only its temp dir: not a checkpoint
     os.makedirs(tmp_path / "checkpoints" / ".tmp-step-00000005")
     assert [s for s, _ in ckpt.list_checkpoints(str(tmp_path))] == [3, 4]
@@ -94,13 +110,13 @@ def test_keeps_last_n_and_ignores_temporary_dirs(tmp_path):
         ("flip", "sha256 differs"),
         ("no-meta", "not a complete checkpoint"),
         ("bad-meta", "unreadable checkpoint metadata"),
-        ("missing", "optimizer.pt: missing"),
+        ("missing", "__0_0.distcp: missing"),
     ],
 )
 def test_damaged_checkpoint_is_a_clear_error(tmp_path, damage, message):
     model, optimizer = _trained()
-    path = ckpt.save_checkpoint(str(tmp_path), 1, model, optimizer, _state(1), keep=1)
-    target = os.path.join(path, "optimizer.pt")
+    path = _save(tmp_path, 1, model, optimizer)
+    target = os.path.join(path, "__0_0.distcp")
     if damage == "truncate":
         with open(target, "r+b") as f:
             f.truncate(os.path.getsize(target) // 2)
@@ -124,7 +140,7 @@ def test_damaged_checkpoint_is_a_clear_error(tmp_path, damage, message):
 def test_unsafe_pickle_is_refused(tmp_path):
     """A file that passes the size/sha checks but needs arbitrary unpickling is refused."""
     model, optimizer = _trained()
-    path = ckpt.save_checkpoint(str(tmp_path), 1, model, optimizer, _state(1), keep=1)
+    path = _save(tmp_path, 1, model, optimizer)
     target = os.path.join(path, "trainer.pt")
     torch.save({"step": 1, "payload": ckpt.CheckpointError("x")}, target)  # an arbitrary object
     meta_path = os.path.join(path, "meta.json")
@@ -135,14 +151,42 @@ def test_unsafe_pickle_is_refused(tmp_path):
     }
     with open(meta_path, "w") as f:
         json.dump(meta, f)
-    with pytest.raises(ckpt.CheckpointError, match="cannot be loaded safely"):
-        ckpt.read_checkpoint(path)
+    with pytest.raises(ckpt.CheckpointError, match="trainer.pt: cannot be loaded safely"):
+        ckpt.load_checkpoint(path, *_trained())
 
 
 def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
     model, optimizer = _trained()
-    path = ckpt.save_checkpoint(str(tmp_path), 1, model, optimizer, _state(1), keep=1)
+    path = _save(tmp_path, 1, model, optimizer)
     other = build_model("gpt-tiny", vocab_size=256)
     other_optimizer = build_optimizer(other, "adamw", 1e-3, 0.1, (0.9, 0.95), 1e-8)
     with pytest.raises(ckpt.CheckpointError, match="does not fit this model"):
         ckpt.load_checkpoint(path, other, other_optimizer)
+
+
+@pytest.mark.parametrize(
+    "edit, fault",
+    [
+        (lambda m: m.update(step="3"), "'step' must be a non-negative integer, got '3'"),
+        (lambda m: m.update(step=True), "'step' must be a non-negative integer, got True"),
+        (lambda m: m.update(run_id=7), "'run_id' must be a string or null, got 7"),
+        (lambda m: m.update(files=[]), "'files' must be a non-empty object, got list"),
+        (lambda m: m["files"]["trainer.pt"].update(bytes="12"), "trainer.pt.bytes must be"),
+        (lambda m: m["files"]["trainer.pt"].update(sha256=5), "trainer.pt.sha256 must be 64 hex"),
+        (lambda m: m["files"].update({"../x": m["files"]["trainer.pt"]}), "not a plain file"),
+        (lambda m: m["files"].pop(".metadata"), "does not list .metadata"),
+        (lambda m: m.clear() or m.update(format_version="2"), "not a shardsmith-checkpoint v2"),
+    ],
+)
+def test_metadata_of_the_wrong_types_is_one_line_naming_the_file(tmp_path, edit, fault):
+    model, optimizer = _trained()
+    path = _save(tmp_path, 1, model, optimizer)
+    meta_path = os.path.join(path, "meta.json")
+    meta = json.loads(open(meta_path).read())
+    edit(meta)
+    with open(meta_path, "w") as f:
+        json.dump(meta, f)
+    with pytest.raises(ckpt.CheckpointError) as error:
+        ckpt.load_checkpoint(path, *_trained())
+    message = str(error.value)
+    assert message.startswith(f"{meta_path}: ") and fault in message and "\n" not in message

@@ -88,11 +88,12 @@ def test_skipped_update_leaves_weights_and_optimizer_alone(gpt_shards, tmp_path,
     monkeypatch.setenv("SHARDSMITH_TEST_GRAD_FAULT", "2:inf")
     run(gpt_shards, tmp_path / "skip", "--max-steps", "2")
     assert train_records(tmp_path / "skip")[1]["skip"] == "nonfinite"
-    one = tmp_path / "one" / "checkpoints" / "step-00000001"
-    skip = tmp_path / "skip" / "checkpoints" / "step-00000002"
-    for name in ("model.pt", "optimizer.pt"):
-        a = torch.load(one / name, weights_only=True)
-        b = torch.load(skip / name, weights_only=True)
+    from train.export import consolidated_state
+
+    one = consolidated_state(str(tmp_path / "one" / "checkpoints" / "step-00000001"))
+    skip = consolidated_state(str(tmp_path / "skip" / "checkpoints" / "step-00000002"))
+    for name in ("model", "optimizer"):
+        a, b = one[name], skip[name]
         flat_a = torch.utils._pytree.tree_flatten(a)[0]
         flat_b = torch.utils._pytree.tree_flatten(b)[0]
         assert len(flat_a) == len(flat_b)
@@ -184,7 +185,7 @@ def test_seq_len_beyond_the_model(gpt_shards, tmp_path):
 
 def test_corrupt_checkpoint(gpt_shards, tmp_path):
     run(gpt_shards, tmp_path, "--max-steps", "1")
-    model_file = tmp_path / "checkpoints" / "step-00000001" / "model.pt"
+    model_file = tmp_path / "checkpoints" / "step-00000001" / "__0_0.distcp"
     with open(model_file, "r+b") as f:
         f.truncate(1000)
     message = expect_error(gpt_shards, tmp_path, "--max-steps", "2", "--resume")
@@ -256,12 +257,31 @@ def test_resuming_a_finished_run_trains_nothing(gpt_shards, tmp_path):
     assert summary["step"] == 1 and len(train_records(tmp_path)) == 1
 
 
-def test_a_restarted_torchrun_job_resumes_by_itself(gpt_shards, tmp_path, monkeypatch):
-    """The checkpoint records the torchrun run id: the same job (restarted after a failure)
-    resumes without --resume; another job in the same directory still has to ask."""
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-a")
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (("--global-batch", "4"), "saved with --global-batch 2, this run has --global-batch 4"),
+        (("--seq-len", "24"), "saved with --seq-len 16, this run has --seq-len 24"),
+        (("--split", "80,10,10"), "saved with --split 90,5,5, this run has --split 80,10,10"),
+    ],
+)
+def test_resuming_with_another_run_config_is_refused(gpt_shards, tmp_path, flags, named):
+    """A job pointed at an old --out with other batch / sequence / split settings would mix
+    two runs in one lineage: refused, unless --allow-config-change says so."""
     run(gpt_shards, tmp_path, "--max-steps", "2", "--stop-at", "1")
-    summary = run(gpt_shards, tmp_path, "--max-steps", "2")
-    assert summary["step"] == 2 and len(train_records(tmp_path)) == 2
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-b")
-    assert "already holds checkpoints" in expect_error(gpt_shards, tmp_path, "--max-steps", "3")
+    message = expect_error(gpt_shards, tmp_path, "--max-steps", "2", "--resume", *flags)
+    assert named in message and "--allow-config-change" in message
+    summary = run(gpt_shards, tmp_path, "--max-steps", "2", "--resume", "--allow-config-change",
+                  *flags)  # fmt: skip
+    assert summary["step"] == 2
+
+
+def test_resuming_with_other_data_is_refused(gpt_shards, tmp_path, tmp_path_factory):
+    """The same shard set under another directory is other data as far as the run knows."""
+    import shutil
+
+    other = tmp_path_factory.mktemp("copy") / "set"
+    shutil.copytree(gpt_shards, other)
+    run(gpt_shards, tmp_path, "--max-steps", "2", "--stop-at", "1")
+    message = expect_error(str(other), tmp_path, "--max-steps", "2", "--resume")
+    assert f"saved with --data {gpt_shards}, this run has --data {other}" in message

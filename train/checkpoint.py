@@ -1,21 +1,22 @@
-"""Checkpoints: atomic, self-checking, parallelism-independent.
+"""Checkpoints: sharded (torch.distributed.checkpoint), atomic, self-checking, reshardable.
 
 Layout of ``RUN/checkpoints/step-00000100/``:
 
-* ``model.pt``      full (unsharded) model state dict, fp32 on CPU;
-* ``optimizer.pt``  full optimizer state dict, keyed by parameter names;
-* ``trainer.pt``    step, consumed_samples, scaler, schedule, skip counters, outlier window,
-                    config and tokenizer identity (plain types), and every rank's RNG states;
-* ``meta.json``     format version, step, and the byte size + sha256 of each file above,
-                    written last: a directory without a valid one is not a checkpoint.
+* ``.metadata`` and ``__R_I.distcp``  the model and optimizer state in DCP's format: each rank
+  writes only its own shards (FSDP2 / tensor-parallel DTensors), in parallel, and reads back
+  only the pieces its new layout needs, so a checkpoint saved at (tp=2, dp=1) resumes at
+  (tp=1, dp=2) and no rank ever holds the full optimizer state;
+* ``trainer.pt``  step, consumed_samples, scaler, schedule, skip counters, outlier window,
+  config and tokenizer identity (plain types), and every rank's RNG states (rank 0 writes it);
+* ``meta.json``  format version, step, layout, and the byte size + sha256 of every file above,
+  written last by rank 0 once every rank has finished: a directory without a valid one is not
+  a checkpoint.
 
-A checkpoint is written under ``.tmp-step-00000100`` and renamed into place, so a crash while
-saving leaves no half checkpoint under a final name. Full state dicts (gathered with
-``torch.distributed.checkpoint.state_dict``) make a checkpoint loadable under any
-parallelism: saved with FSDP on 8 GPUs, resumed with DDP on 2. Only rank 0 writes; every rank
-reads (the run directory must be on a filesystem all ranks see, as usual for multi-node
-runs). Everything is loaded with ``torch.load(weights_only=True)``: non-tensor state is stored
-as plain Python types.
+Everything is written under ``.tmp-step-00000100`` and renamed into place after ``meta.json``,
+so a crash while saving (or while an ``--async-checkpoint`` write is in flight) leaves the
+previous checkpoint the latest valid one. Files are hashed in parallel (rank r hashes every
+world_size-th file) on save and on load. ``trainer.pt`` is loaded with
+``torch.load(weights_only=True)``; DCP files hold tensors and plain metadata.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
     get_model_state_dict,
     get_optimizer_state_dict,
     set_model_state_dict,
@@ -41,9 +42,11 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 FORMAT = "shardsmith-checkpoint"
-FORMAT_VERSION = 1
-FILES = ("model.pt", "optimizer.pt", "trainer.pt")
+FORMAT_VERSION = 2
+TRAINER_FILE = "trainer.pt"
+DCP_METADATA = ".metadata"
 STEP_DIR = re.compile(r"^step-(\d{8})$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class CheckpointError(Exception):
@@ -77,8 +80,8 @@ def latest_checkpoint(run_dir: str) -> str | None:
 
 
 def saved_run_id(path: str) -> str | None:
-    """The torchrun run id recorded in a checkpoint's meta.json (None if none or unreadable;
-    reading it for real, with every check, is :func:`read_checkpoint`'s job)."""
+    """The job id recorded in a checkpoint's meta.json (None if none or unreadable; reading it
+    for real, with every check, is :func:`read_meta`'s job)."""
     try:
         with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
             value = json.load(f).get("run_id")
@@ -140,15 +143,77 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _save(obj: object, path: str) -> None:
-    with open(path, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
+
+
+def _rank_and_size() -> tuple[int, int]:
+    return (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
+
+
+def _barrier() -> None:
+    if _distributed():
+        dist.barrier()
+
+
+def _all_gather(obj: object) -> list:
+    if not _distributed():
+        return [obj]
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
+def _my_share(names: list[str]) -> list[str]:
+    """This rank's part of a file list (every world_size-th), so files are hashed in parallel."""
+    rank, size = _rank_and_size()
+    return sorted(names)[rank::size]
+
+
+def sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """The model's and optimizer's state as this rank's shards, keyed by parameter names
+    (DTensors where FSDP2 / TP shard them): what DCP writes and reads in place."""
+    return {
+        "model": get_model_state_dict(model),
+        "optimizer": get_optimizer_state_dict(model, optimizer),
+    }
+
+
+class PendingSave:
+    """A checkpoint whose shards are written (or being written, with ``--async-checkpoint``) to
+    its temporary directory; :meth:`commit` (every rank) makes it count."""
+
+    def __init__(self, run_dir, step, tmp, trainer_state, keep, future=None) -> None:
+        self.run_dir, self.step, self.tmp = run_dir, step, tmp
+        self.trainer_state, self.keep, self.future = trainer_state, keep, future
+
+    def commit(self) -> str | None:
+        """Wait for the shards, hash every file (in parallel), then rank 0 writes meta.json and
+        renames the directory into place. Returns the final path on rank 0, None elsewhere."""
+        if self.future is not None:
+            self.future.result()
+        rank, _ = _rank_and_size()
+        if rank == 0:
+            with open(os.path.join(self.tmp, TRAINER_FILE), "wb") as f:
+                torch.save(self.trainer_state, f)
+                f.flush()
+                os.fsync(f.fileno())
+        _barrier()  # every rank's shards and trainer.pt are on disk before anyone lists them
+        names = sorted(os.listdir(self.tmp))
+        records = {}
+        for name in _my_share(names):
+            file_path = os.path.join(self.tmp, name)
+            with open(file_path, "rb") as f:
+                os.fsync(f.fileno())
+            records[name] = {"bytes": os.path.getsize(file_path), "sha256": _sha256(file_path)}
+        gathered = _all_gather(records)
+        final = None
+        if rank == 0:
+            files = {name: record for part in gathered for name, record in part.items()}
+            final = _commit(self.run_dir, self.step, self.tmp, files, self.trainer_state)
+            _prune(self.run_dir, self.keep)
+        _barrier()  # nobody runs ahead (and maybe dies) before the checkpoint is final
+        return final
 
 
 def save_checkpoint(
@@ -158,56 +223,45 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     trainer_state: dict,
     keep: int,
-) -> str | None:
-    """Save on every rank's behalf (all ranks must call it: gathering is collective).
+    async_group: object | None = None,
+) -> PendingSave:
+    """Start a save on every rank's behalf (all ranks must call it) and return it pending.
 
     ``model`` is the unwrapped module (FSDP2 / tensor parallelism change it in place; for DDP
     pass ``ddp.module``). ``trainer_state`` holds plain types; the RNG states of every rank are
-    gathered into it here. Returns the checkpoint path on rank 0, None elsewhere.
+    gathered into it here. With ``async_group`` (a gloo process group used only for
+    checkpointing) the shards are staged to host memory and written by a background thread
+    while training goes on; otherwise they are written before this returns. Either way
+    :meth:`PendingSave.commit` must follow (before the next save) for the checkpoint to count.
     """
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    model_state = get_model_state_dict(model, options=options)
-    optimizer_state = get_optimizer_state_dict(model, optimizer, options=options)
-    rng = capture_rng_state()
-    rank = dist.get_rank() if _distributed() else 0
-    if _distributed():
-        gathered: list[dict] | None = [None] * dist.get_world_size() if rank == 0 else None
-        dist.gather_object(rng, gathered, dst=0)
-    else:
-        gathered = [rng]
-    path = None
-    if rank == 0:
-        path = _write(
-            run_dir, step, model_state, optimizer_state, {**trainer_state, "rng": gathered}
-        )
-        _prune(run_dir, keep)
-    if _distributed():
-        dist.barrier()  # nobody runs ahead (and maybe dies) before the checkpoint is final
-    return path
-
-
-def _write(run_dir, step, model_state, optimizer_state, trainer_state) -> str:
+    rank, _ = _rank_and_size()
     root = checkpoints_dir(run_dir)
-    os.makedirs(root, exist_ok=True)
-    final = os.path.join(root, step_dir_name(step))
     tmp = os.path.join(root, ".tmp-" + step_dir_name(step))
-    shutil.rmtree(tmp, ignore_errors=True)  # left by a crash during an earlier save
-    os.makedirs(tmp)
-    for name, obj in zip(FILES, (model_state, optimizer_state, trainer_state)):
-        _save(obj, os.path.join(tmp, name))
-    files = {
-        name: {
-            "bytes": os.path.getsize(os.path.join(tmp, name)),
-            "sha256": _sha256(os.path.join(tmp, name)),
-        }
-        for name in FILES
-    }
+    if rank == 0:
+        os.makedirs(root, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # left by a crash during an earlier save
+        os.makedirs(tmp)
+    _barrier()
+    state = sharded_state(model, optimizer)
+    rng = _all_gather(capture_rng_state())
+    trainer_state = {**trainer_state, "rng": rng}
+    if async_group is not None:
+        future = dcp.async_save(state, checkpoint_id=tmp, process_group=async_group)
+        return PendingSave(run_dir, step, tmp, trainer_state, keep, future)
+    dcp.save(state, checkpoint_id=tmp, no_dist=not _distributed())
+    return PendingSave(run_dir, step, tmp, trainer_state, keep)
+
+
+def _commit(run_dir: str, step: int, tmp: str, files: dict, trainer_state: dict) -> str:
+    root = checkpoints_dir(run_dir)
+    final = os.path.join(root, step_dir_name(step))
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "step": step,
         # the torchrun job that wrote it: a restarted attempt of that job resumes by itself
         "run_id": trainer_state.get("run_id"),
+        "world_size": len(trainer_state["rng"]),
         "files": files,
     }
     with open(os.path.join(tmp, "meta.json"), "w", encoding="utf-8") as f:
@@ -227,44 +281,105 @@ def _prune(run_dir: str, keep: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def read_checkpoint(path: str) -> tuple[dict, dict, dict]:
-    """Verify and load (model_state, optimizer_state, trainer_state); CheckpointError if the
-    directory is incomplete, a file is cut or altered, or a file does not unpickle safely."""
+def _meta_fault(meta: object) -> str | None:
+    """What is wrong with a parsed meta.json's fields (None if nothing): types and ranges."""
+    if not isinstance(meta, dict):
+        return f"expected a JSON object, got {type(meta).__name__}"
+    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        return (
+            f"not a {FORMAT} v{FORMAT_VERSION} checkpoint "
+            f"(format={meta.get('format')!r}, version={meta.get('format_version')!r})"
+        )
+    step = meta.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return f"'step' must be a non-negative integer, got {step!r}"
+    if not isinstance(meta.get("run_id"), (str, type(None))):
+        return f"'run_id' must be a string or null, got {meta.get('run_id')!r}"
+    files = meta.get("files")
+    if not isinstance(files, dict) or not files:
+        return f"'files' must be a non-empty object, got {type(files).__name__}"
+    for name, record in files.items():
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            return f"'files' names {name!r}, not a plain file name"
+        if not isinstance(record, dict):
+            return f"'files'.{name} must be an object, got {type(record).__name__}"
+        size, digest = record.get("bytes"), record.get("sha256")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return f"'files'.{name}.bytes must be a non-negative integer, got {size!r}"
+        if not isinstance(digest, str) or not SHA256.match(digest):
+            return f"'files'.{name}.sha256 must be 64 hex digits, got {digest!r}"
+    for required in (TRAINER_FILE, DCP_METADATA):
+        if required not in files:
+            return f"does not list {required}"
+    return None
+
+
+def read_meta(path: str) -> dict:
+    """meta.json of a checkpoint directory, type-checked; CheckpointError naming the fault."""
     meta_path = os.path.join(path, "meta.json")
     if not os.path.exists(meta_path):
         raise CheckpointError(f"{meta_path}: missing: {path} is not a complete checkpoint")
     try:
         with open(meta_path, encoding="utf-8") as f:
             meta = json.load(f)
-        files = meta["files"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError) as e:
         raise CheckpointError(f"{meta_path}: unreadable checkpoint metadata ({e})") from None
-    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(
-            f"{meta_path}: not a {FORMAT} v{FORMAT_VERSION} checkpoint "
-            f"(format={meta.get('format')!r}, version={meta.get('format_version')!r})"
-        )
-    loaded = []
-    for name in FILES:
-        file_path = os.path.join(path, name)
-        record = files.get(name)
-        if record is None:
-            raise CheckpointError(f"{meta_path}: does not list {name}")
-        if not os.path.exists(file_path):
-            raise CheckpointError(f"{file_path}: missing")
-        size = os.path.getsize(file_path)
-        if size != record["bytes"]:
-            raise CheckpointError(
-                f"{file_path}: {size} bytes, meta.json says {record['bytes']} (cut or replaced)"
-            )
-        if _sha256(file_path) != record["sha256"]:
-            raise CheckpointError(f"{file_path}: sha256 differs from meta.json (corrupted)")
-        try:
-            loaded.append(torch.load(file_path, map_location="cpu", weights_only=True))
-        except Exception as e:  # noqa: BLE001 - any unpickling failure means a bad file
-            raise CheckpointError(f"{file_path}: cannot be loaded safely ({e})") from None
-    model_state, optimizer_state, trainer_state = loaded
-    return model_state, optimizer_state, trainer_state
+    fault = _meta_fault(meta)
+    if fault is not None:
+        raise CheckpointError(f"{meta_path}: {fault}")
+    return meta
+
+
+def _file_fault(path: str, name: str, record: dict, hash_it: bool) -> str | None:
+    file_path = os.path.join(path, name)
+    if not os.path.exists(file_path):
+        return f"{file_path}: missing"
+    size = os.path.getsize(file_path)
+    if size != record["bytes"]:
+        return f"{file_path}: {size} bytes, meta.json says {record['bytes']} (cut or replaced)"
+    if hash_it and _sha256(file_path) != record["sha256"]:
+        return f"{file_path}: sha256 differs from meta.json (corrupted)"
+    return None
+
+
+def verify_checkpoint(path: str) -> dict:
+    """Check meta.json, every file's size (each rank) and sha256 (each file hashed by one rank,
+    in parallel); every rank raises the same CheckpointError if any check fails. Returns meta."""
+    try:
+        meta = read_meta(path)
+        faults = [
+            _file_fault(path, name, record, hash_it=name in _my_share(list(meta["files"])))
+            for name, record in sorted(meta["files"].items())
+        ]
+        fault = next((f for f in faults if f is not None), None)
+    except CheckpointError as e:
+        meta, fault = None, str(e)
+    reported = [f for f in _all_gather(fault) if f is not None]
+    if reported:
+        raise CheckpointError(reported[0])
+    return meta
+
+
+def read_trainer_state(path: str) -> dict:
+    file_path = os.path.join(path, TRAINER_FILE)
+    try:
+        state = torch.load(file_path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means a bad file
+        raise CheckpointError(f"{file_path}: cannot be loaded safely ({_one_line(e)})") from None
+    fault = _trainer_state_fault(state)
+    if fault is not None:
+        raise CheckpointError(f"{file_path}: {fault}")
+    return state
+
+
+def _trainer_state_fault(state: object) -> str | None:
+    if not isinstance(state, dict):
+        return f"expected a dict, got {type(state).__name__}"
+    for key, kind in (("step", int), ("consumed_samples", int), ("config", dict), ("rng", list)):
+        value = state.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"'{key}' must be {kind.__name__}, got {type(value).__name__}"
+    return None
 
 
 def _one_line(error: Exception, limit: int = 400) -> str:
@@ -279,33 +394,40 @@ def load_checkpoint(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     check: Callable[[dict], None] | None = None,
+    trainer_state: dict | None = None,
 ) -> dict:
     """Load a checkpoint into ``model`` (unwrapped, possibly sharded) and ``optimizer`` and
-    restore this rank's RNG states; returns the trainer state (without the RNG list).
+    restore this rank's RNG states; returns the trainer state (without the RNG list). All
+    ranks must call it. Each rank reads only the pieces of the shards its parameters cover.
 
     ``check(trainer_state)`` runs before any weight is touched, so a checkpoint of another
     run (other tokenizer, other preset) is reported as that, not as a tensor-shape mismatch.
+    ``trainer_state``: the caller already verified the checkpoint and read it (to size the
+    model from it); it is used as is.
     """
-    model_state, optimizer_state, trainer_state = read_checkpoint(path)
+    if trainer_state is None:
+        verify_checkpoint(path)
+        trainer_state = read_trainer_state(path)
     if check is not None:
         check(trainer_state)
-    options = StateDictOptions(full_state_dict=True)
+    state = sharded_state(model, optimizer)
     try:
-        set_model_state_dict(model, model_state, options=options)
-    except (RuntimeError, KeyError, ValueError) as e:
+        dcp.load(state, checkpoint_id=path, no_dist=not _distributed())
+        set_model_state_dict(model, state["model"])
+    except (RuntimeError, KeyError, ValueError, dcp.api.CheckpointException) as e:
         raise CheckpointError(
-            f"{path}/model.pt: does not fit this model ({_one_line(e)}); "
+            f"{path}: its model state does not fit this model ({_one_line(e)}); "
             "was it saved with another --preset or tokenizer?"
         ) from None
     try:
-        set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
+        set_optimizer_state_dict(model, optimizer, state["optimizer"])
     except (RuntimeError, KeyError, ValueError) as e:
         raise CheckpointError(
-            f"{path}/optimizer.pt: does not fit this optimizer ({_one_line(e)}); "
+            f"{path}: its optimizer state does not fit this optimizer ({_one_line(e)}); "
             "was it saved with another --optimizer?"
         ) from None
     rng_states = trainer_state.pop("rng")
-    rank = dist.get_rank() if _distributed() else 0
+    rank, _ = _rank_and_size()
     if rank < len(rng_states):
         restore_rng_state(rng_states[rank])
     else:

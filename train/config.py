@@ -23,6 +23,8 @@ PARALLEL = ("ddp", "fsdp", "tp")
 @dataclass
 class TrainConfig:
     data: list[str] = field(default_factory=list)
+    tokenizer: str | None = None  # for data that records none (bare Megatron/NeMo pairs)
+    vocab_size: int | None = None  # the same, when only the vocabulary size is known
     model: str | None = None  # inferred from the preset when None
     preset: str | None = None  # gpt-tiny / bert-tiny when None
     out: str = "out/run"
@@ -44,6 +46,9 @@ class TrainConfig:
     clip_grad: float = 1.0
     precision: str | None = None  # None: bf16 on CUDA, fp32 on CPU
     resume: bool = False
+    allow_config_change: bool = False
+    async_checkpoint: bool = False
+    dist_timeout: float = 10.0  # minutes a collective may wait before the job fails
     save_interval: int = 1000
     save: bool = True
     stop_at: int | None = None  # save and exit after this step (a job's time slice)
@@ -143,10 +148,16 @@ def validate(config: TrainConfig) -> None:
         _fail(f"--dropout must be in [0, 1), got {config.dropout}")
     if not 0.0 < config.mask_prob < 1.0:
         _fail(f"--mask-prob must be in (0, 1), got {config.mask_prob}")
+    if config.dist_timeout <= 0:
+        _fail(f"--dist-timeout must be positive, got {config.dist_timeout}")
     if config.peak_tflops is not None and config.peak_tflops <= 0:
         _fail(f"--peak-tflops must be positive, got {config.peak_tflops}")
     if config.tp > 1 and config.parallel != "tp":
         _fail(f"--tp {config.tp} needs --parallel tp")
+    if config.tokenizer is not None and config.vocab_size is not None:
+        _fail("give --tokenizer or --vocab-size, not both (the tokenizer file sets the size)")
+    if config.vocab_size is not None and config.vocab_size <= 0:
+        _fail(f"--vocab-size must be positive, got {config.vocab_size}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,6 +175,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="a shard-set directory, a bare Megatron .bin/.idx prefix, or a weighted list "
         "'W1 PATH1 W2 PATH2 ...' (weights are normalised)",
+    )
+    g.add_argument(
+        "--tokenizer",
+        default=d.tokenizer,
+        metavar="FILE",
+        help="for data that records no tokenizer (bare Megatron/NeMo/datatrove .bin/.idx): a "
+        "tokenizers JSON, a GPT-2 vocab.json or a WordPiece vocab.txt; gives the vocabulary "
+        "size and special ids (checked against any set that does record one)",
+    )
+    g.add_argument(
+        "--vocab-size",
+        type=int,
+        default=d.vocab_size,
+        metavar="N",
+        help="for data that records no tokenizer: just the vocabulary size (no special ids: "
+        "no --eod-mask-loss, no BERT; prefer --tokenizer)",
     )
     g.add_argument("--split", default=d.split, help="train,valid,test document shares")
     g.add_argument(
@@ -294,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tp", type=int, default=d.tp, help="tensor-parallel degree (--parallel tp)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
     g.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=d.dist_timeout,
+        metavar="MINUTES",
+        help="how long a collective may wait for the other ranks before the job fails",
+    )
+    g.add_argument(
         "--deterministic",
         action="store_true",
         help="torch.use_deterministic_algorithms (bitwise-repeatable runs)",
@@ -310,6 +344,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default=d.out, metavar="RUN", help="run directory: checkpoints/ and metrics.jsonl"
     )
     g.add_argument("--resume", action="store_true", help="continue from RUN's latest checkpoint")
+    g.add_argument(
+        "--allow-config-change",
+        action="store_true",
+        help="resume even though --data, --split, --seq-len or --global-batch differ from the "
+        "checkpoint's",
+    )
+    g.add_argument(
+        "--async-checkpoint",
+        action="store_true",
+        help="write checkpoints in a background thread while training goes on (a checkpoint "
+        "counts once the next save or the end of the run commits it)",
+    )
     g.add_argument(
         "--save-interval",
         type=int,

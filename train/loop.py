@@ -67,6 +67,8 @@ class Runtime:
     dp_rank: int
     dp_size: int
     tp: int
+    job_id: str | None = None  # one id per torchrun job, the same in its restarted attempts
+    checkpoint_group: object | None = None  # gloo group of --async-checkpoint's writer thread
 
     @property
     def is_main(self) -> bool:
@@ -95,23 +97,32 @@ def init_runtime(config: TrainConfig) -> Runtime:
         if device_type == "cuda":
             torch.cuda.set_device(device)
         return Runtime(0, 1, 0, device, None, 0, 1, 1)
+    timeout = datetime.timedelta(minutes=config.dist_timeout)
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if world_size % config.tp:
         fail(f"world size {world_size} is not divisible by --tp {config.tp}")
-    store = attempt_store(rank, world_size) if uses_agent_store() else None
+    store, job_id = attempt_store(rank, world_size) if uses_agent_store() else (None, None)
     if device_type == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         dist.init_process_group(
-            "nccl", device_id=device, store=store, rank=rank, world_size=world_size
-        )
+            "nccl", device_id=device, store=store, rank=rank, world_size=world_size,
+            timeout=timeout,
+        )  # fmt: skip
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
+        dist.init_process_group(
+            "gloo", store=store, rank=rank, world_size=world_size, timeout=timeout
+        )
     mesh = build_mesh(device_type, world_size, config.tp)
     dp_mesh = mesh["dp"]
+    # The background checkpoint writer's collectives get their own group: on the training
+    # group they would interleave with the step's all-reduces in a different order per rank.
+    checkpoint_group = (
+        dist.new_group(backend="gloo", timeout=timeout) if config.async_checkpoint else None
+    )
     return Runtime(
         rank,
         world_size,
@@ -121,6 +132,8 @@ def init_runtime(config: TrainConfig) -> Runtime:
         dp_mesh.get_local_rank(),
         dp_mesh.size(),
         config.tp,
+        job_id,
+        checkpoint_group,
     )
 
 
@@ -142,8 +155,9 @@ def address_seen_by_master() -> str:
         return probe.getsockname()[0]
 
 
-def attempt_store(rank: int, world_size: int) -> dist.Store:
-    """A key-value store of this attempt of the job only, for the process group's rendezvous.
+def attempt_store(rank: int, world_size: int) -> tuple[dist.Store, str]:
+    """A key-value store of this attempt of the job only, for the process group's rendezvous,
+    and the job's id.
 
     torchrun (torch 2.13) shares one TCPStore across all restarts of a job, so after a restart
     the process group's keys from the dead attempt are still there: a rank can read a dead
@@ -154,12 +168,20 @@ def attempt_store(rank: int, world_size: int) -> dist.Store:
     reach a store holding that token (a stale entry from a dead attempt points at a closed
     port or at a store with another token). The launcher's opt-out
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives a fresh store per attempt as well.
+
+    The job id comes from the same shared store: the first rank of the first attempt to ask
+    sets it, every later attempt of the job finds it there, and a new torchrun job starts with
+    an empty store. (TORCHELASTIC_RUN_ID would not do: it is "none" for every job launched
+    without --rdzv-id, so two unrelated jobs would look like one.) Under
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 every attempt looks like a new job and must be
+    restarted with --resume.
     """
     shared = dist.TCPStore(
         os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
         is_master=False, timeout=STORE_TIMEOUT,
     )  # fmt: skip
     key = "shardsmith/attempt-store"
+    job_id = shared.compare_set("shardsmith/job-id", "", uuid.uuid4().hex).decode()
     if rank == 0:
         fresh = dist.TCPStore(
             "0.0.0.0", 0, world_size, is_master=True, timeout=STORE_TIMEOUT,
@@ -168,7 +190,7 @@ def attempt_store(rank: int, world_size: int) -> dist.Store:
         token = uuid.uuid4().hex
         fresh.set("token", token)
         shared.set(key, f"{address_seen_by_master()} {fresh.port} {token}")
-        return fresh
+        return fresh, job_id
     deadline = time.monotonic() + STORE_TIMEOUT.total_seconds()
     while True:
         host, port, token = shared.get(key).decode().split()
@@ -179,7 +201,7 @@ def attempt_store(rank: int, world_size: int) -> dist.Store:
             )  # fmt: skip
             if candidate.get("token").decode() == token:
                 candidate.set_timeout(STORE_TIMEOUT)
-                return candidate
+                return candidate, job_id
         except dist.DistError:
             pass  # a dead attempt's store: rank 0 of this attempt has not published yet
         if time.monotonic() > deadline:
@@ -246,14 +268,11 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
 
     try:
         sources = data_lib.parse_data_spec(config.data)
-        tokenizer = data_lib.check_tokenizers(sources)
+        tokenizer = data_lib.resolve_tokenizer(
+            sources, tokenizer_file=config.tokenizer, vocab_size=config.vocab_size
+        )
     except (ValueError, FormatError, OSError) as e:
         fail(f"--data {' '.join(config.data)}: {e}")
-    if tokenizer is None:
-        fail(
-            f"--data {' '.join(config.data)}: no shard set records its tokenizer (a manifest "
-            "with a tokenizer entry is needed to size the model's vocabulary)"
-        )
     samples_per_eval = config.eval_iters * config.global_batch
     shares = split_shares(config.split)
     num_samples = {
@@ -274,6 +293,8 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
                 seed=config.seed,
                 num_samples=num_samples,
                 eod_mask_id=eod if config.eod_mask_loss else None,
+                eod_id=eod,
+                vocab_size=tokenizer.vocab_size,
             )
         else:
             masking = data_lib.MaskingConfig(
@@ -336,6 +357,17 @@ def make_loader(dataset, total_samples: int, consumed_samples: int, config, runt
     )
 
 
+def next_batch(batches) -> dict:
+    """The next batch; a fault found in the data while reading it is a one-line error."""
+    try:
+        return next(batches)
+    except FormatError as e:
+        # From a DataLoader worker the message carries the worker's traceback; its last line
+        # is "module.FormatError: <the message>".
+        last = str(e).strip().splitlines()[-1]
+        fail(last.removeprefix(f"{type(e).__module__}.{type(e).__name__}: "))
+
+
 def to_device(batch: dict, device: torch.device) -> dict:
     return {k: torch.as_tensor(v).to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -343,14 +375,31 @@ def to_device(batch: dict, device: torch.device) -> dict:
 # -- model -----------------------------------------------------------------------------------------
 
 
-def build_training_model(config: TrainConfig, runtime: Runtime, vocab_size: int) -> nn.Module:
+def saved_vocab_size(trainer_state: dict | None, tp: int) -> int | None:
+    """The padded vocabulary of the checkpoint to resume, if this run's --tp can shard it.
+
+    Padding is Megatron's (a multiple of ``--make-vocab-size-divisible-by`` x tp), so a run
+    resumed at another tp would pad differently; keeping the saved size (vocab-parallel layers
+    only need it divisible by tp) lets a checkpoint move between tensor-parallel degrees.
+    """
+    if trainer_state is None:
+        return None
+    vocab = trainer_state.get("model_config", {}).get("vocab_size")
+    return vocab if isinstance(vocab, int) and vocab % tp == 0 else None
+
+
+def build_training_model(
+    config: TrainConfig, runtime: Runtime, vocab_size: int, padded: int | None = None
+) -> nn.Module:
+    """The model for ``config``, its vocabulary padded from the tokenizer's ``vocab_size``
+    unless ``padded`` (a resumed checkpoint's) is given."""
     from train.models.presets import build_model, get_preset, pad_vocab_size
 
     preset = get_preset(config.preset)
     model_config = preset.config
     if config.dropout is not None:
         model_config = dataclasses.replace(model_config, dropout=config.dropout)
-    padded = pad_vocab_size(
+    padded = padded or pad_vocab_size(
         vocab_size, multiple=config.make_vocab_size_divisible_by, tensor_parallel=runtime.tp
     )
     # The same seed on every rank: identical initial weights everywhere, as a one-process
@@ -557,7 +606,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
     run_dir = config.out
-    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    run_id = runtime.job_id
     resume_path = ckpt.latest_checkpoint(run_dir)
     # A checkpoint written by this very torchrun job means torchrun restarted it after a
     # failure: resume by itself. (Every rank reads the same file, so all decide alike;
@@ -573,7 +622,17 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         )
 
     data = build_data(config, runtime)
-    model = build_training_model(config, runtime, data.vocab_size)
+    saved_state = None
+    if resume_path is not None:
+        try:
+            ckpt.verify_checkpoint(resume_path)
+            saved_state = ckpt.read_trainer_state(resume_path)
+        except ckpt.CheckpointError as e:
+            fail(f"cannot resume: {e}")
+        check_resumable(saved_state, config, data, resume_path)
+    model = build_training_model(
+        config, runtime, data.vocab_size, saved_vocab_size(saved_state, runtime.tp)
+    )
     next_sentence = bool(getattr(model.config, "next_sentence", False))
     precision = Precision(config.precision, runtime.device.type)
     flops_per_token = (
@@ -611,12 +670,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
     seed_everything(config.seed + 1 + runtime.dp_rank)
     if resume_path is not None:
         try:
-            state = ckpt.load_checkpoint(
-                resume_path,
-                model,
-                optimizer,
-                check=lambda saved: check_resumable(saved, config, data, resume_path),
-            )
+            state = ckpt.load_checkpoint(resume_path, model, optimizer, trainer_state=saved_state)
         except ckpt.CheckpointError as e:
             fail(f"cannot resume: {e}")
         step, consumed_samples = state["step"], state["consumed_samples"]
@@ -655,20 +709,33 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
             "outlier": {"loss": list(loss_window.values), "grad_norm": list(grad_window.values)},
             "config": config.to_dict(),
             "model_config": dataclasses.asdict(model.config),
+            "data_identity": data_identity(config.data),
             "tokenizer": data.tokenizer,
             "world_size": runtime.world_size,
             "torch_version": str(torch.__version__),
             "run_id": run_id,
         }
 
-    def save() -> None:
+    pending: list[ckpt.PendingSave] = []  # at most one: an --async-checkpoint write in flight
+
+    def commit_pending() -> None:
+        while pending:
+            path = pending.pop().commit()
+            if path:
+                console.print(f"saved {path}")
+
+    def save(final: bool = False) -> None:
         if not config.save:
             return
-        path = ckpt.save_checkpoint(
-            run_dir, step, model, optimizer, trainer_state(), config.keep_checkpoints
-        )
-        if path:
-            console.print(f"saved {path}")
+        commit_pending()
+        pending.append(
+            ckpt.save_checkpoint(
+                run_dir, step, model, optimizer, trainer_state(), config.keep_checkpoints,
+                async_group=runtime.checkpoint_group,
+            )
+        )  # fmt: skip
+        if final or runtime.checkpoint_group is None:
+            commit_pending()
 
     def run_eval(split: str, dataset) -> None:
         if dataset is None or config.eval_iters == 0:
@@ -707,7 +774,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         loss_sum = torch.zeros((), dtype=torch.float64, device=runtime.device)
         part_sums: dict[str, torch.Tensor] = {}
         for micro in range(accumulation):
-            batch = to_device(next(batches), runtime.device)
+            batch = to_device(next_batch(batches), runtime.device)
             with no_sync(train_model, micro == accumulation - 1), precision.autocast():
                 loss, parts = forward_loss(train_model, batch, config.model, next_sentence)
             precision.scale_loss(loss / accumulation).backward()
@@ -799,7 +866,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         run_eval("test", data.test)
     else:
         console.print(f"stopped after step {step} (--stop-at); continue with --resume")
-    save()
+    save(final=True)
     metrics.close()
     console.close()
     return {
@@ -810,6 +877,17 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         "loss_scale": precision.scale,
         "config": config.to_dict(),
     }
+
+
+def data_identity(specs: list[str]) -> list[str]:
+    """--data with local paths made absolute: the same sets named from another directory
+    compare equal."""
+    return [os.path.abspath(s) if os.path.exists(s) else s for s in specs]
+
+
+# What makes a run the same run: resuming with other values mixes two data streams or batch
+# sizes in one checkpoint lineage, so it needs --allow-config-change.
+RUN_IDENTITY = ("split", "seq_len", "global_batch")
 
 
 def check_resumable(state: dict, config: TrainConfig, data: Data, path: str) -> None:
@@ -830,3 +908,18 @@ def check_resumable(state: dict, config: TrainConfig, data: Data, path: str) -> 
                     f"another tokenizer than the checkpoint ({key}: {tok.get(key)!r} in the data, "
                     f"{saved_tok.get(key)!r} in the checkpoint)"
                 )
+    if not config.allow_config_change:
+        changed = [
+            (f"--{key.replace('_', '-')}", saved.get(key), getattr(config, key))
+            for key in RUN_IDENTITY
+            if saved.get(key) != getattr(config, key)
+        ]
+        if state.get("data_identity") != data_identity(config.data):
+            changed.insert(0, ("--data", " ".join(saved.get("data", [])), " ".join(config.data)))
+        if changed:
+            flag, before, now = changed[0]
+            fail(
+                f"cannot resume from {path}: it was saved with {flag} {before}, this run has "
+                f"{flag} {now}; pass --allow-config-change to continue it anyway, or choose "
+                "another --out"
+            )

@@ -1,0 +1,119 @@
+"""Offline export of a training checkpoint: no process group, no GPU, any layout it was saved in.
+
+  python -m train.export torch RUN/checkpoints/step-00000100 model.pt
+  python -m train.export hf RUN/checkpoints/step-00000100 hf-model/
+
+``torch`` consolidates the sharded (DCP) model and optimizer state into one
+``torch.save`` file, ``{"model", "optimizer", "trainer"}``, loadable with
+``torch.load(weights_only=True)``. ``hf`` writes a Hugging Face directory: ``config.json`` and
+``model.safetensors`` (``GPT2LMHeadModel`` or ``BertForPreTraining`` / ``BertForMaskedLM``
+names, see :mod:`train.models.hf`); ``transformers`` is needed only for that one.
+The checkpoint's sizes and hashes are checked first (:func:`train.checkpoint.verify_checkpoint`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+
+import torch
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+from train import checkpoint as ckpt
+from train.models.bert import BertConfig
+from train.models.gpt import GPTConfig
+
+
+def consolidated_state(checkpoint_dir: str) -> dict:
+    """The whole checkpoint in memory: {"model": {name: tensor}, "optimizer": {...},
+    "trainer": {...}} (the RNG states of the ranks left out)."""
+    ckpt.verify_checkpoint(checkpoint_dir)
+    trainer = ckpt.read_trainer_state(checkpoint_dir)
+    trainer.pop("rng")
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "full.pt")
+        dcp_to_torch_save(checkpoint_dir, path)
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    return {"model": state["model"], "optimizer": state["optimizer"], "trainer": trainer}
+
+
+def model_config_of(trainer_state: dict) -> GPTConfig | BertConfig:
+    kind = trainer_state["config"].get("model")
+    fields = trainer_state.get("model_config")
+    if kind not in ("gpt", "bert") or not isinstance(fields, dict):
+        raise ckpt.CheckpointError("trainer.pt: no model kind and model_config recorded")
+    config_type = GPTConfig if kind == "gpt" else BertConfig
+    known = {f.name for f in dataclasses.fields(config_type)}
+    return config_type(**{k: v for k, v in fields.items() if k in known})
+
+
+def export_torch(checkpoint_dir: str, out_file: str) -> None:
+    state = consolidated_state(checkpoint_dir)
+    tmp = out_file + ".tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, out_file)
+
+
+def export_hf(checkpoint_dir: str, out_dir: str) -> None:
+    from safetensors.torch import save_file
+
+    from train.models import hf
+
+    state = consolidated_state(checkpoint_dir)
+    config = model_config_of(state["trainer"])
+    if isinstance(config, GPTConfig):
+        tensors = hf.gpt_state_dict_to_hf(state["model"], config)
+        hf_config = hf.gpt_config_to_hf(config)
+    else:
+        tensors = hf.bert_state_dict_to_hf(state["model"], config)
+        hf_config = hf.bert_config_to_hf(config)
+        hf_config.architectures = [
+            "BertForPreTraining" if config.next_sentence else "BertForMaskedLM"
+        ]
+    # safetensors stores each tensor once: tied entries (the LM head, BERT's decoder bias)
+    # are left to transformers' tie_weights when loading.
+    unique: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, tensor in tensors.items():
+        key = tensor.untyped_storage().data_ptr()
+        if key in seen:
+            continue
+        seen.add(key)
+        unique[name] = tensor.contiguous()
+    os.makedirs(out_dir, exist_ok=True)
+    save_file(unique, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    hf_config.save_pretrained(out_dir)
+    with open(os.path.join(out_dir, "shardsmith.json"), "w", encoding="utf-8") as f:
+        json.dump(
+            {"step": state["trainer"]["step"], "tokenizer": state["trainer"].get("tokenizer")},
+            f,
+            indent=2,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m train.export", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("format", choices=("torch", "hf"))
+    parser.add_argument("checkpoint", help="a checkpoint directory (RUN/checkpoints/step-N)")
+    parser.add_argument("out", help="output file (torch) or directory (hf)")
+    args = parser.parse_args(argv)
+    try:
+        if args.format == "torch":
+            export_torch(args.checkpoint, args.out)
+        else:
+            export_hf(args.checkpoint, args.out)
+    except (ckpt.CheckpointError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
