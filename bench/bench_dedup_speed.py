@@ -8,7 +8,10 @@ dedup stage's documents per second, and its workers' peak memory as the corpus g
    ours starts from the raw text (tokenising and hashing are timed). Time is CPU time of this
    process (time.process_time), so other jobs on a shared machine do not count; the methods
    run interleaved, and the median of --reps runs is reported.
-2. The whole stage: `Deduplicate` on the DirectRunner in this process, Parquet in, nothing out.
+2. The whole stage: `Deduplicate` on the DirectRunner in this process, Parquet in, nothing out,
+   and the bytes it shuffles: the `dedup_shuffle_bytes_<stage>` counters (the encoded size of
+   every element each GroupByKey receives, see pipelines/dedup/shuffle.py) per stage, in all,
+   and per byte of input text. --shuffle-only prints just these tables.
 3. Memory of every dedup step, at 1x, 2x and 4x the corpus: each step's DoFn driven directly
    with its input streamed (as a runner feeds a bundle or a group) and its output discarded;
    the peak memory it traces (tracemalloc, numpy buffers included) above what was live before.
@@ -47,10 +50,12 @@ from bench_dedup_quality import planted_corpus, real_documents, words  # noqa: E
 from datasketch import MinHash  # noqa: E402
 
 from pipelines.dedup import DedupConfig, Deduplicate  # noqa: E402
+from pipelines.dedup.__main__ import counters  # noqa: E402
 from pipelines.dedup.components import _StarCheckFn, _StarStepFn, large_star, small_star  # noqa: E402
 from pipelines.dedup.minhash import MinHasher, permutation_parameters  # noqa: E402
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, ReadDocuments, document_to_row  # noqa: E402
 from pipelines.dedup.shingles import ShingleBatch, shingle_batch  # noqa: E402
+from pipelines.dedup.shuffle import shuffle_summary  # noqa: E402
 from pipelines.dedup.transforms import (  # noqa: E402
     _ApplyFn,
     _BucketEdgesFn,
@@ -163,14 +168,31 @@ def _write_parquet(docs: list[Document], directory: str) -> str:
     return f"{directory}/docs.parquet"
 
 
-def _run_stage(pattern: str, options: list[str]) -> float:
+def _run_stage(pattern: str, options: list[str]) -> tuple[float, dict]:
+    """(wall seconds, the shuffle summary) of the whole stage on the corpus at `pattern`."""
     pipeline = beam.Pipeline(options=PipelineOptions(["--runner", "DirectRunner", *options]))
     started = time.perf_counter()
     result = pipeline | ReadDocuments(pattern) | Deduplicate(DedupConfig())
     _ = result.main | "Kept" >> beam.combiners.Count.Globally()
     _ = result["rejects"] | "Removed" >> beam.combiners.Count.Globally()
-    pipeline.run().wait_until_finish()
-    return time.perf_counter() - started
+    run = pipeline.run()
+    run.wait_until_finish()
+    return time.perf_counter() - started, shuffle_summary(counters(run))
+
+
+def print_shuffle(shuffles: dict[int, dict]) -> None:
+    stages = sorted({s for summary in shuffles.values() for s in summary["shuffle_bytes_by_stage"]})
+    print("\n| corpus | MB of text | MB shuffled | per input byte | " + " | ".join(stages) + " |")
+    print("|---|---|---|---|" + "---|" * len(stages))
+    for scale, summary in shuffles.items():
+        by_stage = summary["shuffle_bytes_by_stage"]
+        cells = " | ".join(
+            f"{by_stage.get(s, 0) / summary['input_text_bytes']:.3f}" for s in stages
+        )
+        print(
+            f"| {scale}x | {summary['input_text_bytes'] / 1e6:.1f} "
+            f"| {summary['shuffle_bytes'] / 1e6:.1f} | **{summary['shuffle_ratio']:.2f}x** | {cells} |"
+        )
 
 
 def scaled_corpus(scale: int) -> list[Document]:
@@ -324,7 +346,20 @@ def main() -> None:
         action="store_true",
         help="also sample the SDK worker's resident memory (see the docstring)",
     )
+    parser.add_argument(
+        "--shuffle-only",
+        action="store_true",
+        help="only run the whole stage at each scale and print the bytes it shuffles",
+    )
     args = parser.parse_args()
+
+    if args.shuffle_only:
+        shuffles = {}
+        for scale in (1, 2, 4):
+            with tempfile.TemporaryDirectory() as tmp:
+                _, shuffles[scale] = _run_stage(_write_parquet(scaled_corpus(scale), tmp), [])
+        print_shuffle(shuffles)
+        return
 
     rows = bench_signatures(args.docs, args.reps)
     baseline = rows[2][1]
@@ -336,13 +371,13 @@ def main() -> None:
     rss_header = " worker peak RSS (MiB) |" if args.worker_rss else ""
     print(f"\n| corpus | documents | MB of text | stage wall time (s) | docs/s |{rss_header}")
     print("|---|---|---|---|---|" + ("---|" if args.worker_rss else ""))
-    memory = {}
+    memory, shuffles = {}, {}
     for scale in (1, 2, 4):
         docs = scaled_corpus(scale)
         megabytes = sum(len(d.text.encode()) for d in docs) / 1e6
         with tempfile.TemporaryDirectory() as tmp:
             pattern = _write_parquet(docs, tmp)
-            elapsed = _run_stage(pattern, [])
+            elapsed, shuffles[scale] = _run_stage(pattern, [])
             rss = ""
             if args.worker_rss:
                 multi = ["--direct_num_workers", "1", "--direct_running_mode", "multi_processing"]
@@ -355,6 +390,8 @@ def main() -> None:
             flush=True,
         )
         memory[scale] = step_memory(docs)
+
+    print_shuffle(shuffles)
 
     scales = " | ".join(f"peak KiB, {s}x" for s in memory)
     print(f"\n| step (its input at each scale) | {scales} | 4x / 1x |")

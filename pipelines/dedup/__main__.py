@@ -8,7 +8,8 @@ Writes OUTPUT/documents-*.parquet (the kept documents), with --keep-rejects also
 OUTPUT/rejects-*.parquet (every removed document, its reason and text) and
 OUTPUT/clusters-*.parquet (kept_id, removed_id, reason, matched_id, jaccard: one row per removed
 duplicate; group by kept_id for a cluster's members), and OUTPUT/stats.json (the run's
-"pipelines" counters: removals by reason, candidate pairs, components rounds).
+"pipelines" counters: removals by reason, candidate pairs, components rounds, and "shuffle": the
+bytes each stage sent through a GroupByKey, in all and per byte of input text).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
+from pipelines.dedup.shuffle import shuffle_summary
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
 from pipelines.stats import NAMESPACE
 
@@ -83,6 +85,7 @@ def stats_document(counts: dict[str, int], config: DedupConfig, elapsed_s: float
         "kept": kept,
         "removed": removed,
         "counters": counts,
+        "shuffle": shuffle_summary(counts),
         "config": dataclasses.asdict(config),
         "elapsed_s": round(elapsed_s, 3),
     }

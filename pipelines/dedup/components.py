@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 import apache_beam as beam
 
 from pipelines.dedup.exact import Node
+from pipelines.dedup.shuffle import counted
 from pipelines.stats import BundleCounts
 
 Edge = tuple[Node, Node]
@@ -125,24 +126,25 @@ class ConnectedComponents(beam.PTransform):
     smallest node of its component) for every node in an edge that is not that smallest node.
     """
 
-    def __init__(self, max_rounds: int) -> None:
+    def __init__(self, max_rounds: int, counts: list | None = None) -> None:
         super().__init__()
         if max_rounds < 1:
             raise ValueError(f"max_rounds must be >= 1, not {max_rounds}")
         self._max_rounds = max_rounds
+        self._counts = [] if counts is None else counts
 
     def expand(self, edges):
         edges = edges | "BothWays" >> beam.FlatMap(_both_directions)
         for r in range(1, self._max_rounds + 1):
-            edges = (
-                edges
-                | f"Round{r}/LargeStar/Group" >> beam.GroupByKey()
-                | f"Round{r}/LargeStar/Link" >> beam.ParDo(_StarStepFn(large_star, r, False))
-                | f"Round{r}/SmallStar/Group" >> beam.GroupByKey()
-                | f"Round{r}/SmallStar/Link" >> beam.ParDo(_StarStepFn(small_star, r, True))
-            )
-        return (
-            edges
-            | "Check/Group" >> beam.GroupByKey()
-            | "Check/Stars" >> beam.ParDo(_StarCheckFn(self._max_rounds))
+            edges = self._group(
+                edges, f"Round{r}/LargeStar/Group"
+            ) | f"Round{r}/LargeStar/Link" >> beam.ParDo(_StarStepFn(large_star, r, False))
+            edges = self._group(
+                edges, f"Round{r}/SmallStar/Group"
+            ) | f"Round{r}/SmallStar/Link" >> beam.ParDo(_StarStepFn(small_star, r, True))
+        return self._group(edges, "Check/Group") | "Check/Stars" >> beam.ParDo(
+            _StarCheckFn(self._max_rounds)
         )
+
+    def _group(self, edges, label: str):
+        return counted(edges, label, "components", self._counts) | label >> beam.GroupByKey()

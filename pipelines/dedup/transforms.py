@@ -39,6 +39,7 @@ from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.decontaminate import CONTAMINATION, Decontaminate
 from pipelines.dedup.minhash import MinHasher, band_hashes
 from pipelines.dedup.shingles import jaccard, shingle_batch
+from pipelines.dedup.shuffle import INPUT_BYTES, counted
 from pipelines.document import Document, Reject
 from pipelines.stats import BundleCounts
 
@@ -140,6 +141,7 @@ class _FeaturesFn(beam.DoFn):
         priority = cfg.source_priority
         for i, doc in enumerate(batch):
             self._counts.inc("dedup_docs_in")
+            self._counts.inc(INPUT_BYTES, len(doc.text.encode("utf-8", "surrogatepass")))
             has_shingles = shingles is not None and shingles.offsets[i + 1] > shingles.offsets[i]
             if cfg.near and not has_shingles:
                 self._counts.inc("dedup_near_no_shingles")
@@ -322,17 +324,20 @@ class _ApplyFn(beam.DoFn):
         self._counts.drain()
 
 
-def _join(label: str, inputs: dict[str, beam.PCollection]) -> beam.PCollection:
+def _join(
+    label: str, inputs: dict[str, beam.PCollection], stage: str, counts: list
+) -> beam.PCollection:
     """(key, [(tag, value), ...]) of keyed PCollections: a CoGroupByKey whose groups stay
     iterables (CoGroupByKey builds a list per tag, which a hot key could not afford)."""
     tagged = [
         pcoll | f"{label}/Tag-{tag}" >> beam.Map(lambda kv, t: (kv[0], (t, kv[1])), tag)
         for tag, pcoll in inputs.items()
     ]
-    return tagged | f"{label}/Flatten" >> beam.Flatten() | f"{label}/Group" >> beam.GroupByKey()
+    flat = tagged | f"{label}/Flatten" >> beam.Flatten()
+    return counted(flat, label, stage, counts) | f"{label}/Group" >> beam.GroupByKey()
 
 
-def _without(label: str, records, decisions):
+def _without(label: str, records, decisions, stage, counts):
     """The records that no decision removed (a join on the document id)."""
 
     def keep(element):
@@ -343,7 +348,9 @@ def _without(label: str, records, decisions):
                 if tag == "rec":
                     yield doc_id, value
 
-    return _join(label, {"rec": records, "dec": decisions}) | f"{label}/Keep" >> beam.FlatMap(keep)
+    return _join(
+        label, {"rec": records, "dec": decisions}, stage, counts
+    ) | f"{label}/Keep" >> beam.FlatMap(keep)
 
 
 def _url_key(element):
@@ -376,7 +383,7 @@ class Deduplicate(beam.PTransform):
 
     def expand(self, docs):
         cfg = self.config
-        decisions, pre_rejects = [], None
+        decisions, pre_rejects, counts = [], None, []
         if self._decontaminate is not None:
             cut = docs | "Decontaminate" >> self._decontaminate
             docs = cut.docs
@@ -388,43 +395,60 @@ class Deduplicate(beam.PTransform):
         survivors = features.records
         if cfg.url:
             url_decisions = (
-                survivors
-                | "URL/Key" >> beam.FlatMap(_url_key)
+                counted(survivors | "URL/Key" >> beam.FlatMap(_url_key), "URL", "url", counts)
                 | "URL/Group" >> beam.GroupByKey()
                 | "URL/KeepSmallest" >> beam.ParDo(_KeepSmallestFn(URL_DUPLICATE, None))
             )
             decisions.append(url_decisions)
-            survivors = _without("URL/Survivors", survivors, url_decisions)
+            survivors = _without("URL/Survivors", survivors, url_decisions, "url_survivors", counts)
         if cfg.exact:
             exact_decisions = (
-                survivors
-                | "Exact/Key" >> beam.FlatMap(_fingerprint_key)
+                counted(
+                    survivors | "Exact/Key" >> beam.FlatMap(_fingerprint_key),
+                    "Exact",
+                    "exact",
+                    counts,
+                )
                 | "Exact/Group" >> beam.GroupByKey()
                 | "Exact/KeepSmallest" >> beam.ParDo(_KeepSmallestFn(EXACT_DUPLICATE, 1.0))
             )
             decisions.append(exact_decisions)
-            survivors = _without("Exact/Survivors", survivors, exact_decisions)
+            survivors = _without(
+                "Exact/Survivors", survivors, exact_decisions, "exact_survivors", counts
+            )
 
         joined = {"doc": docs | "KeyDocs" >> beam.Map(lambda d: (d.id, d))}
         if cfg.near:
             edges = (
-                survivors
-                | "Near/BandKeys" >> beam.ParDo(_BandKeysFn(cfg.bands, cfg.rows))
+                counted(
+                    survivors | "Near/BandKeys" >> beam.ParDo(_BandKeysFn(cfg.bands, cfg.rows)),
+                    "Near/Buckets",
+                    "lsh_buckets",
+                    counts,
+                )
                 | "Near/Buckets" >> beam.GroupByKey()
-                | "Near/Candidates" >> beam.ParDo(_BucketEdgesFn(cfg.max_pairs_members))
+            )
+            edges = (
+                counted(
+                    edges | "Near/Candidates" >> beam.ParDo(_BucketEdgesFn(cfg.max_pairs_members)),
+                    "Near/Distinct",
+                    "candidate_edges",
+                    counts,
+                )
                 | "Near/DistinctEdges" >> beam.Distinct()
             )
             if cfg.verify:
-                edges = self._verified(edges, features.shingles, cfg.threshold)
-                joined["match"] = (
-                    edges
-                    | "Near/MatchBoth" >> beam.FlatMap(_best_matches)
-                    | "Near/BestMatch" >> beam.CombinePerKey(max)
-                )
+                edges = self._verified(edges, features.shingles, cfg.threshold, counts)
+                joined["match"] = counted(
+                    edges | "Near/MatchBoth" >> beam.FlatMap(_best_matches),
+                    "Near/BestMatch",
+                    "best_match",
+                    counts,
+                ) | "Near/BestMatch" >> beam.CombinePerKey(max)
                 edges = edges | "Near/DropJaccard" >> beam.Map(lambda e: (e[0], e[1]))
             decisions.append(
                 edges
-                | "Near/Components" >> ConnectedComponents(cfg.cc_rounds)
+                | "Near/Components" >> ConnectedComponents(cfg.cc_rounds, counts)
                 | "Near/Decide"
                 >> beam.MapTuple(
                     lambda node, kept: (node[1], _Decision(NEAR_DUPLICATE, kept[1], kept[1], None))
@@ -435,16 +459,16 @@ class Deduplicate(beam.PTransform):
             joined["dec"] = decisions | "AllDecisions" >> beam.Flatten()
         if pre_rejects is not None:
             joined["rej"] = pre_rejects
-        return _join("Apply", joined) | "Apply/Decide" >> beam.ParDo(_ApplyFn()).with_outputs(
-            "rejects", "clusters", main="main"
-        )
+        return _join("Apply", joined, "apply", counts) | "Apply/Decide" >> beam.ParDo(
+            _ApplyFn()
+        ).with_outputs("rejects", "clusters", main="main")
 
     @staticmethod
-    def _verified(edges, shingles, threshold: float):
+    def _verified(edges, shingles, threshold: float, counts):
         by_u = edges | "Verify/KeyByU" >> beam.Map(lambda e: (e[0][1], e))
-        half = _join("Verify/U", {"s": shingles, "e": by_u}) | "Verify/HalfEdges" >> beam.ParDo(
-            _HalfEdgeFn()
-        )
-        return _join("Verify/V", {"s": shingles, "h": half}) | "Verify/Jaccard" >> beam.ParDo(
-            _VerifyFn(threshold)
-        )
+        half = _join(
+            "Verify/U", {"s": shingles, "e": by_u}, "verify_u", counts
+        ) | "Verify/HalfEdges" >> beam.ParDo(_HalfEdgeFn())
+        return _join(
+            "Verify/V", {"s": shingles, "h": half}, "verify_v", counts
+        ) | "Verify/Jaccard" >> beam.ParDo(_VerifyFn(threshold))
