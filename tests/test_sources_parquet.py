@@ -92,6 +92,24 @@ def test_nulls_binary_and_non_text_values(tmp_path: Path) -> None:
     assert [f.reason for f in _read_all(str(path))] == ["bad_field", "bad_field"]
 
 
+def test_invalid_utf8_in_a_string_column_costs_no_other_row(tmp_path: Path) -> None:
+    # Built here: Moby-Dick paragraphs in a string column, one of them with a CESU-8 encoded
+    # surrogate (b"\\xed\\xa0\\x80", not UTF-8) that the writer does not check.
+    raw = [p.encode("utf-8") for p in PARAGRAPHS[:6]]
+    raw[2] = raw[2][:40] + b"\xed\xa0\x80" + raw[2][40:]
+    urls = [b"https://example.org/\xed\xa0\x80", *(b"https://example.org/%d" % i
+                                                  for i in range(1, 6))]
+    strings = {name: pa.array(values, pa.binary()).view(pa.string())
+               for name, values in (("text", raw), ("url", urls))}
+    path = _write(tmp_path / "bad-utf8.parquet", pa.table(strings))
+    out = _read_all(str(path))
+    assert all(isinstance(d, Document) for d in out) and len(out) == 6
+    assert [d.text for d in out[3:]] == PARAGRAPHS[3:6]
+    assert out[2].text.startswith(PARAGRAPHS[2][:40]) and out[2].text.encode("utf-8")
+    assert out[0].url == "https://example.org/\ufffd\ufffd\ufffd"
+    assert out[5].url == "https://example.org/5"
+
+
 def test_text_over_the_size_limit(tmp_path: Path) -> None:
     long_text = "\n\n".join(PARAGRAPHS)
     path = _write(tmp_path / "long.parquet", pa.table({"text": [PARAGRAPHS[0], long_text]}))

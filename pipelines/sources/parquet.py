@@ -107,6 +107,23 @@ def _text_of(value: object, where: str, limit: int) -> str | Failure:
     return value
 
 
+def _values(column: pa.Array) -> list:
+    """The column as Python values. Parquet readers do not check that string values are UTF-8,
+    so a string column holding invalid bytes gives its raw bytes instead (decoded row by row
+    after): a bad value costs its own row, not the batch and every row group after it."""
+    try:
+        return column.to_pylist()
+    except UnicodeDecodeError:
+        binary = pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary()
+        return column.view(binary).to_pylist()
+
+
+def _string_value(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value if isinstance(value, str) else ""
+
+
 def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row: int,
                          columns: list[str], name: str, location: str, batch_rows: int,
                          limit: int) -> Iterator[Document | Failure]:
@@ -114,10 +131,10 @@ def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row
     row = first_row
     for batch in parquet_file.iter_batches(batch_size=batch_rows, row_groups=[row_group],
                                            columns=columns):
-        texts = batch.column(text_column).to_pylist()
+        texts = _values(batch.column(text_column))
         missing = [None] * len(texts)
-        urls = batch.column("url").to_pylist() if "url" in extras else missing
-        titles = batch.column("title").to_pylist() if "title" in extras else missing
+        urls = _values(batch.column("url")) if "url" in extras else missing
+        titles = _values(batch.column("title")) if "title" in extras else missing
         for offset, value in enumerate(texts):
             text = _text_of(value, f"{location}:{row + offset}", limit)
             if isinstance(text, Failure):
@@ -128,8 +145,8 @@ def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row
                 id=f"{NAME}:{name}:{row + offset}",
                 source=NAME,
                 text=text,
-                url=url if isinstance(url, str) else "",
-                title=title if isinstance(title, str) else "",
+                url=_string_value(url),
+                title=_string_value(title),
             )
         row += len(texts)
 
