@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from dataset_format import ShardSet
+from dataset_format import FormatError, ShardSet
 from tests.conftest import BERT_VOCAB
 from tests.shard_fixtures import (
     BERT_SPECIAL_IDS,
@@ -39,7 +39,7 @@ def build(path, cache, masking=None, num=NUM, **options):
         num_samples={"train": num},
         masking=masking or MaskingConfig(),
         special_ids=dict(BERT_SPECIAL_IDS),
-        vocab_size=BERT_VOCAB_SIZE,
+        vocab_size=options.pop("vocab_size", BERT_VOCAB_SIZE),
         cache_dir=str(cache),
         **options,
     )["train"]
@@ -296,3 +296,11 @@ def test_two_sentence_sets_blend_by_weight(bert_set, tmp_path):
     assert np.bincount(blended.dataset_index).tolist() == [300, 200]
     d, k = int(blended.dataset_index[7]), int(blended.dataset_sample_index[7])
     assert np.array_equal(blended[7]["input_ids"], blended.datasets[d][k]["input_ids"])
+
+
+def test_token_id_past_the_vocabulary_names_the_file(bert_set, tmp_path):
+    # The real WordPiece ids run to ~30k; declared against a 2,000-id vocabulary (a set paired
+    # with the wrong --tokenizer) the first sample with a larger id is refused, not fed on.
+    dataset = build(bert_set, tmp_path, num=50, vocab_size=2000)
+    with pytest.raises(FormatError, match=r"shard-00000\.bin: token id \d+ \(document 0, token"):
+        dataset[0]

@@ -12,9 +12,15 @@ import textwrap
 import numpy as np
 import pytest
 
-from dataset_format import ShardSet
+from dataset_format import (
+    FormatError,
+    IndexedDatasetWriter,
+    ShardSet,
+    TokenizerInfo,
+    write_shard_set_manifest,
+)
 from tests.conftest import REPO
-from tests.shard_fixtures import GPT2_EOD, make_bert_shards, make_gpt_shards
+from tests.shard_fixtures import GPT2_EOD, gpt_documents, make_bert_shards, make_gpt_shards
 from train.data import build_gpt_datasets, parse_data_spec
 from train.data import gpt_dataset as gpt_module
 from train.data import indices as indices_module
@@ -297,3 +303,95 @@ def test_distributed_ranks_build_once_per_node(gpt_set, tmp_path):
     results = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(2)]
     assert [r["builds"] for r in results] == [1, 0]
     assert results[0]["first"] == results[1]["first"]
+
+
+# -- documents run together, ids past the vocabulary (hostile sets built from the real one) ------
+
+
+def rewrite_manifest(directory, edit) -> None:
+    path = os.path.join(directory, "manifest.json")
+    with open(path) as f:
+        data = json.load(f)
+    edit(data)
+    with open(path, "w") as f:
+        json.dump(data, f)
+
+
+def write_gpt_set(directory, documents, pipeline=None) -> str:
+    """Two shards of `documents` with a GPT-2 manifest (no tokenizer file) and `pipeline`."""
+    directory.mkdir()
+    half = len(documents) // 2
+    shards = []
+    for k, part in enumerate((documents[:half], documents[half:])):
+        writer = IndexedDatasetWriter(str(directory / f"shard-{k:05d}"), np.uint16)
+        for document in part:
+            writer.add_document(document)
+        shards.append(writer.finalize())
+    write_shard_set_manifest(
+        str(directory),
+        shards,
+        dtype="uint16",
+        sequence_unit="document",
+        tokenizer=TokenizerInfo(
+            file=None, kind="byte-level-bpe", vocab_size=50257, special_ids={"eod": GPT2_EOD}
+        ),
+        pipeline=pipeline,
+    )
+    return str(directory)
+
+
+def gpt_build(path, tmp_path, **options):
+    return build_gpt_datasets(
+        parse_data_spec([path]),
+        seq_len=SEQ_LEN,
+        split="100,0,0",
+        seed=3,
+        num_samples={"train": 20},
+        cache_dir=str(tmp_path / "index"),
+        **options,
+    )["train"]
+
+
+def test_set_recorded_without_append_eod_is_refused(tmp_path):
+    # What the pipeline writes without --append-eod: documents without EOD, and
+    # pipeline.append_eod false in the manifest (see PreprocessConfig.describe).
+    documents = [[doc[:-1]] for doc in gpt_documents(60)]
+    directory = write_gpt_set(tmp_path / "no-eod", documents, pipeline={"append_eod": False})
+    with pytest.raises(ValueError, match="written without --append-eod") as raised:
+        gpt_build(directory, tmp_path, eod_id=GPT2_EOD)
+    assert directory in str(raised.value)
+    rewrite_manifest(directory, lambda d: d["pipeline"].update(append_eod=True))
+    assert len(gpt_build(directory, tmp_path, eod_id=GPT2_EOD)) >= 20  # the record is trusted
+
+
+def test_unrecorded_set_without_eod_is_refused_by_its_data(tmp_path, caplog):
+    documents = [[doc[:-1]] for doc in gpt_documents(60)]
+    directory = write_gpt_set(tmp_path / "bare", documents)
+    bare = os.path.join(directory, "shard-00000")  # a bare Megatron pair: no record at all
+    for path in (directory, bare):
+        with pytest.raises(ValueError, match="document 0 ends with token .*not the end-of-doc"):
+            gpt_build(path, tmp_path, eod_id=GPT2_EOD)
+    # With no EOD id known (--vocab-size alone) nothing can be checked: a warning, not silence.
+    with caplog.at_level("WARNING"):
+        assert len(gpt_build(bare, tmp_path, eod_id=None)) >= 20
+    assert "cannot be checked" in caplog.text and bare in caplog.text
+    # The same documents with EOD (Megatron's --append-eod) pass the check.
+    with_eod = write_gpt_set(tmp_path / "eod", [[doc] for doc in gpt_documents(60)])
+    assert len(gpt_build(os.path.join(with_eod, "shard-00000"), tmp_path, eod_id=GPT2_EOD)) >= 20
+
+
+def test_token_id_past_the_vocabulary_is_named_when_sampled(tmp_path):
+    documents = [[doc.copy()] for doc in gpt_documents(60)]
+    documents[41][0][5] = 50300  # past GPT-2's 50,257 ids, still a uint16
+    directory = write_gpt_set(tmp_path / "bad-id", documents)
+    dataset = gpt_build(directory, tmp_path, vocab_size=50257)
+    bad_document = 41 - 30  # the second shard holds documents 30..59
+    with pytest.raises(FormatError) as raised:
+        for i in range(len(dataset)):
+            dataset[i]
+    assert str(raised.value) == (
+        f"{directory}/shard-00001.bin: token id 50300 (document {bad_document}) is outside "
+        "the vocabulary of 50257"
+    )
+    unchecked = gpt_build(directory, tmp_path)  # no vocab_size: no check (as before)
+    assert max(int(unchecked[i]["input_ids"].max()) for i in range(len(unchecked))) == 50300

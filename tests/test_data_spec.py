@@ -6,8 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.conftest import CORPORA
 from tests.shard_fixtures import make_bert_shards, make_gpt_shards
-from train.data import check_tokenizers, parse_data_spec, split_documents
+from train.data import (
+    check_tokenizers,
+    parse_data_spec,
+    resolve_tokenizer,
+    split_documents,
+    tokenizer_info_from_file,
+)
 
 
 def test_single_path_gets_weight_one():
@@ -104,3 +111,77 @@ def test_bare_prefixes_cannot_be_checked_and_are_skipped(tmp_path):
 def test_missing_set_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="neither a shard-set directory nor"):
         check_tokenizers([(1.0, str(tmp_path / "nothing"))])
+
+
+# -- --tokenizer / --vocab-size for data that records no tokenizer (bare Megatron pairs) ---------
+
+
+def test_bare_pair_needs_a_tokenizer_flag(tmp_path):
+    bare = make_gpt_shards(tmp_path, 40) + "/shard-00000"
+    with pytest.raises(ValueError, match="pass --tokenizer FILE or --vocab-size N"):
+        resolve_tokenizer([(1.0, bare)])
+    size_only = resolve_tokenizer([(1.0, bare)], vocab_size=50257)
+    assert (size_only.vocab_size, size_only.special_ids) == (50257, {})
+
+
+@pytest.mark.parametrize(
+    "name, kind, vocab_size, special_ids",
+    [
+        ("gpt2/vocab.json", "byte_level_bpe", 50257, {"eod": 50256}),
+        ("gpt2/encoder.json", "byte_level_bpe", 50257, {"eod": 50256}),
+        (
+            "bert-base-uncased/vocab.txt",
+            "wordpiece",
+            30522,
+            {"pad": 0, "unk": 100, "cls": 101, "sep": 102, "mask": 103},
+        ),
+    ],
+)
+def test_tokenizer_files_megatron_users_have(name, kind, vocab_size, special_ids):
+    info = tokenizer_info_from_file(str(CORPORA / "vocab" / name))
+    assert (info.kind, info.vocab_size, info.special_ids) == (kind, vocab_size, special_ids)
+    assert info.file is None and len(info.sha256) == 64
+
+
+def test_tokenizers_json_is_described_as_the_pipeline_records_it(tmp_path, gpt2_tokenizer):
+    path = tmp_path / "tokenizer.json"
+    gpt2_tokenizer.save(str(path))
+    info = tokenizer_info_from_file(str(path))
+    assert (info.kind, info.vocab_size, info.special_ids) == (
+        "byte_level_bpe",
+        50257,
+        {"eod": 50256},
+    )
+    bare = make_gpt_shards(tmp_path, 40) + "/shard-00000"
+    assert resolve_tokenizer([(1.0, bare)], tokenizer_file=str(path)) == info
+
+
+def test_flag_that_contradicts_the_recorded_tokenizer(tmp_path):
+    gpt = make_gpt_shards(tmp_path, 40)
+    with pytest.raises(ValueError, match=r"contradicts .* \(vocab_size 30522 vs 50257\)"):
+        resolve_tokenizer(
+            [(1.0, gpt)], tokenizer_file=str(CORPORA / "vocab" / "bert-base-uncased" / "vocab.txt")
+        )
+    with pytest.raises(ValueError, match="--vocab-size 100 contradicts"):
+        resolve_tokenizer([(1.0, gpt)], vocab_size=100)
+    # Agreeing flags are fine; the set's own record is what is used.
+    agreed = resolve_tokenizer([(1.0, gpt)], vocab_size=50257)
+    assert agreed.kind == "byte-level-bpe" and agreed.special_ids == {"eod": 50256}
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\xff\xfe\x00", "not UTF-8"),
+        (b'{"model": {"vocab": 3}}', "not a tokenizers JSON"),
+        (b'{"a": "b"}', "no vocabulary of token ids"),
+        (b"", "no vocabulary of token ids"),
+    ],
+)
+def test_unreadable_tokenizer_file(tmp_path, content, message):
+    path = tmp_path / "tok"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"--tokenizer {path}: {message}"):
+        tokenizer_info_from_file(str(path))
+    with pytest.raises(ValueError, match="No such file"):
+        tokenizer_info_from_file(str(tmp_path / "missing.json"))

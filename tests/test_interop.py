@@ -17,7 +17,7 @@ from dataset_format.interop import (
     read_llmc,
     split_documents_at_eod,
 )
-from tests.conftest import REPO
+from tests.conftest import GPT2_VOCAB, REPO
 from tests.shard_fixtures import GPT2_EOD, gpt_documents
 
 CONVERT = [sys.executable, str(REPO / "tools" / "convert")]
@@ -194,3 +194,89 @@ def test_cli_round_trip_and_clear_errors(documents, tmp_path):
     assert run.returncode == 1
     assert str(bad) in run.stderr and "bad magic 1234" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+# -- training on bare Megatron pairs (what Megatron's preprocess_data.py writes: no manifest) ----
+
+TRAIN_FLAGS = [
+    "--seq-len", "16", "--global-batch", "2", "--micro-batch", "1", "--split", "90,5,5",
+    "--eval-iters", "0", "--no-progress", "--max-steps", "2", "--warmup-steps", "1",
+    "--device", "cpu",
+]  # fmt: skip
+PRETRAIN = [sys.executable, str(REPO / "train" / "pretrain.py")]
+
+
+def write_megatron_pair(prefix, documents) -> str:
+    """A bare MMIDIDX pair, one sequence per document, as preprocess_data.py --append-eod
+    writes it (GPT-2 ids of Moby-Dick paragraphs, EOD at each end); no manifest beside it."""
+    with IndexedDatasetWriter(str(prefix), np.uint16) as writer:
+        for document in documents:
+            writer.add_document([document])
+    return str(prefix)
+
+
+@pytest.fixture(scope="module")
+def megatron_pair(documents, tmp_path_factory):
+    return write_megatron_pair(tmp_path_factory.mktemp("megatron") / "text_document", documents)
+
+
+@pytest.mark.slow
+def test_bare_megatron_pair_trains_with_a_tokenizer_flag(megatron_pair, tmp_path):
+    from train.config import parse_args
+    from train.loop import main
+
+    def train(*flags):
+        return main(parse_args(["--data", megatron_pair, *TRAIN_FLAGS, *flags]))
+
+    with pytest.raises(SystemExit, match="pass --tokenizer FILE or --vocab-size N"):
+        train("--out", str(tmp_path / "none"))
+    vocab = GPT2_VOCAB / "vocab.json"
+    result = train("--tokenizer", str(vocab), "--out", str(tmp_path / "tokenizer"))
+    assert result["step"] == 2 and np.isfinite(result["loss"])
+    # Near log(50257) = 10.8 for an untrained model: the ids index a 50,257-row vocabulary.
+    assert 9.0 < result["loss"] < 12.0
+    result = train("--vocab-size", "50257", "--out", str(tmp_path / "size"))
+    assert result["step"] == 2 and np.isfinite(result["loss"])
+
+
+def pretrain(*args):
+    return subprocess.run(PRETRAIN + [str(a) for a in args], capture_output=True, text=True)
+
+
+def assert_one_line_error(run, *fragments):
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, run.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+
+
+@pytest.mark.slow
+def test_trainer_refuses_bad_foreign_data_in_one_line(documents, tmp_path):
+    # Ids past the vocabulary: GPT-2 ids read against a declared 1,000-id vocabulary.
+    pair = write_megatron_pair(tmp_path / "ids" / "text_document", documents)
+    run = pretrain("--data", pair, "--vocab-size", "1000", "--out", tmp_path / "o1", *TRAIN_FLAGS)
+    assert_one_line_error(run, f"{pair}.bin: token id", "outside the vocabulary of 1000")
+    # A document index that goes backwards (documents 4 and 5 overlap).
+    pair = write_megatron_pair(tmp_path / "index" / "text_document", documents)
+    raw = bytearray(open(pair + ".idx", "rb").read())
+    at = 34 + 12 * len(documents) + 8 * 5
+    raw[at : at + 8] = np.array([2], dtype="<i8").tobytes()
+    open(pair + ".idx", "wb").write(bytes(raw))
+    run = pretrain("--data", pair, "--vocab-size", "50257", "--out", tmp_path / "o2", *TRAIN_FLAGS)
+    assert_one_line_error(run, f"{pair}.idx: document index decreases at document 4")
+    # Documents without EOD (preprocess_data.py without --append-eod) run together: refused.
+    pair = write_megatron_pair(tmp_path / "noeod" / "text_document", [d[:-1] for d in documents])
+    run = pretrain("--data", pair, "--tokenizer", GPT2_VOCAB / "vocab.json", "--out",
+                   tmp_path / "o3", *TRAIN_FLAGS)  # fmt: skip
+    assert_one_line_error(run, pair, "not the end-of-document id 50256")
+
+
+def test_tokenizer_and_vocab_size_are_one_or_the_other():
+    from train.config import parse_args
+
+    with pytest.raises(SystemExit, match="--tokenizer or --vocab-size, not both"):
+        parse_args(["--data", "x", "--tokenizer", "t.json", "--vocab-size", "5"])
+    with pytest.raises(SystemExit, match="--vocab-size must be positive"):
+        parse_args(["--data", "x", "--vocab-size", "0"])

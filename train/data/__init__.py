@@ -17,7 +17,9 @@ from train.data.spec import (
     DataSource,
     check_tokenizers,
     parse_data_spec,
+    resolve_tokenizer,
     split_documents,
+    tokenizer_info_from_file,
 )
 
 __all__ = [
@@ -35,5 +37,7 @@ __all__ = [
     "collate",
     "continuation_ids_from_vocab",
     "parse_data_spec",
+    "resolve_tokenizer",
     "split_documents",
+    "tokenizer_info_from_file",
 ]

@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from dataset_format import ShardSet
+from dataset_format import FormatError, ShardSet
 from train.data.blend import build_split_datasets
 from train.data.gpt_dataset import split_range
 from train.data.indices import (
@@ -286,6 +286,12 @@ class BertDataset:
             return a, self._random_b(rng, document, target - a.size), 1
         return a, b, 0
 
+    def _raise_bad_id(self) -> None:
+        """FormatError naming the file and document: a scan of the set, on this error path only."""
+        for shard in self.sentences.shard_set.shards:
+            shard.check_token_ids(self.vocab_size)
+        raise FormatError(f"{self.name}: a token id outside the vocabulary of {self.vocab_size}")
+
     def _mask(self, tokens: np.ndarray, special: np.ndarray, rng: np.random.RandomState):
         """Google's create_masked_lm_predictions: (input ids, labels) with -100 where unmasked."""
         masking = self.masking
@@ -343,6 +349,9 @@ class BertDataset:
         tokens[1 + a.size] = self.sep_id
         tokens[2 + a.size : length - 1] = b
         tokens[length - 1] = self.sep_id
+        # Checked per sample, as in GPTDataset: no id past the vocabulary reaches the model.
+        if int(tokens.max()) >= self.vocab_size or int(tokens.min()) < 0:
+            self._raise_bad_id()
         special = np.zeros(length, dtype=bool)
         special[[0, 1 + a.size, length - 1]] = True
         inputs, labels = self._mask(tokens, special, rng)

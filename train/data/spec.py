@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Protocol
 
 import numpy as np
 
 from dataset_format import ShardSet, TokenizerInfo
+
+# The pipeline's names for special tokens (pipelines/tokenize.py), so a tokenizer given with
+# --tokenizer is described exactly as a set made with it records it.
+SPECIAL_TOKEN_NAMES = {
+    "eod": ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>"),
+    "cls": ("[CLS]",),
+    "sep": ("[SEP]",),
+    "mask": ("[MASK]",),
+    "pad": ("[PAD]", "<pad>"),
+    "unk": ("[UNK]", "<unk>"),
+}
 
 DataSource = tuple[float, str]  # (weight, path of a shard-set dir or a bare .bin/.idx prefix)
 SPLIT_NAMES = ("train", "valid", "test")
@@ -94,6 +107,115 @@ def check_tokenizers(sources: list[DataSource]) -> TokenizerInfo | None:
                 f"({'; '.join(differences)}); one model needs one tokenizer"
             )
     return first
+
+
+def _tokenizers_json_ids(spec: dict) -> tuple[dict, str]:
+    model = spec["model"]
+    vocab = model.get("vocab") or {}
+    if isinstance(vocab, list):  # Unigram: [[piece, score], ...], id = position
+        token_ids = {str(entry[0]): index for index, entry in enumerate(vocab)}
+    else:
+        token_ids = dict(vocab)
+    for added in spec.get("added_tokens") or []:
+        token_ids[added["content"]] = added["id"]
+    pre = spec.get("pre_tokenizer") or {}
+    parts = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    byte_level = any(p.get("type") == "ByteLevel" for p in parts)
+    kind = str(model.get("type", "")).lower()
+    return token_ids, "byte_level_bpe" if kind == "bpe" and byte_level else kind
+
+
+def _token_ids_of_file(raw: bytes, path: str) -> tuple[dict, str]:
+    """(token -> id, kind) of a tokenizers JSON, a GPT-2 vocab.json or a WordPiece vocab.txt."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"--tokenizer {path}: not UTF-8 text") from None
+    if text.lstrip().startswith("{"):
+        try:
+            spec = json.loads(text)
+            if isinstance(spec.get("model"), dict):
+                return _tokenizers_json_ids(spec)
+            return dict(spec), "byte_level_bpe"  # GPT-2's vocab.json / encoder.json
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError):
+            raise ValueError(
+                f"--tokenizer {path}: not a tokenizers JSON nor a token -> id vocab.json"
+            ) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return {token.rstrip("\r"): i for i, token in enumerate(lines)}, "wordpiece"
+
+
+def tokenizer_info_from_file(path: str) -> TokenizerInfo:
+    """What `--tokenizer FILE` says of data that records no tokenizer: vocab size, special ids.
+
+    FILE is a `tokenizers` JSON (the pipeline's tokenizer.json, a Hugging Face tokenizer.json),
+    a GPT-2 vocab.json (token -> id; Megatron's --vocab-file for GPT-2) or a WordPiece vocab.txt
+    (a token a line; BERT's). The vocabulary size is one more than the largest id, as the
+    pipeline records it; the checksum is of FILE itself.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ValueError(f"--tokenizer {path}: {e.strerror or e}") from None
+    token_ids, kind = _token_ids_of_file(raw, path)
+    ids = list(token_ids.values())
+    if not ids or any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in ids):
+        raise ValueError(f"--tokenizer {path}: no vocabulary of token ids (ints >= 0) in it")
+    special_ids = {}
+    for name, candidates in SPECIAL_TOKEN_NAMES.items():
+        found = [token_ids[token] for token in candidates if token in token_ids]
+        if found:
+            special_ids[name] = found[0]
+    return TokenizerInfo(
+        file=None,
+        kind=kind,
+        vocab_size=max(ids) + 1,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        special_ids=special_ids,
+    )
+
+
+def resolve_tokenizer(
+    sources: list[DataSource], *, tokenizer_file: str | None = None, vocab_size: int | None = None
+) -> TokenizerInfo:
+    """The tokenizer to train with: the sets' own, else `--tokenizer` or `--vocab-size`.
+
+    Bare Megatron/NeMo/datatrove pairs record none; the flag supplies it. Where a set does
+    record one, a flag that contradicts it (another vocabulary size or special id) is an error.
+    """
+    recorded = check_tokenizers(sources)
+    given, flag = None, ""
+    if tokenizer_file is not None:
+        given, flag = tokenizer_info_from_file(tokenizer_file), f"--tokenizer {tokenizer_file}"
+    elif vocab_size is not None:
+        if vocab_size <= 0:
+            raise ValueError(f"--vocab-size must be positive, got {vocab_size}")
+        given = TokenizerInfo(file=None, kind="unknown", vocab_size=vocab_size)
+        flag = f"--vocab-size {vocab_size}"
+    if recorded is None:
+        if given is None:
+            raise ValueError(
+                "no shard set records its tokenizer, so nothing sizes the model's vocabulary; "
+                "for bare .bin/.idx pairs (Megatron, NeMo, datatrove) pass --tokenizer FILE or "
+                "--vocab-size N"
+            )
+        return given
+    if given is not None:
+        conflicts = [
+            f"{name} id {given.special_ids[name]} vs {recorded.special_ids[name]}"
+            for name in sorted(set(given.special_ids) & set(recorded.special_ids))
+            if given.special_ids[name] != recorded.special_ids[name]
+        ]
+        if given.vocab_size != recorded.vocab_size:
+            conflicts.insert(0, f"vocab_size {given.vocab_size} vs {recorded.vocab_size}")
+        if conflicts:
+            raise ValueError(
+                f"{flag} contradicts the tokenizer the shard sets record ({'; '.join(conflicts)})"
+            )
+    return recorded
 
 
 def _parse_split(split: str) -> list[float]:
