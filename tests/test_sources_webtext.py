@@ -207,7 +207,8 @@ def test_warc_gz_response_record() -> None:
     out = _read(WARC_DIR / "example.warc.gz")  # warcinfo x2, response, requests, revisit
     (doc,) = out
     assert doc.url == "http://example.com/"
-    assert doc.text.startswith("Example Domain\n\nThis domain is established")
+    assert doc.text.startswith("This domain is established") or doc.text.startswith(
+        "Example Domain\n\nThis domain is established")  # trafilatura drops the heading
     record_id = "<urn:uuid:a9c51e3e-0221-11e7-bf66-0242ac120005>"
     assert doc.id == _sha_id(f"http://example.com/ {record_id}")
 
@@ -215,7 +216,7 @@ def test_warc_gz_response_record() -> None:
 def test_warc_chunked_transfer_encoding_is_undone() -> None:
     (doc,) = _read(WARC_DIR / "example-iana.org-chunked.warc")
     assert doc.url == "http://www.iana.org/"
-    assert doc.text.startswith("Internet Assigned Numbers Authority")
+    assert "Management of the DNS Root Zone (assignments of ccTLDs and gTLDs)" in doc.text
     # chunk-size lines ("1f4a\r\n") between the HTML pieces must not reach the text
     assert not [line for line in doc.text.split("\n") if re.fullmatch(r"[0-9a-fA-F]{1,6}", line)]
     assert "<" not in doc.text and "\r" not in doc.text
@@ -453,27 +454,71 @@ def test_garbage_after_warc_header_is_corrupt(tmp_path: Path) -> None:
     assert [(f.reason, f.location) for f in _read(path)] == [("corrupt_input", str(path))]
 
 
+def test_page_declaring_utf8_but_written_in_cp1251(tmp_path: Path) -> None:
+    # the benchmark's Russian page (gto-normativy.ru), re-encoded in cp1251 while its
+    # <meta charset="UTF-8"> and the HTTP header still say UTF-8, as a misconfigured server
+    # sends it; the text must be the same Russian text as from the UTF-8 original
+    original = _page("c4a3")
+    cp1251 = original.decode("utf-8").encode("cp1251")
+    assert b'<meta charset="UTF-8">' in cp1251
+    (tmp_path / "utf8.html").write_bytes(original)
+    (tmp_path / "cp1251.html").write_bytes(cp1251)
+    _warc(tmp_path / "cp1251.warc.gz",
+          [("https://gto-normativy.ru/a", "200 OK", "text/html; charset=utf-8", cp1251)])
+    (expected,) = _read(tmp_path / "utf8.html")
+    assert "Характеристики бега можно увеличить" in expected.text
+    (from_file,) = _read(tmp_path / "cp1251.html")
+    (from_warc,) = _read(tmp_path / "cp1251.warc.gz")
+    assert from_file.text == expected.text
+    assert from_warc.text == expected.text
+
+
+def test_utf8_page_with_a_few_damaged_bytes_stays_utf8(tmp_path: Path) -> None:
+    # the same real page in UTF-8 with two stray bytes: one broken character must not turn
+    # every Cyrillic letter into mojibake
+    original = _page("c4a3")
+    cut = original.index("Характеристики бега".encode()) + 2
+    (tmp_path / "damaged.html").write_bytes(original[:cut] + b"\xff\xfe" + original[cut:])
+    (doc,) = _read(tmp_path / "damaged.html")
+    assert "арактеристики бега" in doc.text and doc.text.count("\ufffd") <= 2
+
+
 # ----------------------------------------------------------------------- extraction quality
 
 
-def _token_f1(extracted: str, truth: str) -> float:
+def _bag_of_words(extracted: str, truth: str) -> tuple[float, float]:
+    """(precision, F1) of the lower-cased word multiset, as bench/bench_extract.py scores it."""
     ours = collections.Counter(re.findall(r"\w+", extracted.lower()))
     theirs = collections.Counter(re.findall(r"\w+", truth.lower()))
     overlap = sum((ours & theirs).values())
     if not overlap:
-        return 0.0
+        return 0.0, 0.0
     precision, recall = overlap / sum(ours.values()), overlap / sum(theirs.values())
-    return 2 * precision * recall / (precision + recall)
+    return precision, 2 * precision * recall / (precision + recall)
 
 
-def test_main_text_extraction_token_f1_on_benchmark_pages() -> None:
+# bench/results/extract.md: trafilatura F1 0.991 / precision 0.989 / worst page 0.949;
+# resiliparse 0.961 / 0.928 / 0.883. The floors leave room for library updates, and the default's
+# precision floor is above what Resiliparse reaches (it keeps sidebars, captions, pagers, bios).
+@pytest.mark.parametrize(("options", "f1_floor", "precision_floor", "worst_floor"), [
+    ({}, 0.98, 0.97, 0.93),
+    ({"extractor": "resiliparse"}, 0.95, 0.91, 0.85),
+])
+def test_main_text_extraction_on_benchmark_pages(options: dict[str, str], f1_floor: float,
+                                                 precision_floor: float,
+                                                 worst_floor: float) -> None:
     truth = json.loads((HTML_DIR / "ground-truth.subset.json").read_text(encoding="utf-8"))
     scores = {}
     for page_id, entry in sorted(truth.items()):
-        (doc,) = _read(HTML_DIR / "html" / f"{page_id}.html.gz")
-        scores[page_id] = _token_f1(doc.text, entry["articleBody"])
+        (doc,) = _read(HTML_DIR / "html" / f"{page_id}.html.gz", **options)
+        scores[page_id] = _bag_of_words(doc.text, entry["articleBody"])
     assert len(scores) == 12
-    mean = sum(scores.values()) / len(scores)
-    # measured: mean 0.961, worst page 0.88 (0.746 mean without main-content selection)
-    assert mean > 0.94, scores
-    assert min(scores.values()) > 0.85, scores
+    precision = sum(p for p, _ in scores.values()) / len(scores)
+    f1 = sum(f for _, f in scores.values()) / len(scores)
+    assert f1 > f1_floor and precision > precision_floor, scores
+    assert min(f for _, f in scores.values()) > worst_floor, scores
+
+
+def test_unknown_extractor_is_refused_when_planning() -> None:
+    with pytest.raises(ValueError, match="unknown extractor 'boilerpipe'; known: trafilatura"):
+        webtext.plan(str(WEBTEXT_DIR), {"extractor": "boilerpipe"})

@@ -11,14 +11,17 @@ headers), and by name only for JSONL and HTML:
 - JSONL (`.jsonl`/`.json`, optionally compressed) with "text" and "url" fields.
 - HTML files (`.html`, `.htm`, `.html.gz`): main text extracted as for WARC responses.
 - WARC (`.warc`, `.warc.gz`): `response`/`resource` records of HTML get their main text
-  extracted with Resiliparse (main_content=True; chunked transfer encoding and gzip content
-  encoding are undone by warcio first); WET `conversion` records are already plain text.
+  extracted (chunked transfer encoding and gzip content encoding are undone by warcio first);
+  WET `conversion` records are already plain text.
   Records that are not pages are no documents and no failures: they are skipped and counted by
   kind under the Beam counters `pipelines/webtext_skipped_<kind>` (`record_skip_kind`: requests,
   redirects, HTTP errors, style sheets, scripts, images, fonts, robots.txt, revisits, the
   crawler's own metadata and log records, pages without text). A failure is a record that
   cannot be read: binary data declared as HTML, a body over `max_document_bytes`, or a record
   that does not end where its Content-Length says (the rest of the file is then unreadable).
+
+HTML is decoded and its main text extracted by `htmltext`: option `extractor=trafilatura`
+(default) or `extractor=resiliparse` (faster, less precise; bench/results/extract.md).
 
 Document id `webtext:<sha1(key)[:16]>` with key = the URL for a JSONL record that has one, the
 URL plus the WARC-Record-ID for a WARC record (one URL is often captured more than once), and
@@ -28,7 +31,7 @@ the member path in a tar). The URL is kept in `Document.url`.
 
 from __future__ import annotations
 
-import codecs
+import dataclasses
 import hashlib
 import logging
 import re
@@ -37,8 +40,6 @@ from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
 from apache_beam.metrics import Metrics
-from resiliparse.extract.html2text import extract_plain_text
-from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
@@ -66,6 +67,7 @@ from pipelines.sources.archives import (
     task_name,
     to_lf,
 )
+from pipelines.sources.htmltext import extractor_name, html_to_text
 from pipelines.sources.jsonl import iter_json_records
 
 NAME = "webtext"
@@ -92,31 +94,14 @@ _SKIPPED = {kind: Metrics.counter("pipelines", f"webtext_skipped_{kind}") for ki
 _DRAIN_CHUNK = 1 << 20
 
 
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    limit: int  # max_document_bytes
+    extractor: str  # the HTML main-text extractor (htmltext.EXTRACTORS)
+
+
 def document_id(key: str) -> str:
     return f"{NAME}:{hashlib.sha1(key.encode('utf-8')).hexdigest()[:16]}"
-
-
-def html_to_text(data: bytes, charset: str | None = None) -> str:
-    """The main text of an HTML page (boilerplate, navigation, comments, alt texts dropped).
-
-    `charset` is the encoding the server declared; when missing or unknown, the page's meta
-    charset or a detector decides (Resiliparse), with UTF-8 and cp1252 as fallbacks.
-    """
-    encoding = None
-    if charset:
-        try:
-            encoding = codecs.lookup(charset).name
-        except LookupError:
-            encoding = None
-    if encoding is None:
-        encoding = detect_encoding(data, from_html_meta=True)
-    html = bytes_to_str(data, encoding)
-    # Measured on the 12 pages of web/html (token F1 vs. the benchmark's articleBody): 0.961
-    # with these settings, 0.937 with alt texts/comments/post meta kept, 0.746 without
-    # main_content (see tests/test_sources_webtext.py).
-    text = extract_plain_text(html, preserve_formatting=True, main_content=True,
-                              alt_texts=False, comments=False, post_meta=False)
-    return text.strip()
 
 
 def _looks_like_html(head: bytes) -> bool:
@@ -146,7 +131,8 @@ def _document(text: str, key: str, location: str, *, url: str = "",
     return Document(id=document_id(key), source=NAME, text=text, url=url, meta=meta)
 
 
-def _file_document(data: bytes, kind: str, key: str, location: str) -> Iterator[Document | Failure]:
+def _file_document(data: bytes, kind: str, key: str, location: str,
+                   extractor: str) -> Iterator[Document | Failure]:
     if not data.strip():
         return  # an empty file holds no document: nothing is lost
     if kind == "html":
@@ -154,7 +140,7 @@ def _file_document(data: bytes, kind: str, key: str, location: str) -> Iterator[
         if reason is not None:
             yield failure(location, "binary", f"binary data, not HTML: {reason}")
             return
-        yield _document(html_to_text(data), key, location)
+        yield _document(html_to_text(data, extractor=extractor), key, location)
         return
     try:
         decoded = decode_text(data)
@@ -260,7 +246,7 @@ def _finish_record(records: ArchiveIterator, record: object, where: str) -> None
 
 
 def _warc_document(records: ArchiveIterator, record: object, index: int, key: str,
-                   location: str, limit: int) -> Document | Failure | None:
+                   location: str, settings: _Settings) -> Document | Failure | None:
     headers = record.rec_headers  # type: ignore[attr-defined]
     url = (headers.get_header("WARC-Target-URI") or "").strip("<> ")
     where = f"{location}:record {index}"
@@ -278,7 +264,7 @@ def _warc_document(records: ArchiveIterator, record: object, index: int, key: st
         _skip(kind, where, url)
         return None
     try:
-        body = read_bounded(record.content_stream(), limit, "WARC record body")  # type: ignore[attr-defined]
+        body = read_bounded(record.content_stream(), settings.limit, "WARC record body")  # type: ignore[attr-defined]
     except TooLargeError as error:
         _finish_record(records, record, where)
         return failure_from(error, where)
@@ -289,7 +275,7 @@ def _warc_document(records: ArchiveIterator, record: object, index: int, key: st
         reason = binary_reason(body)
         if reason is not None:
             return failure(where, "binary", f"binary data, not HTML: {reason}")
-        text = html_to_text(body, charset)
+        text = html_to_text(body, charset, settings.extractor)
     else:
         try:
             decoded = decode_text(body)
@@ -330,13 +316,13 @@ def _next_record(records: Iterator, stream: BinaryIO, index: int) -> object | No
 
 
 def _read_warc(stream: BinaryIO, key: str, location: str,
-               limit: int) -> Iterator[Document | Failure]:
+               settings: _Settings) -> Iterator[Document | Failure]:
     records = ArchiveIterator(stream)
     iterator = iter(records)
     index = 0
     while (record := _next_record(iterator, stream, index)) is not None:
         index += 1
-        result = _warc_document(records, record, index, key, location, limit)
+        result = _warc_document(records, record, index, key, location, settings)
         if result is not None:
             yield result
     # warcio ends quietly (EOFError inside) when the file stops in a record's header block;
@@ -346,13 +332,13 @@ def _read_warc(stream: BinaryIO, key: str, location: str,
         raise TruncatedInputError(f"WARC data ends inside the headers of record {index + 1}")
 
 
-def _read_member(member: ArchiveMember, key: str, archive_location: str, limit: int,
+def _read_member(member: ArchiveMember, key: str, archive_location: str, settings: _Settings,
                  depth: int) -> Iterator[Document | Failure]:
     where = f"{archive_location}:{member.name}"
     member_key = f"{key}/{member.name}" if "#" in key else f"{key}#{member.name}"
     try:
         opened = open_decompressed(member.stream)
-        yield from _read_stream(opened, member.name, member_key, where, limit, depth)
+        yield from _read_stream(opened, member.name, member_key, where, settings, depth)
     except ArchiveError as error:
         if error.location == archive_location:
             raise  # the archive itself broke: whoever walks it reports it once
@@ -361,7 +347,7 @@ def _read_member(member: ArchiveMember, key: str, archive_location: str, limit: 
         yield failure_from(error, where)
 
 
-def _read_stream(opened: OpenedStream, name: str, key: str, location: str, limit: int,
+def _read_stream(opened: OpenedStream, name: str, key: str, location: str, settings: _Settings,
                  depth: int = 0) -> Iterator[Document | Failure]:
     kind = _kind(opened.head, name)
     if kind == "tar":
@@ -372,26 +358,28 @@ def _read_stream(opened: OpenedStream, name: str, key: str, location: str, limit
             if isinstance(item, Failure):
                 yield item
             else:
-                yield from _read_member(item, key, location, limit, depth + 1)
+                yield from _read_member(item, key, location, settings, depth + 1)
     elif kind == "warc":
-        yield from _read_warc(opened.stream, key, location, limit)
+        yield from _read_warc(opened.stream, key, location, settings)
     elif kind == "jsonl":
-        yield from _read_jsonl(opened.stream, key, location, limit)
+        yield from _read_jsonl(opened.stream, key, location, settings.limit)
     else:
-        data = read_bounded(opened.stream, limit, "document")
-        yield from _file_document(data, kind, key if "#" in key else f"{key}#0", location)
+        data = read_bounded(opened.stream, settings.limit, "document")
+        yield from _file_document(data, kind, key if "#" in key else f"{key}#0", location,
+                                  settings.extractor)
 
 
 def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+    extractor_name(options)  # a bad option fails on the launcher, not on every worker
     return plan_file_tasks(NAME, pattern, options)
 
 
 def read(task: ReadTask) -> Iterator[Document | Failure]:
-    limit = max_document_bytes(task.options)
+    settings = _Settings(max_document_bytes(task.options), extractor_name(task.options))
     name = task_name(task)
     try:
         with open_input(task.path) as raw:
-            yield from _read_stream(open_decompressed(raw), name, name, task.path, limit)
+            yield from _read_stream(open_decompressed(raw), name, name, task.path, settings)
     except InputError as error:
         yield failure_from(error, task.path)
     except OSError as error:
