@@ -18,38 +18,52 @@ import logging
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Sequence
 
-import apache_beam as beam
-import numpy as np
-from apache_beam.options.pipeline_options import (
+# Beam warns through the root logger while it is being imported ("apitools not found": a GCP
+# client we do not use). A handler put there first keeps Python from adding its default one,
+# which would print that on every run; main() installs the real one.
+logging.getLogger().addHandler(logging.NullHandler())
+
+import apache_beam as beam  # noqa: E402
+import numpy as np  # noqa: E402
+from apache_beam.options.pipeline_options import (  # noqa: E402
     DirectOptions,
     PipelineOptions,
     StandardOptions,
     WorkerOptions,
 )
 
-from dataset_format import dtype_for_vocab
-from pipelines.document import ReadTask
-from pipelines.io import match_inputs
-from pipelines.options import PreprocessConfig, PreprocessOptions
-from pipelines.progress import ProgressDisplay
-from pipelines.sources import get_source
-from pipelines.stats import NAMESPACE, MergeCounts, format_report
-from pipelines.transforms import Clean, CountRejects, ReadSource, Tokenize, TokenizerRef
-from pipelines.write import (
+from dataset_format import dtype_for_vocab  # noqa: E402
+from pipelines.beam_worker import VERBOSE_ENV, add_stderr_handler  # noqa: E402
+from pipelines.io import match_inputs  # noqa: E402
+from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
+from pipelines.progress import ProgressDisplay  # noqa: E402
+from pipelines.sources import get_source  # noqa: E402
+from pipelines.stats import NAMESPACE, MergeCounts, format_report  # noqa: E402
+from pipelines.transforms import Clean, CountRejects, ReadSource, Tokenize, TokenizerRef  # noqa: E402
+from pipelines.write import (  # noqa: E402
     STATS_NAME,
     TOKENIZER_NAME,
+    WORK_DIR,
+    DeleteSpillsDoFn,
     FinishShardSetDoFn,
+    OutputClaim,
     OutputDir,
+    OutputError,
     ShardSetSpec,
     WriteRejects,
     WriteShards,
+    claim_output,
     default_num_buckets,
-    prepare_output,
+    describe_storage_error,
+    try_lock_directory,
 )
 
 LOG = logging.getLogger("pipelines.preprocess")
@@ -63,28 +77,36 @@ class Plan:
     """What the launcher decided before building the graph."""
 
     config: PreprocessConfig  # num_buckets resolved
-    tasks: list[ReadTask]
     input_files: int
     input_bytes: int
 
 
 def plan_run(config: PreprocessConfig) -> Plan:
-    """Match inputs, plan read tasks, fix the bucket count (from input size unless given)."""
+    """Match inputs (one listing: file count and total size) and fix the bucket count (from the
+    input size unless given). Read tasks are planned at run time, by ReadSource."""
+    get_source(config.source)  # an unknown --source fails here
     pattern = config.input
     if "://" not in pattern and os.path.isdir(pattern):
         pattern = os.path.join(pattern, "**")  # a directory: every file under it (as sources do)
     files = match_inputs(pattern)
     input_bytes = sum(f.size_bytes for f in files)
-    tasks = get_source(config.source).plan(config.input, dict(config.source_options))
     if config.num_buckets is None:
         config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))
-    return Plan(config, list(tasks), len(files), input_bytes)
+    return Plan(config, len(files), input_bytes)
 
 
-def prepare(plan: Plan, tokenizer) -> TokenizerRef:
-    """Clear the output of any previous run and put the tokenizer there for the workers."""
-    out = prepare_output(plan.config.output)
-    return TokenizerRef.save(tokenizer, out.path(TOKENIZER_NAME))
+def prepare(plan: Plan, tokenizer, run_id: str) -> tuple[OutputClaim, TokenizerRef]:
+    """Lock the output, clear what a previous run of ours left there, and put the tokenizer
+    there for the workers. The caller releases the claim when the run is over."""
+    config = plan.config
+    claim = claim_output(
+        config.output, run_id=run_id, overwrite=config.overwrite, needed_bytes=plan.input_bytes
+    )
+    try:
+        return claim, TokenizerRef.save(tokenizer, claim.out.path(TOKENIZER_NAME))
+    except BaseException:
+        claim.release()
+        raise
 
 
 def shard_set_spec(
@@ -108,7 +130,7 @@ def shard_set_spec(
             # Switched off on load: shards hold no padding and no truncated sequence.
             "tokenizer_disabled": dict(tokenizer_ref.disabled),
         },
-        run={"tasks": len(plan.tasks), **(run_info or {})},
+        run=dict(run_info or {}),
     )
 
 
@@ -125,7 +147,12 @@ def build_pipeline(
     spec = shard_set_spec(plan, tokenizer_ref, run_info)
     keep = config.keep_rejects
     read = p | "ReadSource" >> ReadSource(
-        config.source, plan.tasks, keep_failures=keep, progress_dir=progress_dir
+        config.source,
+        config.input,
+        dict(config.source_options),
+        keep_failures=keep,
+        progress_dir=progress_dir,
+        max_expansion=config.max_expansion,
     )
     cleaned = read["documents"] | "Clean" >> Clean(config.clean_config(), keep_rejects=keep)
     documents = cleaned["documents"]
@@ -180,7 +207,7 @@ def build_pipeline(
         )
     else:
         rejects_written = p | "NoRejects" >> beam.Create([0])
-    return (
+    finished = (
         written["shards"]
         | "AllShards" >> beam.combiners.ToList()
         | "Finish"
@@ -190,6 +217,11 @@ def build_pipeline(
             rejects_written=beam.pvalue.AsSingleton(rejects_written),
         )
     )
+    # Only once the set is finished (the side input waits for it), one bucket per element.
+    _ = written["spills"] | "DeleteSpills" >> beam.ParDo(
+        DeleteSpillsDoFn(config.output), finished=beam.pvalue.AsSingleton(finished)
+    )
+    return finished
 
 
 # -- the launcher -----------------------------------------------------------------------------
@@ -224,6 +256,7 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
     if name is not None and name not in LOCAL_PYTHON_RUNNERS:
         return name, name == "PrismRunner"
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
     direct = options.view_as(DirectOptions)
     given = {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}
@@ -233,8 +266,8 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
         direct.direct_num_workers = 0  # 0 = one worker per core
     provision = None
     if direct.direct_running_mode == "multi_processing":
-        # Worker processes start with `python -m apache_beam.runners.worker.sdk_worker_main`:
-        # they must import this package from wherever it is, installed or not.
+        # Worker processes start with `python -m pipelines.beam_worker`: they must import this
+        # package from wherever it is, installed or not.
         path = os.environ.get("PYTHONPATH", "")
         if REPO_ROOT not in path.split(os.pathsep):
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, path) if p)
@@ -247,6 +280,14 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
         # they log every gRPC channel they open at INFO.
         level = options.view_as(WorkerOptions).default_sdk_harness_log_level or "WARNING"
         provision = _provision_info({"default_sdk_harness_log_level": level})
+        # Our own worker entry point (Beam's, with its start-up messages kept out of the
+        # run's output). Beam replaces the environment with its own whenever the options say
+        # multi_processing, so they stop saying it once the environment is chosen.
+        environment = SubprocessSDKEnvironment.from_command_string(
+            f"{sys.executable} -m pipelines.beam_worker"
+        )
+        direct.direct_running_mode = None
+        return FnApiRunner(default_environment=environment, provision_info=provision), True
     return FnApiRunner(provision_info=provision), True
 
 
@@ -292,17 +333,101 @@ def _read_stats(output: str) -> dict | None:
     return json.loads(out.read_bytes(STATS_NAME))
 
 
+RUN_TMP_PREFIX = "shardsmith-run-"
+# A run's temporary directory younger than this is never swept: its owner may not have locked
+# it yet.
+_SWEEP_MIN_AGE_S = 60.0
+
+
+def make_run_tmp(parent: str | None = None) -> tuple[str, int]:
+    """A temporary directory for everything one local run writes outside OUTPUT (progress
+    files, workers' scratch files), and the lock that marks it as in use."""
+    path = tempfile.mkdtemp(prefix=RUN_TMP_PREFIX, dir=parent)
+    fd = try_lock_directory(path)
+    assert fd is not None, path  # just made, nobody else knows it
+    return path, fd
+
+
+def sweep_stale_run_tmps(parent: str | None = None) -> list[str]:
+    """Delete the temporary directories of runs that were killed (SIGKILL, a crash): those no
+    live process holds the lock of. Returns what was deleted."""
+    parent = parent or tempfile.gettempdir()
+    swept = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return swept
+    for entry in entries:
+        if not entry.name.startswith(RUN_TMP_PREFIX) or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            if time.time() - entry.stat(follow_symlinks=False).st_mtime < _SWEEP_MIN_AGE_S:
+                continue
+            fd = try_lock_directory(entry.path)
+        except OSError:
+            continue
+        if fd is None:
+            continue  # a live run holds it
+        try:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            swept.append(entry.path)
+        finally:
+            os.close(fd)
+    return swept
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds the launcher through its cleanup (not an Exception, so that
+    no `except Exception` on the way swallows it)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def failure_line(error: BaseException, output: str, verbose: bool) -> str:
+    """The one line a failed run prints: the storage fault in plain words when it is one, else
+    the error's last line (Beam's errors carry a worker's whole traceback as their text)."""
+    storage = describe_storage_error(error, output)
+    if storage:
+        return storage
+    text = f"{type(error).__name__}: {error}"
+    if verbose:
+        return text
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else type(error).__name__
+    more = " (--verbose shows the whole error)" if len(lines) > 1 else ""
+    return f"{last}{more}"
+
+
+def _remove_work_area(output: str) -> None:
+    try:
+        OutputDir(output).child(WORK_DIR).delete_tree()
+    except OSError as e:
+        LOG.warning("could not remove %s/%s: %s", output, WORK_DIR, e)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("apache_beam", "root"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    verbose = "--verbose" in argv
+    root = logging.getLogger()
+    root_level = root.level
+    handler = add_stderr_handler(verbose, logging.INFO)
+    try:
+        return _main(argv, verbose)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(root_level)
+
+
+def _main(argv: list[str], verbose: bool) -> int:
     from pipelines.tokenize import load_tokenizer
 
     if "-h" in argv or "--help" in argv:
         _parser([PreprocessOptions]).print_help()
         return 0
     options = PipelineOptions(argv)
+    run_id = uuid.uuid4().hex[:12]
     try:
         unknown = unknown_arguments(argv)
         if unknown:
@@ -315,61 +440,110 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         plan = plan_run(config)
         runner, local = resolve_runner(options, argv)
-        tokenizer_ref = prepare(plan, tokenizer)
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
+        claim, tokenizer_ref = prepare(plan, tokenizer, run_id)
+    except (ValueError, FileNotFoundError, FileExistsError, OutputError) as e:
         print(f"preprocess: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        output = options.view_as(PreprocessOptions).output or ""
+        print(f"preprocess: error: {failure_line(e, output, verbose)}", file=sys.stderr)
+        return 2
+    try:
+        return _run(plan, options, runner, local, tokenizer_ref, run_id, verbose)
+    finally:
+        claim.release()
+
+
+def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose) -> int:
+    """Run the pipeline on a claimed OUTPUT; temporary files are gone when this returns, and
+    so is OUTPUT's work area, whether the run succeeded, failed or was sent SIGTERM."""
     config = plan.config
     workers = worker_count(options) if local else None
-    if local and workers and workers > 1:
-        # Each worker process is one core's worth of work: keep tokenizers' own thread pools
-        # from multiplying that.
-        os.environ.setdefault("RAYON_NUM_THREADS", "1")
+    running_mode = None
+    if local:
+        # resolve_runner cleared the option once it had chosen our multi_processing workers.
+        running_mode = options.view_as(DirectOptions).direct_running_mode or "multi_processing"
     run_info = {
+        "run_id": run_id,
         "runner": type(runner).__name__ if not isinstance(runner, str) else runner,
         "workers": workers,
-        "running_mode": options.view_as(DirectOptions).direct_running_mode if local else None,
+        "running_mode": running_mode,
         "started_at": time.time(),
     }
     LOG.info(
-        "%s: %d files (%.1f MB) in %d tasks -> %s, %d buckets, %s",
+        "%s: %d files (%.1f MB) -> %s, %d buckets, %s",
         config.source,
         plan.input_files,
         plan.input_bytes / 1e6,
-        len(plan.tasks),
         config.output,
         config.num_buckets,
         f"{workers} local workers" if local else run_info["runner"],
     )
-    progress_dir = tempfile.mkdtemp(prefix="preprocess-progress-") if local else None
+    saved_env = {k: os.environ.get(k) for k in ("TMPDIR", "RAYON_NUM_THREADS", VERBOSE_ENV)}
+    saved_tempdir = tempfile.tempdir
+    run_tmp = lock_fd = None
+    previous_sigterm = None
     display = None
+    result = None
     try:
+        if threading.current_thread() is threading.main_thread():
+            previous_sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
+        if local:
+            sweep_stale_run_tmps()
+            run_tmp, lock_fd = make_run_tmp()
+            # Every temporary file of the run, in this process and in the workers it starts,
+            # goes under run_tmp, which is deleted whatever way the run ends.
+            os.environ["TMPDIR"] = tempfile.tempdir = run_tmp
+            os.environ[VERBOSE_ENV] = "1" if verbose else "0"
+            if workers and workers > 1:
+                # Each worker process is one core's worth of work: keep tokenizers' own thread
+                # pools from multiplying that.
+                os.environ.setdefault("RAYON_NUM_THREADS", "1")
+        progress_dir = os.path.join(run_tmp, "progress") if run_tmp else None
+        if progress_dir:
+            os.mkdir(progress_dir)
         p = beam.Pipeline(runner=runner, options=options)
         build_pipeline(p, plan, tokenizer_ref, progress_dir=progress_dir, run_info=run_info)
         if progress_dir and config.progress_interval > 0:
-            display = ProgressDisplay(progress_dir, len(plan.tasks), config.progress_interval)
+            display = ProgressDisplay(progress_dir, None, config.progress_interval)
             display.start()
         result = p.run()
         result.wait_until_finish()
-    except Exception as e:
+    except (Exception, Terminated) as e:
         if display:
             display.stop()
+            display = None
+        _remove_work_area(config.output)
+        if isinstance(e, Terminated):
+            print("preprocess: terminated (SIGTERM); no shard set was finished", file=sys.stderr)
+            return 128 + signal.SIGTERM
         stats = _read_stats(config.output)
         if stats and stats.get("status") == "failed":
             print(format_report(stats), file=sys.stderr)
-            print(f"preprocess: FAILED: {stats['error']}", file=sys.stderr)
-        else:
-            print(f"preprocess: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        line = failure_line(e, config.output, verbose)
+        if stats and stats.get("status") == "failed" and not describe_storage_error(e, config.output):
+            line = stats["error"]
+        print(f"preprocess: FAILED: {line}", file=sys.stderr)
         return 1
     finally:
-        if progress_dir:
-            shutil.rmtree(progress_dir, ignore_errors=True)
-    if display:
-        display.stop()
+        if display:
+            display.stop()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+        tempfile.tempdir = saved_tempdir
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if run_tmp:
+            shutil.rmtree(run_tmp, ignore_errors=True)
+            os.close(lock_fd)
     stats = _read_stats(config.output)
     if stats is None:  # a remote runner that returned before the job finished
         print(f"preprocess: submitted; stats.json will appear in {config.output}", file=sys.stderr)
         return 0
+    _remove_work_area(config.output)  # what is left: spill files of retried bundles
     print(format_report(stats))
     metrics = _metrics_summary(result)
     if metrics:

@@ -18,7 +18,7 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 
 import apache_beam as beam
 from apache_beam import pvalue
@@ -170,11 +170,44 @@ def _where(task: ReadTask) -> str:
     return task.path if task.end < 0 else f"{task.path}[{task.start}:{task.end}]"
 
 
+def task_input_bytes(task: ReadTask) -> int:
+    """Bytes of input a task reads: its byte range, or the whole file's size."""
+    if task.end >= 0:
+        return task.end - task.start
+    if "://" in task.path and not task.path.startswith(("gs://", "s3://", "hdfs://", "azfs://")):
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(task.path)
+        return int(fs.size(path) or 0)
+    from apache_beam.io.filesystems import FileSystems
+
+    return int(FileSystems.get_filesystem(task.path).size(task.path))
+
+
+# Below this much text a task is never stopped, whatever its ratio: a tiny file may hold a
+# short, very repetitive document.
+MIN_EXPANSION_BOUND_BYTES = 64 << 20
+
+
+def expansion_bound(input_bytes: int, max_expansion: float) -> float:
+    """Most bytes of text a task of `input_bytes` may produce (inf: no bound)."""
+    if max_expansion <= 0:
+        return float("inf")
+    return max(input_bytes * max_expansion, MIN_EXPANSION_BOUND_BYTES)
+
+
 class ReadDoFn(_CountingDoFn):
-    def __init__(self, source: str, keep_failures: bool, progress_dir: str | None):
+    def __init__(
+        self,
+        source: str,
+        keep_failures: bool,
+        progress_dir: str | None,
+        max_expansion: float = 0.0,
+    ):
         self.source_name = source
         self.keep_failures = keep_failures
         self.progress_dir = progress_dir
+        self.max_expansion = max_expansion
 
     def setup(self) -> None:
         from pipelines.sources import get_source
@@ -184,11 +217,30 @@ class ReadDoFn(_CountingDoFn):
 
     def process(self, task: ReadTask) -> Iterator:
         records = 0
+        text_bytes, bound = 0, float("inf")
+        if self.max_expansion > 0:
+            bound = expansion_bound(task_input_bytes(task), self.max_expansion)
         try:
             for record in self.source.read(task):
                 records += 1
                 if isinstance(record, Document):
                     size = len(record.text.encode("utf-8"))
+                    text_bytes += size
+                    if text_bytes > bound:
+                        # A decompression bomb: stop the task here, so its output (spill,
+                        # shards) stays within max_expansion x the input.
+                        self.counts.inc("read_failures")
+                        yield from self._fail(
+                            Failure(
+                                location=_where(task),
+                                reason="expansion_limit",
+                                detail=f"more than {bound / 1e6:,.0f} MB of text from "
+                                f"{task_input_bytes(task):,} input bytes (--max-expansion "
+                                f"{self.max_expansion:g}); the rest of the task is skipped",
+                            ),
+                            self.keep_failures,
+                        )
+                        break
                     self.counts.inc("docs_read")
                     self.counts.inc("bytes_read", size)
                     if self.progress:
@@ -215,37 +267,121 @@ class ReadDoFn(_CountingDoFn):
         yield from super().finish_bundle()
 
 
-class ReadSource(beam.PTransform):
-    """PBegin -> {"documents", "failures", "counts"} from a source's planned ReadTasks.
+class PlanDoFn(_CountingDoFn):
+    """An input pattern -> the source's per-file ReadTasks (a listing: one worker does it, as
+    Beam's MatchFiles does). A pattern that cannot be planned is one counted, logged Failure."""
 
-    Tasks are planned on the launcher (cheap: listing and index reading) and spread over
-    workers by Create's reshuffle; each task is read start to end on one worker.
+    def __init__(self, source: str, options: Mapping[str, str], keep_failures: bool):
+        self.source_name = source
+        self.options = dict(options)
+        self.keep_failures = keep_failures
+
+    def process(self, pattern: str) -> Iterator:
+        from pipelines.sources import get_source
+
+        try:
+            tasks = get_source(self.source_name).plan(pattern, self.options)
+        except (ValueError, OSError) as error:  # FileNotFoundError included
+            self.counts.inc("read_failures")
+            failure = Failure(location=pattern, reason="plan_error", detail=str(error))
+            yield from self._fail(failure, self.keep_failures)
+            return
+        self.counts.inc("files_planned", len(tasks))
+        yield from tasks
+
+
+class SplitDoFn(_CountingDoFn):
+    """A file's ReadTask -> the tasks the source cuts it into (sources/ranges.py: byte ranges
+    of a big JSONL file, member ranges of a big tar); most files stay one task."""
+
+    def __init__(self, source: str, progress_dir: str | None):
+        self.source_name = source
+        self.progress_dir = progress_dir
+
+    def setup(self) -> None:
+        from pipelines.sources import get_source
+
+        self.source = get_source(self.source_name)
+        self.progress = progress_lib.reporter(self.progress_dir)
+
+    def process(self, task: ReadTask) -> Iterator:
+        from pipelines.sources import split_task
+
+        try:
+            tasks = split_task(self.source, task)
+        except Exception:  # a splitting bug costs parallelism, never data: read it whole
+            LOG.exception("%s: could not be split; read as one task", task.path)
+            tasks = [task]
+        self.counts.inc("tasks_planned", len(tasks))
+        if self.progress:
+            self.progress.add(tasks_planned=len(tasks))
+        yield from tasks
+
+    def finish_bundle(self) -> Iterator:
+        if self.progress:
+            self.progress.flush()
+        yield from super().finish_bundle()
+
+
+class ReadSource(beam.PTransform):
+    """PBegin -> {"documents", "failures", "counts"} from an input pattern.
+
+    Tasks are planned at run time, not on the launcher: the graph holds the pattern only, so
+    its size does not grow with the number of files (a million small files would otherwise
+    inline a million tasks into the job). The pattern is listed on one worker, each file's task
+    is split where its format allows on whichever worker the first Reshuffle sends it to, and
+    the second Reshuffle spreads the tasks over every worker; each task is read start to end
+    on one worker.
     """
 
     def __init__(
         self,
         source: str,
-        tasks: Sequence[ReadTask],
+        pattern: str,
+        options: Mapping[str, str] | None = None,
         *,
         keep_failures: bool = False,
         progress_dir: str | None = None,
+        max_expansion: float = 0.0,
     ):
         super().__init__()
         self.source = source
-        self.tasks = list(tasks)
+        self.pattern = pattern
+        self.options = dict(options or {})
         self.keep_failures = keep_failures
         self.progress_dir = progress_dir
+        self.max_expansion = max_expansion
 
     def expand(self, pbegin):
-        read = (
+        planned = (
             pbegin
-            | "Tasks" >> beam.Create(self.tasks)
+            | "Pattern" >> beam.Create([self.pattern])
+            | "Plan"
+            >> beam.ParDo(PlanDoFn(self.source, self.options, self.keep_failures)).with_outputs(
+                "failures", "counts", main="tasks"
+            )
+        )
+        tasks = (
+            planned.tasks
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "Split"
+            >> beam.ParDo(SplitDoFn(self.source, self.progress_dir)).with_outputs(
+                "counts", main="tasks"
+            )
+        )
+        read = (
+            tasks.tasks
+            | "SpreadTasks" >> beam.Reshuffle()
             | "Read"
             >> beam.ParDo(
-                ReadDoFn(self.source, self.keep_failures, self.progress_dir)
+                ReadDoFn(self.source, self.keep_failures, self.progress_dir, self.max_expansion)
             ).with_outputs("failures", "counts", main="documents")
         )
-        return {"documents": read.documents, "failures": read.failures, "counts": read.counts}
+        return {
+            "documents": read.documents,
+            "failures": (planned.failures, read.failures) | "Failures" >> beam.Flatten(),
+            "counts": (planned.counts, tasks.counts, read.counts) | "Counts" >> beam.Flatten(),
+        }
 
 
 # -- clean ------------------------------------------------------------------------------------

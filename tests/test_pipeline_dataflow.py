@@ -18,7 +18,7 @@ from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from pipelines.options import PreprocessConfig
 from pipelines.preprocess import build_pipeline, plan_run, resolve_runner, unknown_arguments
 from pipelines.tokenize import load_tokenizer
-from pipelines.transforms import TokenizerRef
+from pipelines.transforms import ReadSource, TokenizerRef
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
@@ -61,6 +61,35 @@ def test_dataflow_options_validate_and_the_graph_builds_without_running():
     top_level = {t.unique_name for t in proto.components.transforms.values()}
     for stage in ("ReadSource", "Clean", "Deduplicate", "Tokenize", "WriteShards", "Finish"):
         assert stage in top_level
+
+
+def _graph_bytes(pipeline: beam.Pipeline) -> int:
+    return len(pipeline.to_runner_api().SerializeToString())
+
+
+@pytest.mark.slow
+def test_the_graph_does_not_grow_with_the_number_of_input_files(tmp_path):
+    """Tasks are planned at run time: 10 or 1000 input files give the same ReadSource graph,
+    and whole Dataflow graphs that differ only in the recorded file count and size."""
+    sizes, whole = [], []
+    pattern = str(tmp_path / "*.txt")
+    argv = dataflow_argv(input=pattern)
+    options = PipelineOptions(argv)
+    tokenizer = TokenizerRef.describe(load_tokenizer(GPT2), "gs://my-bucket/t/tokenizer.json")
+    for count in (10, 1000):  # the same pattern, first over 10 files, then over 1000
+        for i in range(count):
+            (tmp_path / f"{i:04d}.txt").write_text(f"book {i}")
+        read_only = beam.Pipeline(runner=DataflowRunner(), options=options)
+        _ = read_only | ReadSource("books", pattern)
+        sizes.append(_graph_bytes(read_only))
+        plan = plan_run(PreprocessConfig.from_options(options))
+        assert plan.input_files == count
+        pipeline = beam.Pipeline(runner=DataflowRunner(), options=options)
+        build_pipeline(pipeline, plan, tokenizer)
+        whole.append(_graph_bytes(pipeline))
+    assert sizes[0] == sizes[1]
+    # before run-time planning each task (a path and its options) added ~200 bytes
+    assert abs(whole[0] - whole[1]) < 100
 
 
 def test_dataflow_validation_names_what_is_missing():

@@ -40,6 +40,11 @@ def _write(path: Path, lines: list[str]) -> Path:
     return path
 
 
+def _offset(lines: list[str], index: int) -> int:
+    """The byte offset of 0-based line `index` in the file _write makes of `lines`."""
+    return sum(len(line.encode("utf-8")) + 1 for line in lines[:index])
+
+
 def _read(path: Path, **options: str) -> list[Document | Failure]:
     return [item for task in jsonl.plan(str(path), options) for item in jsonl.read(task)]
 
@@ -51,7 +56,7 @@ def test_every_compression(tmp_path: Path, suffix: str) -> None:
     assert [d.text for d in docs] == TEXTS
     assert [d.url for d in docs] == URLS[:10]
     assert [d.title for d in docs] == TITLES
-    assert [d.id for d in docs] == [f"jsonl:webtext{suffix}:{i}" for i in range(1, 11)]
+    assert [d.id for d in docs] == [f"jsonl:webtext{suffix}@{_offset(LINES, i)}" for i in range(10)]
     assert all(d.source == "jsonl" for d in docs)
 
 
@@ -69,9 +74,9 @@ def test_missing_and_wrongly_typed_keys(tmp_path: Path) -> None:
     path = _write(tmp_path / "keys.jsonl", lines)
     out = _read(path, json_keys="title,text")
     assert isinstance(out[0], Document) and out[0].text == TITLES[0]
-    assert (out[1].reason, out[1].location) == ("missing_text", f"{path}:2")
+    assert (out[1].reason, out[1].location) == ("missing_text", f"{path}@{_offset(lines, 1)}")
     assert isinstance(out[2], Document) and out[2].text == TEXTS[2]
-    assert (out[3].reason, out[3].location) == ("bad_field", f"{path}:4")
+    assert (out[3].reason, out[3].location) == ("bad_field", f"{path}@{_offset(lines, 3)}")
     assert "'title'" in out[3].detail
 
 
@@ -80,12 +85,50 @@ def test_malformed_lines_are_failures_and_the_run_goes_on(tmp_path: Path) -> Non
     path = _write(tmp_path / "bad.jsonl", lines)
     out = _read(path)
     failures = [(f.reason, f.location) for f in out if isinstance(f, Failure)]
-    assert failures == [("bad_json", f"{path}:4"), ("bad_json", f"{path}:6"),
-                        ("bad_json", f"{path}:7")]
+    assert failures == [("bad_json", f"{path}@{_offset(lines, i)}") for i in (3, 5, 6)]
     docs = [d for d in out if isinstance(d, Document)]
     assert [d.text for d in docs] == TEXTS
-    # ids keep the real line numbers, so they do not shift when a bad line is fixed
-    assert docs[3].id == "jsonl:bad.jsonl:8"
+    # ids are the lines' byte offsets, the same however the file is split into read tasks
+    assert docs[3].id == f"jsonl:bad.jsonl@{_offset(lines, 7)}"
+
+
+# Hostile lines, built here: valid JSON syntax that Python's json cannot turn into a usable
+# record. Each must cost its own line, never the lines after it.
+DEEP = 100_000
+HOSTILE = [
+    '{"text": "a lone surrogate \\ud800 in the text"}',
+    '{"text": "fine", "url": "http://x.example/\\udc00"}',  # in another field
+    '{"text": "a", "meta": ' + "[" * DEEP + "]" * DEEP + "}",
+    "[" * DEEP + "]" * DEEP,
+    '{"text": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}",
+]
+
+
+def test_hostile_lines_cost_their_own_line_only(tmp_path: Path) -> None:
+    lines = [LINES[0]]
+    for hostile, good in zip(HOSTILE, LINES[1:]):
+        lines += [hostile, good]
+    # An escaped surrogate pair is one character (U+1F600): a good line.
+    lines.append('{"text": "a pair \\ud83d\\ude00 is fine"}')
+    path = _write(tmp_path / "hostile.jsonl", lines)
+    out = _read(path)
+    failures = [(f.reason, f.location) for f in out if isinstance(f, Failure)]
+    assert failures == [("bad_json", f"{path}@{_offset(lines, 2 * i + 1)}")
+                        for i in range(len(HOSTILE))]
+    docs = [d for d in out if isinstance(d, Document)]
+    assert [d.text for d in docs] == TEXTS[: len(HOSTILE) + 1] + ["a pair \U0001F600 is fine"]
+    assert all((d.text + d.url + d.title).encode("utf-8") for d in docs)
+    details = [f.detail for f in out if isinstance(f, Failure)]
+    assert "U+D800" in details[0] and "U+DC00" in details[1] and "too deep" in details[2]
+
+
+def test_hostile_lines_in_line_numbered_reading(tmp_path: Path) -> None:
+    # The same parser serves webtext's JSONL (locations by line number).
+    data = "\n".join([LINES[0], HOSTILE[0], HOSTILE[3], LINES[1]]).encode("utf-8")
+    with open(_write(tmp_path / "w.jsonl", [data.decode()]), "rb") as stream:
+        out = list(jsonl.iter_json_records(stream, "w.jsonl", 1 << 30))
+    assert [o.location if isinstance(o, Failure) else o[1]["text"] for o in out] == [
+        TEXTS[0], "w.jsonl:2", "w.jsonl:3", TEXTS[1]]
 
 
 def test_truncated_gzip_yields_lines_before_the_cut(tmp_path: Path) -> None:
@@ -110,7 +153,7 @@ def test_invalid_utf8_in_a_line_is_replaced(tmp_path: Path) -> None:
 def test_overlong_line_is_too_large(tmp_path: Path) -> None:
     path = _write(tmp_path / "long.jsonl", [LINES[4], LINES[0]])
     out = _read(path, max_document_bytes="1KiB")
-    assert (out[0].reason, out[0].location) == ("too_large", f"{path}:1")
+    assert (out[0].reason, out[0].location) == ("too_large", f"{path}@0")
     assert out[1].text == TEXTS[0]
 
 

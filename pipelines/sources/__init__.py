@@ -1,7 +1,11 @@
 """Input sources: one module per format (see PIPELINE_API.md); the registry maps NAME -> module.
 
-    from pipelines.sources import SOURCES, get_source
+    from pipelines.sources import SOURCES, get_source, split_task
     tasks = get_source("wikipedia").plan("dumps/*.xml.bz2", {})
+
+A source module has `plan(pattern, options) -> list[ReadTask]` (cheap: a listing, an index) and
+`read(task)`; it may add `split(task) -> list[ReadTask]`, which cuts one big file's task into
+several (it may open the file: it runs on workers, one file at a time).
 
 `SOURCES` imports a module the first time it is looked up, so listing the names (for --help)
 or using one source does not import every reader's dependencies (pyarrow, warcio, ...).
@@ -12,6 +16,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from types import ModuleType
+
+from pipelines.document import ReadTask
 
 # --source value -> module under pipelines.sources that implements it.
 _MODULES = {
@@ -49,3 +55,9 @@ def get_source(name: str) -> ModuleType:
     if name not in _MODULES:
         raise ValueError(f"unknown source {name!r}; known: {', '.join(sorted(_MODULES))}")
     return SOURCES[name]
+
+
+def split_task(source: ModuleType, task: ReadTask) -> list[ReadTask]:
+    """The task cut by the source's `split`, or the task itself for a source without one."""
+    split = getattr(source, "split", None)
+    return [task] if split is None else list(split(task))

@@ -44,6 +44,8 @@ DEFAULT_MAX_DOCUMENT_BYTES = 1 << 30  # 1 GiB: far above any real document, far 
 # Set by plan_file_tasks: the file's name relative to the input pattern, used in document ids so
 # that ids do not depend on where the corpus is mounted.
 RELATIVE_NAME_OPTION = "relative_name"
+# Also set by plan_file_tasks: the file's size, so that splitting never opens a small file.
+FILE_BYTES_OPTION = "file_bytes"
 
 _READ_CHUNK = 1 << 16
 _MAX_OUTPUT_PER_CALL = 1 << 20
@@ -155,8 +157,8 @@ def relative_name(path: str, base: str) -> str:
 
 def plan_file_tasks(source: str, pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
     """One ReadTask per file matching `pattern` (a glob, a file, or a directory = all files
-    under it), sorted by path. Compressed streams and tar archives cannot be split, so a file
-    is the unit of work; shard big corpora into many files for parallelism."""
+    under it), sorted by path. A source may split a big file's task further (sources/ranges.py)
+    where its format allows."""
     max_document_bytes(options)  # a bad option fails on the launcher, not on every worker
     local_dir = "://" not in pattern and os.path.isdir(pattern)
     if local_dir or pattern.endswith("/"):
@@ -167,7 +169,8 @@ def plan_file_tasks(source: str, pattern: str, options: Mapping[str, str]) -> li
         raise FileNotFoundError(f"no input files match {pattern!r} (only directories)")
     return [
         ReadTask(source=source, path=f.path,
-                 options={**options, RELATIVE_NAME_OPTION: relative_name(f.path, base)})
+                 options={**options, RELATIVE_NAME_OPTION: relative_name(f.path, base),
+                          FILE_BYTES_OPTION: str(f.size_bytes)})
         for f in files
     ]
 

@@ -10,7 +10,10 @@ compressed (gzip/bz2/xz/zstd, found by magic bytes), or tar archives of them (`.
 - text with CRLF/CR as LF, the BOM removed, and the Project Gutenberg header, footer and
   license stripped by `strip_gutenberg` (a file with no Gutenberg markers is kept whole).
 
-Option `max_document_bytes` (default 1 GiB) caps one book's decompressed size.
+Option `max_document_bytes` (default 1 GiB) caps one book's decompressed size. An uncompressed
+tar bigger than `task_bytes` (default 64MiB) is read as ranges of whole members by several
+workers (sources/ranges.py); a compressed tar is one stream, and a `.txt` file one book, so
+each of those is one task.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pipelines.sources.archives import (
     task_name,
     to_lf,
 )
+from pipelines.sources.ranges import split_tar_file, tar_range_stream, task_bytes
 
 NAME = "books"
 
@@ -242,7 +246,12 @@ def _member_books(member: ArchiveMember, archive_name: str, location: str,
 
 
 def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+    task_bytes(options)
     return plan_file_tasks(NAME, pattern, options)
+
+
+def split(task: ReadTask) -> list[ReadTask]:
+    return split_tar_file(task)
 
 
 def read(task: ReadTask) -> Iterator[Document | Failure]:
@@ -250,7 +259,7 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
     limit = max_document_bytes(task.options)
     try:
         with open_input(task.path) as raw:
-            opened = open_decompressed(raw)
+            opened = open_decompressed(tar_range_stream(raw, task))
             if is_tar(opened.head):
                 for item in iter_tar_members(opened.stream, task.path):
                     if isinstance(item, Failure):

@@ -9,18 +9,25 @@ gzip, zstd, xz or bz2 (found by magic bytes, not by name). Options:
   left out; a record with none of them is Failure(reason="missing_text"), and a key that holds
   something other than a string is Failure(reason="bad_field").
 - `max_document_bytes` (default 1 GiB): longer lines are Failure(reason="too_large").
+- `task_bytes` (default 64MiB): an uncompressed file bigger than this is read as line-aligned
+  byte ranges of about this size by several workers (sources/ranges.py); a compressed file is
+  one stream, read by one task.
 
-Document id `jsonl:<file name>:<line number>` (1-based; the name is relative to the input
-pattern's directory, i.e. the basename for a flat glob); `url` and `title` come from the
-record's "url" and "title" fields when present. A line that is not a JSON object is
-Failure(reason="bad_json", location="<file>:<line>") and reading goes on; invalid UTF-8 in a
-line is replaced by U+FFFD before parsing.
+Document id `jsonl:<file name>@<byte offset>`, the offset of the record's line in the file's
+(decompressed) data, so ids are the same however the file is split (the name is relative to
+the input pattern's directory, i.e. the basename for a flat glob); `url` and `title` come from
+the record's "url" and "title" fields when present. A line that is not a JSON object is
+Failure(reason="bad_json", location="<file>@<byte offset>") and reading goes on; invalid UTF-8
+in a line is replaced by U+FFFD before parsing. A line nested too deep for the parser, or whose
+strings hold a lone UTF-16 surrogate escape ("\\ud800": valid JSON syntax, but no Unicode
+text), is a bad_json failure too: each costs its own line only.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, BinaryIO
 
 from pipelines.document import Document, Failure, ReadTask
@@ -35,11 +42,15 @@ from pipelines.sources.archives import (
     plan_file_tasks,
     task_name,
 )
+from pipelines.sources.ranges import is_range, iter_range_lines, split_line_file, task_bytes
 
 NAME = "jsonl"
 JSON_KEYS_OPTION = "json_keys"
 DEFAULT_JSON_KEYS = ("text",)
 KEY_SEPARATOR = "\n\n"
+# The JSON escape of a UTF-16 surrogate. json.loads joins an escaped pair into one character
+# but keeps a lone one: a str that cannot be encoded as UTF-8, which fails every later stage.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 def json_keys(options: Mapping[str, str]) -> tuple[str, ...]:
@@ -56,8 +67,15 @@ def iter_json_records(stream: BinaryIO, location: str,
                       limit: int) -> Iterator[tuple[int, dict[str, Any]] | Failure]:
     """(line number, object) for each JSON-object line; a Failure for each bad line. Blank
     lines are skipped. Raises InputError (e.g. truncated_input) when the stream itself fails."""
-    for number, line in iter_lines(stream, limit):
-        where = f"{location}:{number}"
+    yield from json_records(iter_lines(stream, limit), location, limit)
+
+
+def json_records(lines: Iterable[tuple[int, bytes | None]], location: str, limit: int,
+                 separator: str = ":") -> Iterator[tuple[int, dict[str, Any]] | Failure]:
+    """(position, object) for each JSON-object line of (position, line) pairs (a line number
+    or a byte offset, named in Failure locations after `separator`); see iter_json_records."""
+    for number, line in lines:
+        where = f"{location}{separator}{number}"
         if line is None:
             yield failure(where, "too_large", f"line longer than max_document_bytes={limit}")
             continue
@@ -68,10 +86,36 @@ def iter_json_records(stream: BinaryIO, location: str,
         except ValueError as error:
             yield failure(where, "bad_json", str(error))
             continue
+        except RecursionError:  # arrays or objects nested deeper than the parser's stack
+            yield failure(where, "bad_json", "nested too deep to parse")
+            continue
         if not isinstance(record, dict):
             yield failure(where, "bad_json", f"a JSON {type(record).__name__}, not an object")
             continue
+        surrogate = _SURROGATE_ESCAPE.search(line) and _lone_surrogate(record)
+        if surrogate:
+            yield failure(where, "bad_json",
+                          f"a string holds a lone UTF-16 surrogate U+{ord(surrogate):04X}")
+            continue
         yield number, record
+
+
+def _lone_surrogate(record: dict[str, Any]) -> str | None:
+    """The first lone surrogate character in any key or string of `record`, or None."""
+    pending: list[Any] = [record]
+    while pending:  # a loop, not recursion: the record may be nested as deep as json allows
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value)
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                return value[error.start]
+    return None
 
 
 def record_text(record: Mapping[str, Any], keys: tuple[str, ...]) -> str:
@@ -96,8 +140,13 @@ def _string_field(record: Mapping[str, Any], key: str) -> str:
 
 
 def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-    json_keys(options)  # fail on the launcher for a bad option
+    json_keys(options)  # fail before any read for a bad option
+    task_bytes(options)
     return plan_file_tasks(NAME, pattern, options)
+
+
+def split(task: ReadTask) -> list[ReadTask]:
+    return split_line_file(task)
 
 
 def read(task: ReadTask) -> Iterator[Document | Failure]:
@@ -106,26 +155,30 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
     limit = max_document_bytes(task.options)
     try:
         with open_input(task.path) as raw:
-            opened = open_decompressed(raw)
-            if opened.head.lstrip().startswith(b"["):
-                yield failure(task.path, "json_array",
-                              "a JSON array, not JSON lines (one object a line)")
-                return
-            for item in iter_json_records(opened.stream, task.path, limit):
+            if is_range(task):
+                lines = iter_range_lines(raw, task.start, task.end, limit)
+            else:
+                opened = open_decompressed(raw)
+                if opened.head.lstrip().startswith(b"["):
+                    yield failure(task.path, "json_array",
+                                  "a JSON array, not JSON lines (one object a line)")
+                    return
+                lines = iter_range_lines(opened.stream, 0, -1, limit)
+            for item in json_records(lines, task.path, limit, separator="@"):
                 if isinstance(item, Failure):
                     yield item
                     continue
-                number, record = item
+                offset, record = item
                 try:
                     text = record_text(record, keys)
                 except TypeError as error:
-                    yield failure(f"{task.path}:{number}", "bad_field", str(error))
+                    yield failure(f"{task.path}@{offset}", "bad_field", str(error))
                     continue
                 except ValueError as error:
-                    yield failure(f"{task.path}:{number}", "missing_text", str(error))
+                    yield failure(f"{task.path}@{offset}", "missing_text", str(error))
                     continue
                 yield Document(
-                    id=f"{NAME}:{name}:{number}",
+                    id=f"{NAME}:{name}@{offset}",
                     source=NAME,
                     text=text,
                     url=_string_field(record, "url"),

@@ -1,0 +1,197 @@
+"""Splitting one big file into read tasks: line-aligned byte ranges of JSONL, member ranges of an
+uncompressed tar. Inputs are built from the real samples: the WebText documents, French
+(Candide: 2-byte UTF-8) and Greek Wikipedia text (2-byte UTF-8, and 3-byte punctuation), and
+the Gutenberg books."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import logging
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from pipelines.document import Document, Failure
+from pipelines.sources import books, jsonl
+from pipelines.sources.ranges import (
+    RANGE_LINES,
+    RANGE_OPTION,
+    RANGE_TAR,
+    byte_ranges,
+    iter_range_lines,
+)
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+WEBTEXT = sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))
+
+
+def _greek() -> str:
+    with bz2.open(CORPORA / "wikipedia" / "elwiki-pages-articles-head933.xml.bz2", "rt",
+                  encoding="utf-8") as f:
+        xml = f.read(200_000)
+    return xml[xml.index("<text"):][:6000]
+
+
+def _texts() -> list[str]:
+    """Short and long texts with 1-, 2- and 3-byte characters; one of them longer than the
+    ranges the tests cut."""
+    french = (CORPORA / "books" / "Candide-fr.txt").read_text(encoding="utf-8")
+    greek = _greek()
+    texts = [path.read_text(encoding="utf-8")[:400] for path in WEBTEXT]
+    texts += [french[i * 700:(i + 1) * 700] for i in range(4)]
+    texts += [greek[i * 500:(i + 1) * 500] for i in range(4)]
+    texts.insert(5, greek)  # ~10 KB of 2-byte characters on one line
+    return texts
+
+
+def _write_jsonl(path: Path, texts: list[str], bad_line: int | None = None) -> Path:
+    lines = [json.dumps({"text": t, "url": f"https://example.org/{i}"}, ensure_ascii=False)
+             for i, t in enumerate(texts)]
+    if bad_line is not None:
+        lines.insert(bad_line, '{"text": "no closing brace"')
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+    return path
+
+
+def _read_all(module, pattern: str, **options: str) -> tuple[list, int]:
+    tasks = [split for task in module.plan(pattern, options) for split in module.split(task)]
+    return [record for task in tasks for record in module.read(task)], len(tasks)
+
+
+def test_byte_ranges_cover_the_file_once():
+    assert byte_ranges(10, 4) == [(0, 4), (4, 8), (8, -1)]
+    assert byte_ranges(8, 4) == [(0, 4), (4, -1)]
+    assert byte_ranges(0, 4) == [(0, -1)]
+
+
+@pytest.mark.parametrize("range_bytes", [1, 2, 3, 5, 64, 1000, 4096])
+def test_range_lines_read_every_line_exactly_once(range_bytes):
+    texts = _texts()
+    data = "".join(t.replace("\n", " ") + "\n" for t in texts[-6:]).encode("utf-8")
+    data += "last line without a newline: Ελληνικά".encode()
+    lines = []
+    for start, end in byte_ranges(len(data), range_bytes):
+        lines += list(iter_range_lines(io.BytesIO(data), start, end, limit=1 << 20))
+    whole = list(iter_range_lines(io.BytesIO(data), 0, -1, limit=1 << 20))
+    assert lines == whole
+    assert [line for _, line in whole] == data.split(b"\n")
+    assert all(data[offset:].startswith(line) for offset, line in whole)
+
+
+def test_a_big_jsonl_file_is_read_by_several_tasks_with_the_same_documents(tmp_path):
+    texts = _texts()
+    path = _write_jsonl(tmp_path / "owt.jsonl", texts, bad_line=3)
+    whole, whole_tasks = _read_all(jsonl, str(path))
+    assert whole_tasks == 1
+    docs = [r for r in whole if isinstance(r, Document)]
+    assert [d.text for d in docs] == texts  # the 10 KB Greek line included
+    for range_bytes in ("1000", "4KiB", "5555"):
+        split, tasks = _read_all(jsonl, str(path), task_bytes=range_bytes)
+        assert tasks >= 3
+        assert split == whole  # same ids, same texts, same failure, each exactly once
+    (bad,) = [r for r in whole if isinstance(r, Failure)]
+    assert bad.reason == "bad_json" and bad.location.startswith(f"{path}@")
+    offset = int(bad.location.rsplit("@", 1)[1])
+    assert path.read_bytes()[offset:].startswith(b'{"text": "no closing brace"')
+    assert docs[0].id == "jsonl:owt.jsonl@0"
+
+
+def test_a_compressed_jsonl_file_is_one_task_and_the_log_says_so(tmp_path, caplog):
+    texts = _texts()
+    plain = _write_jsonl(tmp_path / "owt.jsonl", texts)
+    packed = tmp_path / "owt.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    with caplog.at_level(logging.INFO, logger="pipelines.sources.ranges"):
+        records, tasks = _read_all(jsonl, str(packed), task_bytes="1000")
+    assert tasks == 1 and "one gzip stream" in caplog.text
+    # the same ids as the uncompressed file's: offsets count decompressed bytes
+    plain_records, _ = _read_all(jsonl, str(plain), task_bytes="1000")
+    assert [d.id.replace(".gz", "") for d in records] == [d.id for d in plain_records]
+
+
+def _tar(path: Path, names: list[str], **tar_options) -> Path:
+    with tarfile.open(path, "w", **tar_options) as archive:
+        for name in names:
+            archive.add(CORPORA / "books" / name, arcname=f"books/{name}")
+    return path
+
+
+BOOKS = ["11-0.txt", "1952-0.txt", "41-0.txt", "46-0.txt", "Candide-fr.txt", "pg1080.txt"]
+
+
+def test_an_uncompressed_tar_is_read_as_member_ranges(tmp_path):
+    path = _tar(tmp_path / "books.tar", BOOKS)
+    whole, whole_tasks = _read_all(books, str(path))
+    assert whole_tasks == 1 and len(whole) == len(BOOKS)
+    split, tasks = _read_all(books, str(path), task_bytes="100KB")
+    assert tasks >= 3
+    assert split == whole
+    task_options = [t.options.get(RANGE_OPTION) for t in
+                    books.split(books.plan(str(path), {"task_bytes": "100KB"})[0])]
+    assert set(task_options) == {RANGE_TAR}
+
+
+def test_a_cut_tar_still_reports_its_truncation_when_split(tmp_path):
+    path = _tar(tmp_path / "books.tar", BOOKS)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 30_000])  # inside the last member
+    split, tasks = _read_all(books, str(path), task_bytes="100KB")
+    assert tasks >= 3
+    failures = [r for r in split if isinstance(r, Failure)]
+    assert [f.reason for f in failures] == ["truncated_input"]
+    assert len(split) == len(BOOKS)  # every whole book, and one failure for the cut one
+
+
+def test_tars_that_cannot_be_split_are_one_task(tmp_path, caplog):
+    pax = _tar(tmp_path / "global.tar", BOOKS, format=tarfile.PAX_FORMAT,
+               pax_headers={"comment": "applies to every member"})
+    assert len(_read_all(books, str(pax), task_bytes="100KB")[0]) == len(BOOKS)
+    assert _read_all(books, str(pax), task_bytes="100KB")[1] == 1
+    packed = tmp_path / "books.tar.gz"
+    packed.write_bytes(gzip.compress(_tar(tmp_path / "b.tar", BOOKS).read_bytes()))
+    with caplog.at_level(logging.INFO, logger="pipelines.sources.ranges"):
+        records, tasks = _read_all(books, str(packed), task_bytes="100KB")
+    assert tasks == 1 and len(records) == len(BOOKS) and "one gzip stream" in caplog.text
+
+
+def test_a_big_plain_book_is_one_task(tmp_path):
+    path = tmp_path / "moby.txt"
+    path.write_bytes((CORPORA / "books" / "2701-0.txt").read_bytes())
+    records, tasks = _read_all(books, str(path), task_bytes="100KB")
+    assert tasks == 1 and len(records) == 1
+
+
+def test_split_tasks_say_how_they_are_read(tmp_path):
+    path = _write_jsonl(tmp_path / "owt.jsonl", _texts())
+    (task,) = jsonl.plan(str(path), {"task_bytes": "4KiB"})
+    tasks = jsonl.split(task)
+    assert {t.options[RANGE_OPTION] for t in tasks} == {RANGE_LINES}
+    assert tasks[0].start == 0 and tasks[-1].end == -1
+    assert all(a.end == b.start for a, b in zip(tasks, tasks[1:]))
+    with pytest.raises(ValueError, match="task_bytes"):
+        jsonl.plan(str(path), {"task_bytes": "0"})
+
+
+@pytest.mark.slow
+def test_the_pipeline_reads_one_big_jsonl_file_with_several_tasks(tmp_path):
+    import apache_beam as beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from pipelines.stats import MergeCounts
+    from pipelines.transforms import ReadSource
+
+    path = _write_jsonl(tmp_path / "owt.jsonl", _texts())
+    expected, _ = _read_all(jsonl, str(path))
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        read = p | ReadSource("jsonl", str(tmp_path / "*.jsonl"), {"task_bytes": "4KiB"})
+        assert_that(read["documents"], equal_to(expected), label="documents")
+        counts = read["counts"] | beam.CombineGlobally(MergeCounts())
+        assert_that(
+            counts | beam.Map(lambda c: (c["files_planned"], c["tasks_planned"] > 3,
+                                         c["tasks_read"] == c["tasks_planned"])),
+            equal_to([(1, True, True)]), label="tasks")
