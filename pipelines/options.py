@@ -22,6 +22,9 @@ from pipelines.write import DEFAULT_SHARD_TOKENS
 DEFAULT_MIN_TOKENS = {"webtext": 128}
 DEFAULT_TOKENIZE_BATCH_DOCS = 256
 DEFAULT_TOKENIZE_BATCH_BYTES = 4 << 20
+# Text of real corpora compresses 3-10x (zstd on repetitive web text up to ~30x); far past that
+# is a decompression bomb (1 MB of .zst holding gigabytes of lines).
+DEFAULT_MAX_EXPANSION = 100.0
 
 
 def _source_names() -> list[str]:
@@ -119,6 +122,25 @@ class PreprocessOptions(PipelineOptions):
             help="documents per encode_batch call",
         )
         group.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="replace a finished shard set in OUTPUT (deleted when the run starts); "
+            "without it such a directory is refused",
+        )
+        group.add_argument(
+            "--max-expansion",
+            type=float,
+            default=DEFAULT_MAX_EXPANSION,
+            help="most bytes of text one read task may produce per byte of its input (a "
+            "decompression bomb stops there as a counted failure; 0: no bound; default "
+            f"{DEFAULT_MAX_EXPANSION:g})",
+        )
+        group.add_argument(
+            "--verbose",
+            action="store_true",
+            help="also show Beam's own log messages (hidden in a normal run)",
+        )
+        group.add_argument(
             "--progress-interval",
             type=float,
             default=5.0,
@@ -163,6 +185,9 @@ class PreprocessConfig:
     tokenize_batch_docs: int = DEFAULT_TOKENIZE_BATCH_DOCS
     tokenize_batch_bytes: int = DEFAULT_TOKENIZE_BATCH_BYTES
     progress_interval: float = 5.0
+    overwrite: bool = False
+    max_expansion: float = DEFAULT_MAX_EXPANSION
+    verbose: bool = False
 
     def __post_init__(self) -> None:
         from pipelines.sources import SOURCES
@@ -182,6 +207,8 @@ class PreprocessConfig:
             raise ValueError(f"num_buckets must be positive, got {self.num_buckets}")
         if self.min_tokens < 0:
             raise ValueError(f"min_tokens must be >= 0, got {self.min_tokens}")
+        if not self.max_expansion >= 0:  # also refuses NaN
+            raise ValueError(f"max_expansion must be >= 0, got {self.max_expansion}")
         if not (0.0 <= self.max_failure_rate <= 1.0) or math.isnan(self.max_failure_rate):
             raise ValueError(f"max_failure_rate must be in [0, 1], got {self.max_failure_rate}")
 
@@ -220,6 +247,9 @@ class PreprocessConfig:
             source_options=parse_source_options(view.source_option),
             tokenize_batch_docs=view.tokenize_batch_docs,
             progress_interval=view.progress_interval,
+            overwrite=view.overwrite,
+            max_expansion=view.max_expansion,
+            verbose=view.verbose,
         )
 
     def clean_config(self):

@@ -34,6 +34,7 @@ logging.getLogger().addHandler(logging.NullHandler())
 import apache_beam as beam  # noqa: E402
 import numpy as np  # noqa: E402
 from apache_beam.options.pipeline_options import (  # noqa: E402
+    DebugOptions,
     DirectOptions,
     PipelineOptions,
     StandardOptions,
@@ -183,6 +184,7 @@ def build_pipeline(
         batch_bytes=config.tokenize_batch_bytes,
         keep_rejects=keep,
         progress_dir=progress_dir,
+        threads=tokenizer_threads(p.options),
     )
     counts.append(tokenized["counts"])
     rejects += [tokenized["rejects"], tokenized["failures"]]
@@ -310,6 +312,27 @@ def worker_count(options: PipelineOptions) -> int:
     if direct.direct_running_mode == "in_memory":
         return 1
     return direct.direct_num_workers or multiprocessing.cpu_count()
+
+
+def tokenizer_threads(options: PipelineOptions) -> int:
+    """Threads for the tokenizer pool of one SDK process: the cores that process has alone.
+
+    A tokenizer's pool defaults to every core of the machine, but most runners start one SDK
+    process per core (Dataflow does, unless `no_use_multiple_sdk_containers`; our local
+    multi_processing runs do): a pool per process would put cores x cores threads on the
+    machine. One in-memory local process gets every core.
+    """
+    name = options.view_as(StandardOptions).runner
+    cores = multiprocessing.cpu_count()
+    if name is None or name in LOCAL_PYTHON_RUNNERS:
+        return max(1, cores // worker_count(options))
+    experiments = options.view_as(DebugOptions).experiments or []
+    if name.endswith("DataflowRunner") and "no_use_multiple_sdk_containers" in experiments:
+        # one process per VM: it may use the machine type's every vCPU (n2-standard-8: 8)
+        machine = options.view_as(WorkerOptions).machine_type or ""
+        vcpus = machine.rsplit("-", 1)[-1]
+        return int(vcpus) if vcpus.isdigit() else 1
+    return 1
 
 
 def _metrics_summary(result) -> dict[str, int]:

@@ -23,12 +23,17 @@ Global document order: shards by name (bucket, then part), documents by id withi
 from __future__ import annotations
 
 import dataclasses
+import errno
+import fcntl
 import hashlib
 import json
 import logging
 import os
+import re
 import resource
 import shutil
+import socket
+import struct
 import tempfile
 import time
 import uuid
@@ -42,7 +47,6 @@ from apache_beam.transforms.window import GlobalWindows
 
 from dataset_format import (
     MANIFEST_NAME,
-    IndexedDataset,
     IndexedDatasetWriter,
     Manifest,
     ShardInfo,
@@ -167,13 +171,16 @@ class OutputDir:
             self.fs.makedirs(self.url, exist_ok=True)
         # Object stores (the Beam backend) have no directories to make.
 
-    def put_file(self, local_path: str, name: str) -> None:
-        """Copy a local file in as `name`, atomically."""
-        final, tmp = self.path(name), self._tmp(name)
+    def put_file(self, local_path: str, name: str, *, atomic: bool = True) -> None:
+        """Copy a local file in as `name`, atomically (through a temporary name) unless the
+        caller's protocol already keeps readers off a half-written file."""
+        final = self.path(name)
+        tmp = self._tmp(name) if atomic else final
         if self.is_local:
             os.makedirs(os.path.dirname(final), exist_ok=True)
             shutil.copyfile(local_path, tmp)
-            os.replace(tmp, final)
+            if atomic:
+                os.replace(tmp, final)
         elif self.backend == "beam":
             from apache_beam.io.filesystem import CompressionTypes
             from apache_beam.io.filesystems import FileSystems
@@ -183,10 +190,12 @@ class OutputDir:
                 FileSystems.create(tmp, compression_type=CompressionTypes.UNCOMPRESSED) as dst,
             ):
                 shutil.copyfileobj(src, dst, 16 << 20)
-            FileSystems.rename([tmp], [final])
+            if atomic:
+                FileSystems.rename([tmp], [final])
         else:
             self.fs.put_file(local_path, tmp)
-            self.fs.mv(tmp, final)
+            if atomic:
+                self.fs.mv(tmp, final)
 
     def get_file(self, name: str, local_path: str) -> None:
         if self.is_local:
@@ -267,6 +276,12 @@ class OutputDir:
             e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == "file"
         )
 
+    def list_links(self) -> list[str]:
+        """Names of the symbolic links directly in this directory (object stores have none)."""
+        if not self.is_local or not os.path.isdir(self.url):
+            return []
+        return sorted(e.name for e in os.scandir(self.url) if e.is_symlink())
+
     def list_dirs(self) -> list[str]:
         """Names of the subdirectories (on an object store: of the prefixes below this one)."""
         if self.is_local:
@@ -299,11 +314,12 @@ class OutputDir:
         elif self.backend == "beam":
             from apache_beam.io.filesystems import FileSystems
 
+            # One batched call: GCS and S3 delete up to 100-1000 objects per request.
             FileSystems.delete([p for p in paths if FileSystems.exists(p)])
         else:
-            for path in paths:
-                if self.fs.exists(path):
-                    self.fs.rm(path)
+            found = [p for p in paths if self.fs.exists(p)]
+            if found:
+                self.fs.rm(found)  # one call: fsspec stores batch or parallelise it
 
     def delete_tree(self) -> None:
         """Remove this directory and everything in it (nothing to do if it is not there)."""
@@ -319,43 +335,386 @@ class OutputDir:
             self.fs.rm(self.url, recursive=True)
 
 
-def _is_shard_set_file(name: str) -> bool:
-    if ".tmp-" in name:
-        return True
-    if name in (MANIFEST_NAME, STATS_NAME, TOKENIZER_NAME):
-        return True
-    return name.startswith(SHARD_PREFIX) and name.endswith((".bin", ".idx"))
+# -- what OUTPUT holds that is ours, and who is writing it -------------------------------------
+# OUTPUT/.shardsmith-output.json says the directory is ours. A run writes it when it claims a
+# new or empty directory; the finishing step rewrites it with the list of the set's files. Only
+# what it names is ever deleted or replaced, and a directory without it is used only if empty.
+MARKER_NAME = ".shardsmith-output.json"
+# Object stores have no advisory locks: an object naming the run that holds OUTPUT stands in.
+LOCK_NAME = ".shardsmith-lock"
+_TMP_SUFFIX = re.compile(r"\.tmp-[0-9a-f]{12}$")
+# What an unfinished run may have written, by exact name (never a loose glob).
+_RUN_FILE = re.compile(r"^(manifest\.json|stats\.json|tokenizer\.json|shard-\d{5}-\d{5}\.(bin|idx))$")
+_REJECTS_FILE = re.compile(r"^rejects-\d{5}\.jsonl$")
+_STORAGE_ERRORS = {
+    errno.ENOSPC: "no space left on {where}",
+    errno.EDQUOT: "no space left on {where} (disk quota exceeded)",
+    errno.EROFS: "{where} is not writable (read-only file system)",
+    errno.EACCES: "{where} is not writable (permission denied)",
+    errno.EPERM: "{where} is not writable (operation not permitted)",
+}
+_ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\] [^:\n]*(?:: '([^'\n]*)')?")
 
 
-def prepare_output(url: str) -> OutputDir:
-    """Make `url` ready for a run: created if new; a previous run's files removed.
+class OutputError(Exception):
+    """OUTPUT cannot be used as asked; the message is one line for the user."""
 
-    The old manifest goes first, so a directory being rewritten is never mistaken for a finished
-    set; then old shards, temporary files and the work area. A directory holding anything else
-    is refused (a mistyped --output must not delete a user's files).
+
+def describe_storage_error(error: BaseException, output: str) -> str | None:
+    """One line for a failure caused by storage (disk full, read-only, no permission), else None.
+
+    Beam re-raises a worker's exception as a RuntimeError carrying only its text, so besides
+    the exception chain the text is searched for an `[Errno N]`.
+    """
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in _STORAGE_ERRORS:
+            return _storage_line(error.errno, error.filename, output)
+        match = _ERRNO_IN_TEXT.search(str(error))
+        if match and int(match.group(1)) in _STORAGE_ERRORS:
+            return _storage_line(int(match.group(1)), match.group(2), output)
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _storage_line(code: int, filename, output: str) -> str:
+    output = normalize_output(output)
+    path = str(filename) if filename else None
+    inside = path is None or path == output or path.startswith(output.rstrip("/") + "/")
+    where = output if inside else f"{path} (outside OUTPUT: the temporary directory?)"
+    return _STORAGE_ERRORS[code].format(where=where)
+
+
+def _base_name(name: str) -> str:
+    """The final name of a file written under a temporary name."""
+    return _TMP_SUFFIX.sub("", name)
+
+
+def _is_ours(marker: dict, name: str) -> bool:
+    """Whether the marker lets a run replace `name` (a path relative to OUTPUT)."""
+    base = _base_name(name)
+    if marker.get("state") == "finished":
+        return base in set(marker.get("files") or ())
+    directory, _, file = base.rpartition("/")
+    if directory == REJECTS_DIR:
+        return bool(_REJECTS_FILE.match(file))
+    return not directory and bool(_RUN_FILE.match(file))
+
+
+def _read_marker(out: OutputDir) -> dict | None:
+    if out.size(MARKER_NAME) is None:
+        return None
+    try:
+        marker = json.loads(out.read_bytes(MARKER_NAME))
+    except ValueError:
+        marker = None
+    if not isinstance(marker, dict) or marker.get("written_by") != "shardsmith":
+        raise OutputError(f"{out.path(MARKER_NAME)} is not a marker this tool wrote; not touching {out.url}")
+    return marker
+
+
+def write_marker(out: OutputDir, run_id: str, files: Sequence[str] | None = None) -> None:
+    """Mark OUTPUT as ours: being written by `run_id`, or (with `files`) holding a finished set."""
+    marker = {"written_by": "shardsmith", "run_id": run_id, "state": "running"}
+    if files is not None:
+        marker.update(state="finished", files=sorted(files))
+    _write_json(out, MARKER_NAME, marker)
+
+
+def try_lock_directory(path: str) -> int | None:
+    """An exclusive flock(2) on a directory: the open descriptor (closing it unlocks), or None
+    when another process holds it. The kernel drops it when its holder dies, even by SIGKILL."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+class OutputLock:
+    """Held by the launcher while a run writes OUTPUT, so a second run refuses instead of wiping
+    the first one's work. Local: flock(2) on the directory itself, released by the kernel when
+    the process ends however it ends. Remote: a lock object holding the run id, created only
+    when absent and read back; object stores give no atomic create-if-absent here, so two runs
+    started within the same second can both pass, and a killed launcher leaves the object
+    behind (the error names it, to delete by hand)."""
+
+    def __init__(self, out: OutputDir, run_id: str):
+        self.out = out
+        self.run_id = run_id
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        if self.out.is_local:
+            fd = try_lock_directory(self.out.url)
+            if fd is None:
+                holder = _marker_run(self.out)
+                raise OutputError(
+                    f"{self.out.url} is being written by another run{holder} (it holds the "
+                    "lock); wait for it to end or choose another --output"
+                ) from None
+            self._fd = fd
+            return
+        if self.out.size(LOCK_NAME) is not None:
+            raise OutputError(self._held_by_other())
+        record = {"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(),
+                  "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+        self.out.write_bytes(LOCK_NAME, json.dumps(record).encode("utf-8"))
+        time.sleep(_LOCK_SETTLE_S)  # let a racing writer's object land before reading back
+        if self._holder().get("run_id") != self.run_id:
+            raise OutputError(self._held_by_other())
+        self._fd = -1
+
+    def _holder(self) -> dict:
+        try:
+            return json.loads(self.out.read_bytes(LOCK_NAME))
+        except (OSError, ValueError):
+            return {}
+
+    def _held_by_other(self) -> str:
+        holder = self._holder()
+        return (
+            f"{self.out.url} is being written by another run ({holder.get('run_id', '?')} on "
+            f"{holder.get('host', '?')}, pid {holder.get('pid', '?')}, since "
+            f"{holder.get('since', '?')}); wait for it to end, or if it is gone delete "
+            f"{self.out.path(LOCK_NAME)}"
+        )
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor drops the flock
+        elif self._holder().get("run_id") == self.run_id:
+            self.out.delete([LOCK_NAME])
+        self._fd = None
+
+
+_LOCK_SETTLE_S = 1.0
+
+
+def _marker_run(out: OutputDir) -> str:
+    try:
+        marker = _read_marker(out)
+    except (OutputError, OSError):
+        return ""
+    return f" (run {marker['run_id']})" if marker and marker.get("run_id") else ""
+
+
+def check_free_space(out: OutputDir, needed_bytes: int) -> None:
+    """Refuse a local OUTPUT that cannot hold `needed_bytes` (remote stores are not asked)."""
+    if not out.is_local or needed_bytes <= 0:
+        return
+    free = shutil.disk_usage(out.url).free
+    if free < needed_bytes:
+        raise OutputError(
+            f"no space left on {out.url}: {free / 1e9:,.2f} GB free, the run needs at least "
+            f"{needed_bytes / 1e9:,.2f} GB (spill and shards together take about the input's size)"
+        )
+
+
+@dataclasses.dataclass
+class OutputClaim:
+    """OUTPUT made ready for one run, and the lock the run holds on it until `release()`."""
+
+    out: OutputDir
+    run_id: str
+    lock: OutputLock
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+def claim_output(
+    url: str, *, run_id: str | None = None, overwrite: bool = False, needed_bytes: int = 0
+) -> OutputClaim:
+    """Lock `url` for a run and clear what a previous run of ours left there.
+
+    Refused (OutputError, nothing touched): a directory that is locked by another run, holds
+    links or anything our marker does not name, or holds a finished set (unless `overwrite`:
+    then that set is deleted here, when the new run starts).
     """
     out = OutputDir(url)
-    foreign = [n for n in out.list_files() if not _is_shard_set_file(n)]
-    foreign += [f"{d}/" for d in out.list_dirs() if d not in (WORK_DIR, REJECTS_DIR)]
-    if foreign:
-        raise FileExistsError(
-            f"{out.url} holds files that are not part of a shard set ({', '.join(foreign[:5])}); "
-            "choose an empty directory or a previous run's output"
+    run_id = run_id or uuid.uuid4().hex[:12]
+    try:
+        if out.is_local and os.path.lexists(out.url) and not os.path.isdir(out.url):
+            raise OutputError(f"{out.url} exists and is not a directory")
+        out.makedirs()
+        if out.is_local and not os.access(out.url, os.W_OK | os.X_OK):
+            raise OSError(errno.EACCES, "not writable", out.url)
+        lock = OutputLock(out, run_id)
+        lock.acquire()
+    except OSError as e:
+        raise OutputError(describe_storage_error(e, out.url) or f"{out.url}: {e}") from None
+    try:
+        check_free_space(out, needed_bytes)
+        _clear_previous_run(out, run_id, overwrite)
+    except OSError as e:
+        lock.release()
+        raise OutputError(describe_storage_error(e, out.url) or f"{out.url}: {e}") from None
+    except BaseException:
+        lock.release()
+        raise
+    return OutputClaim(out, run_id, lock)
+
+
+def _clear_previous_run(out: OutputDir, run_id: str, overwrite: bool) -> None:
+    rejects = out.child(REJECTS_DIR)
+    links = out.list_links() + [f"{REJECTS_DIR}/{n}" for n in rejects.list_links()]
+    if links:
+        raise OutputError(
+            f"{out.url} holds symbolic links ({', '.join(links[:5])}); a run never writes "
+            "through a link: remove them or choose another --output"
         )
-    existing = out.list_files()
-    if MANIFEST_NAME in existing:
+    marker = _read_marker(out)
+    files = [n for n in out.list_files() if n not in (MARKER_NAME, LOCK_NAME)]
+    dirs = out.list_dirs()
+    if marker is None:
+        if files or dirs:
+            found = files + [f"{d}/" for d in dirs]
+            raise OutputError(
+                f"{out.url} is not empty and was not written by this tool (no {MARKER_NAME}; "
+                f"it holds {', '.join(found[:5])}{', ...' if len(found) > 5 else ''}): choose an "
+                "empty or new directory"
+            )
+    else:
+        reject_files = [f"{REJECTS_DIR}/{n}" for n in rejects.list_files()]
+        foreign = [n for n in files + reject_files if not _is_ours(marker, n)]
+        foreign += [f"{d}/" for d in dirs if d not in (WORK_DIR, REJECTS_DIR)]
+        foreign += [f"{REJECTS_DIR}/{d}/" for d in rejects.list_dirs()]
+        if foreign:
+            raise OutputError(
+                f"{out.url} holds files its previous run did not write ({', '.join(foreign[:5])}"
+                f"{', ...' if len(foreign) > 5 else ''}): move them away or choose another --output"
+            )
+        if MANIFEST_NAME in files and not overwrite:
+            raise OutputError(
+                f"{out.url} holds a finished shard set; pass --overwrite to replace it (it is "
+                "deleted when the new run starts) or choose another --output"
+            )
+    write_marker(out, run_id)  # first: a cleanup cut short still leaves a directory we own
+    if MANIFEST_NAME in files:  # the old set must never look finished while it is taken apart
         out.delete([MANIFEST_NAME])
-    out.delete(n for n in existing if n != MANIFEST_NAME)
+    out.delete(n for n in files if n != MANIFEST_NAME)
     out.child(WORK_DIR).delete_tree()
-    out.child(REJECTS_DIR).delete_tree()
-    out.makedirs()
+    rejects.delete_tree()
     out.child(WORK_DIR).child(SPILL_DIR).makedirs()
-    return out
+
 
 
 # -- step 1: spill ---------------------------------------------------------------------------
+# One spill file per bundle and bucket, one object on a remote store, written straight under its
+# final name: the name is unique to the bundle attempt and is handed on only once the file is
+# complete, so nothing ever reads a half-written one (no temporary name, no rename, which on GCS
+# is a copy and a delete). Layout: the token ids, then int32 sequence lengths, then int32
+# sequence counts per document, then a JSON footer (ids, text bytes, dtype, counts), then its
+# length (u64) and the magic.
+SPILL_MAGIC = b"SPILL001"
+SPILL_SUFFIX = ".spill"
+_FOOTER_TAIL = struct.Struct("<Q8s")
+
+
+class SpillWriter:
+    """Streams one bundle's documents of one bucket to a local spill file."""
+
+    def __init__(self, path: str, dtype: str):
+        self.path = path
+        self.dtype = np.dtype(dtype)
+        self._high = np.iinfo(self.dtype).max
+        self._file = open(path, "wb")
+        self.ids: list[str] = []
+        self.text_bytes: list[int] = []
+        self.sequence_lengths: list[int] = []
+        self.sequence_counts: list[int] = []
+        self.tokens = 0
+
+    def add(self, doc: TokenizedDocument) -> None:
+        for sequence in doc.sequences:
+            ids = np.asarray(sequence)
+            if ids.size and (int(ids.min()) < 0 or int(ids.max()) > self._high):
+                raise ValueError(f"{doc.id}: token ids do not fit {self.dtype}")
+            self._file.write(ids.astype(self.dtype, copy=False).tobytes())
+            self.sequence_lengths.append(len(ids))
+            self.tokens += len(ids)
+        self.sequence_counts.append(len(doc.sequences))
+        self.ids.append(doc.id)
+        self.text_bytes.append(int(doc.text_bytes))
+
+    def close(self) -> None:
+        footer = json.dumps(
+            {
+                "dtype": str(self.dtype),
+                "tokens": self.tokens,
+                "sequences": len(self.sequence_lengths),
+                "ids": self.ids,
+                "text_bytes": self.text_bytes,
+            }
+        ).encode("utf-8")
+        self._file.write(np.asarray(self.sequence_lengths, np.int32).tobytes())
+        self._file.write(np.asarray(self.sequence_counts, np.int32).tobytes())
+        self._file.write(footer)
+        self._file.write(_FOOTER_TAIL.pack(len(footer), SPILL_MAGIC))
+        self._file.close()
+
+    def discard(self) -> None:
+        self._file.close()
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+
+class SpillFile:
+    """A spill file read back (memory-mapped): documents by index, in the order written."""
+
+    def __init__(self, path: str):
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            if size < _FOOTER_TAIL.size:
+                raise RuntimeError(f"{path}: not a spill file (too short)")
+            f.seek(size - _FOOTER_TAIL.size)
+            footer_bytes, magic = _FOOTER_TAIL.unpack(f.read(_FOOTER_TAIL.size))
+            if magic != SPILL_MAGIC or footer_bytes > size - _FOOTER_TAIL.size:
+                raise RuntimeError(f"{path}: not a spill file (bad footer)")
+            f.seek(size - _FOOTER_TAIL.size - footer_bytes)
+            footer = json.loads(f.read(footer_bytes))
+        self.ids: list[str] = footer["ids"]
+        self.text_bytes: list[int] = footer["text_bytes"]
+        dtype = np.dtype(footer["dtype"])
+        tokens, sequences, documents = footer["tokens"], footer["sequences"], len(self.ids)
+        body = tokens * dtype.itemsize + 4 * (sequences + documents)
+        if body + footer_bytes + _FOOTER_TAIL.size != size:
+            raise RuntimeError(f"{path}: {size} bytes, but its footer describes {body} + footer")
+        data = np.memmap(path, np.uint8, mode="r", shape=(body,)) if body else np.zeros(0, np.uint8)
+        end = tokens * dtype.itemsize
+        self._tokens = data[:end].view(dtype)
+        lengths = data[end : end + 4 * sequences].view(np.int32)
+        counts = data[end + 4 * sequences : body].view(np.int32)
+        self._sequence_offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+        self._document_index = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+        if self._sequence_offsets[-1] != tokens or self._document_index[-1] != sequences:
+            raise RuntimeError(f"{path}: its lengths do not add up to its token count")
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.ids)
+
+    def document_lengths(self) -> np.ndarray:
+        return np.diff(self._sequence_offsets[self._document_index])
+
+    def document_sequences(self, i: int) -> list[np.ndarray]:
+        first, last = int(self._document_index[i]), int(self._document_index[i + 1])
+        offsets = self._sequence_offsets
+        return [self._tokens[offsets[j] : offsets[j + 1]] for j in range(first, last)]
+
+
+def spill_name(bucket: int, attempt: str) -> str:
+    return f"b{bucket:05d}-{attempt}{SPILL_SUFFIX}"
+
+
 class SpillDoFn(beam.DoFn):
-    """Appends each bundle's documents to one pair per bucket; emits (bucket, spill name)."""
+    """Appends each bundle's documents to one spill file per bucket; emits (bucket, spill name)."""
 
     def __init__(self, output: str, num_buckets: int, dtype: str):
         self.output = output
@@ -364,7 +723,7 @@ class SpillDoFn(beam.DoFn):
 
     def setup(self) -> None:
         self.spill_dir = OutputDir(self.output).child(WORK_DIR).child(SPILL_DIR)
-        # Remote output: pairs are built on local disk and uploaded when the bundle ends.
+        # Remote output: files are built on local disk and uploaded when the bundle ends.
         self.local_dir = (
             self.spill_dir.url if self.spill_dir.is_local else tempfile.mkdtemp(prefix="spill-")
         )
@@ -372,48 +731,38 @@ class SpillDoFn(beam.DoFn):
 
     def start_bundle(self) -> None:
         self.attempt = uuid.uuid4().hex[:16]  # unique per bundle attempt: retries never collide
-        self.writers: dict[int, IndexedDatasetWriter] = {}
-        self.ids: dict[int, list[str]] = {}
-        self.text_bytes: dict[int, list[int]] = {}
+        self.writers: dict[int, SpillWriter] = {}
 
     def process(self, doc: TokenizedDocument) -> None:
         bucket = bucket_of(doc.id, self.num_buckets)
         writer = self.writers.get(bucket)
         if writer is None:
-            prefix = os.path.join(self.local_dir, f"b{bucket:05d}-{self.attempt}")
-            writer = self.writers[bucket] = IndexedDatasetWriter(prefix, self.dtype)
-            self.ids[bucket], self.text_bytes[bucket] = [], []
-        writer.add_document(doc.sequences)
-        self.ids[bucket].append(doc.id)
-        self.text_bytes[bucket].append(int(doc.text_bytes))
+            path = os.path.join(self.local_dir, spill_name(bucket, self.attempt))
+            writer = self.writers[bucket] = SpillWriter(path, self.dtype)
+        writer.add(doc)
 
     def finish_bundle(self) -> Iterator:
         for bucket in sorted(self.writers):
             writer = self.writers[bucket]
-            writer.finalize()
-            name = os.path.basename(writer.prefix)
-            sidecar = json.dumps(
-                {"ids": self.ids[bucket], "text_bytes": self.text_bytes[bucket]}
-            ).encode("utf-8")
-            if self.spill_dir.is_local:
-                self.spill_dir.write_bytes(name + ".ids.json", sidecar)
-            else:
-                for ext in (".bin", ".idx"):
-                    self.spill_dir.put_file(writer.prefix + ext, name + ext)
-                    os.remove(writer.prefix + ext)
-                self.spill_dir.write_bytes(name + ".ids.json", sidecar)
+            writer.close()
+            name = os.path.basename(writer.path)
+            if not self.spill_dir.is_local:
+                self.spill_dir.put_file(writer.path, name, atomic=False)
+                os.remove(writer.path)
             yield GlobalWindows.windowed_value((bucket, name))
-        self.writers, self.ids, self.text_bytes = {}, {}, {}
+        self.writers = {}
 
     def teardown(self) -> None:
         for writer in getattr(self, "writers", {}).values():
             writer.discard()
+        if not self.spill_dir.is_local:
+            shutil.rmtree(self.local_dir, ignore_errors=True)
 
 
 # -- step 3: merge a bucket into shards ------------------------------------------------------
 def _raise_open_files_limit() -> None:
-    """A bucket's merge keeps every spill pair of the bucket memory-mapped (two descriptors
-    each); with thousands of bundles the default soft limit of 1024 runs out."""
+    """A bucket's merge keeps every spill file of the bucket memory-mapped; with thousands of
+    bundles the default soft limit of 1024 descriptors runs out."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
         try:
@@ -422,34 +771,19 @@ def _raise_open_files_limit() -> None:
             pass
 
 
-@dataclasses.dataclass
-class _Spill:
-    dataset: IndexedDataset
-    ids: list[str]
-    text_bytes: list[int]
-
-
-def _load_spills(spill_dir: OutputDir, names: Sequence[str], local_dir: str) -> list[_Spill]:
+def _load_spills(spill_dir: OutputDir, names: Sequence[str], local_dir: str) -> list[SpillFile]:
     spills = []
     for name in names:
         if spill_dir.is_local:
-            prefix = os.path.join(spill_dir.url, name)
+            path = spill_dir.path(name)
         else:
-            prefix = os.path.join(local_dir, name)
-            for ext in (".bin", ".idx"):
-                spill_dir.get_file(name + ext, prefix + ext)
-        sidecar = json.loads(spill_dir.read_bytes(name + ".ids.json"))
-        dataset = IndexedDataset(prefix)
-        if dataset.num_documents != len(sidecar["ids"]):
-            raise RuntimeError(
-                f"{spill_dir.path(name)}: {dataset.num_documents} documents but "
-                f"{len(sidecar['ids'])} ids (a spill file was changed during the run)"
-            )
-        spills.append(_Spill(dataset, sidecar["ids"], sidecar["text_bytes"]))
+            path = os.path.join(local_dir, name)
+            spill_dir.get_file(name, path)
+        spills.append(SpillFile(path))
     return spills
 
 
-def _document_order(spills: Sequence[_Spill]) -> list[tuple[int, int]]:
+def _document_order(spills: Sequence[SpillFile]) -> list[tuple[int, int]]:
     """(spill, document) pairs in id order. Ids are unique by contract; if a source breaks
     that, equal ids are ordered by their tokens so the output stays deterministic."""
     order = sorted(
@@ -469,7 +803,7 @@ def _document_order(spills: Sequence[_Spill]) -> list[tuple[int, int]]:
             )
 
             def content(t):
-                seqs = spills[t[1]].dataset.document_sequences(t[2])
+                seqs = spills[t[1]].document_sequences(t[2])
                 return (tuple(len(q) for q in seqs), b"".join(q.tobytes() for q in seqs))
 
             run = sorted(run, key=content)
@@ -490,7 +824,7 @@ def write_bucket(
     with tempfile.TemporaryDirectory(prefix=f"bucket{bucket:05d}-") as local_dir:
         spills = _load_spills(spill_dir, sorted(spill_names), local_dir)
         order = _document_order(spills)
-        doc_lengths = [spill.dataset.document_lengths() for spill in spills]
+        doc_lengths = [spill.document_lengths() for spill in spills]
         lengths = [int(doc_lengths[s][j]) for s, j in order]
         for part, (start, end) in enumerate(split_into_parts(lengths, shard_tokens)):
             name = shard_name(bucket, part)
@@ -499,7 +833,7 @@ def write_bucket(
             text_bytes = 0
             try:
                 for s, j in order[start:end]:
-                    writer.add_document(spills[s].dataset.document_sequences(j))
+                    writer.add_document(spills[s].document_sequences(j))
                     text_bytes += spills[s].text_bytes[j]
                 info = writer.finalize()
             except BaseException:
@@ -544,10 +878,12 @@ class MergeBucketDoFn(beam.DoFn):
         if self.progress:
             self.progress.flush()
         yield pvalue.TaggedOutput("counts", counts.drain())
+        yield pvalue.TaggedOutput("spills", (bucket, list(names)))
 
 
 class WriteShards(beam.PTransform):
-    """PCollection[TokenizedDocument] -> {"shards": ShardInfo per shard, "counts": dicts}."""
+    """PCollection[TokenizedDocument] -> {"shards": ShardInfo per shard, "counts": dicts,
+    "spills": (bucket, spill names) for DeleteSpillsDoFn once the set is finished}."""
 
     def __init__(
         self,
@@ -575,9 +911,23 @@ class WriteShards(beam.PTransform):
             | "Merge"
             >> beam.ParDo(
                 MergeBucketDoFn(self.output, self.shard_tokens, self.dtype, self.progress_dir)
-            ).with_outputs("counts", main="shards")
+            ).with_outputs("counts", "spills", main="shards")
         )
-        return {"shards": merged.shards, "counts": merged.counts}
+        return {"shards": merged.shards, "counts": merged.counts, "spills": merged.spills}
+
+
+class DeleteSpillsDoFn(beam.DoFn):
+    """(bucket, spill names) -> those files deleted, once the set is finished. One element per
+    bucket, so the deleting is spread over workers like the merging was (not left to the one
+    finishing worker)."""
+
+    def __init__(self, output: str):
+        self.output = output
+
+    def process(self, element: tuple[int, list[str]], finished) -> Iterator[int]:
+        _, names = element
+        OutputDir(self.output).child(WORK_DIR).child(SPILL_DIR).delete(names)
+        yield len(names)
 
 
 # -- rejects (--keep-rejects) ----------------------------------------------------------------
@@ -712,30 +1062,53 @@ def finish_shard_set(
                 f"{stats['written']} were counted as written"
             )
     except AccountError as e:
-        stats["status"] = "failed"
-        stats["error"] = str(e)
-        _write_json(out, STATS_NAME, stats)
+        _write_failed_stats(out, stats, e)
         raise
     if stats["written"] == 0:
         LOG.warning("every document was dropped or failed: the shard set is empty (see stats.json)")
-    tokenizer_info = _tokenizer_info(out, tokenizer_ref)
-    for shard in shards:
-        for ext, expected in ((".bin", shard.bin_bytes), (".idx", shard.idx_bytes)):
-            if out.size(shard.name + ext) != expected:
-                raise RuntimeError(f"{out.path(shard.name + ext)}: missing or not {expected} bytes")
-    out.child(WORK_DIR).delete_tree()
-    out.delete(n for n in out.list_files() if ".tmp-" in n)
-    _write_json(out, STATS_NAME, stats)
-    manifest = Manifest(
-        dtype=spec.dtype,
-        sequence_unit=spec.sequence_unit,
-        shards=shards,
-        tokenizer=tokenizer_info,
-        source=spec.source,
-        pipeline=spec.pipeline,
-    )
-    _write_json(out, MANIFEST_NAME, manifest.to_json())  # last: marks the set finished
+    # stats.json says "ok" only once the manifest is written: until then it says "finishing",
+    # and any error on the way turns it into "failed" (as far as the disk still allows).
+    try:
+        tokenizer_info = _tokenizer_info(out, tokenizer_ref)
+        for shard in shards:
+            for ext, expected in ((".bin", shard.bin_bytes), (".idx", shard.idx_bytes)):
+                if out.size(shard.name + ext) != expected:
+                    raise RuntimeError(
+                        f"{out.path(shard.name + ext)}: missing or not {expected} bytes"
+                    )
+        out.delete(n for n in out.list_files() if _TMP_SUFFIX.search(n))
+        _write_json(out, STATS_NAME, {**stats, "status": "finishing"})
+        manifest = Manifest(
+            dtype=spec.dtype,
+            sequence_unit=spec.sequence_unit,
+            shards=shards,
+            tokenizer=tokenizer_info,
+            source=spec.source,
+            pipeline=spec.pipeline,
+        )
+        set_files = [MANIFEST_NAME, STATS_NAME, TOKENIZER_NAME]
+        set_files += [s.name + ext for s in shards for ext in (".bin", ".idx")]
+        set_files += [f"{REJECTS_DIR}/{n}" for n in out.child(REJECTS_DIR).list_files()]
+        write_marker(out, str(spec.run.get("run_id", "")), set_files)
+        _write_json(out, MANIFEST_NAME, manifest.to_json())  # marks the set finished
+        try:
+            _write_json(out, STATS_NAME, stats)
+        except Exception:
+            out.delete([MANIFEST_NAME])  # a finished set with a stats.json that says otherwise
+            raise
+    except Exception as e:
+        _write_failed_stats(out, stats, e)
+        raise
     return stats
+
+
+def _write_failed_stats(out: OutputDir, stats: dict, error: Exception) -> None:
+    stats["status"] = "failed"
+    stats["error"] = str(error)
+    try:
+        _write_json(out, STATS_NAME, stats)
+    except OSError as e:
+        LOG.error("%s: could not record the failure in stats.json: %s", out.url, e)
 
 
 class FinishShardSetDoFn(beam.DoFn):

@@ -7,6 +7,7 @@ Every run here is a real Beam pipeline, hence `slow`.
 from __future__ import annotations
 
 import bz2
+import errno
 import io
 import json
 import lzma
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from pipelines.document import Document
 from pipelines.preprocess import main
 from pipelines.sources import get_source
 from pipelines.tokenize import load_tokenizer, split_sentences, tokenize_batch
-from pipelines.write import bucket_of
+from pipelines.write import MARKER_NAME, bucket_of
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +48,12 @@ def preprocess(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def set_files(directory: Path) -> dict[str, bytes]:
-    """Every file of a finished set except stats.json (which records times)."""
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.name != "stats.json"}
+    """Every file of a finished set except stats.json and our marker (which record the run)."""
+    return {
+        p.name: p.read_bytes()
+        for p in sorted(directory.iterdir())
+        if p.name not in ("stats.json", MARKER_NAME)
+    }
 
 
 def dump_verify(directory: Path) -> None:
@@ -143,8 +149,12 @@ def gpt2():
 
 
 # -- every source, in-process and with two worker processes ---------------------------------------
+BEAM_NOISE = ("apitools", "semi_persistent_directory", "Traceback")
+
+
 @pytest.mark.parametrize("source", ["books", "wikipedia", "webtext", "jsonl"])
-def test_source_end_to_end_in_process_and_multi_processing(source, inputs, gpt2, tmp_path, capsys):
+def test_source_end_to_end_in_process_and_multi_processing(source, inputs, gpt2, tmp_path, capfd):
+    capsys = capfd  # file-descriptor level: the worker processes' stderr is checked too
     shard_tokens, buckets = 3000, 3
     min_tokens = 128 if source == "webtext" else 0
     args = [
@@ -174,6 +184,7 @@ def test_source_end_to_end_in_process_and_multi_processing(source, inputs, gpt2,
     code, _, err = preprocess(capsys, *args, f"--output={tmp_path / 'b'}", *TWO_PROCESSES)
     assert code == 0, err
     assert set_files(tmp_path / "b") == set_files(tmp_path / "a")  # byte-identical
+    assert not [n for n in BEAM_NOISE if n in err], err  # Beam's own warnings stay out
 
 
 def test_rerun_gives_byte_identical_shards_and_dedup_drops_copies(inputs, gpt2, tmp_path, capsys):
@@ -191,11 +202,18 @@ def test_rerun_gives_byte_identical_shards_and_dedup_drops_copies(inputs, gpt2, 
         "--num-buckets=2",
         *IN_PROCESS,
     ]
-    for name in ("first", "second"):
-        code, _, err = preprocess(capsys, *args, f"--output={tmp_path / name}")
-        assert code == 0, err
-    assert set_files(tmp_path / "first") == set_files(tmp_path / "second")
+    code, _, err = preprocess(capsys, *args, f"--output={tmp_path / 'first'}")
+    assert code == 0, err
+    first = set_files(tmp_path / "first")
     stats = json.loads((tmp_path / "first" / "stats.json").read_text())
+    # A finished set is never taken apart by a plain rerun (which might then fail) ...
+    code, _, err = preprocess(capsys, *args, f"--output={tmp_path / 'first'}")
+    assert code == 2 and "--overwrite" in err and len(err.strip().splitlines()) == 1
+    assert set_files(tmp_path / "first") == first
+    # ... only by one that asks to replace it; same input, same bytes.
+    code, _, err = preprocess(capsys, *args, "--overwrite", f"--output={tmp_path / 'first'}")
+    assert code == 0, err
+    assert set_files(tmp_path / "first") == first
     order, _, _ = reference("jsonl", f"{doubled}/*.jsonl", gpt2, num_buckets=2)
     assert stats["written"] * 2 == len(order)  # one of each pair of copies kept
     assert stats["dropped"]["exact_duplicate"] == len(order) // 2
@@ -292,6 +310,67 @@ def test_sigkill_leaves_no_whole_looking_partial_shard_and_rerun_equals_clean_ru
     assert code == 0, err
     assert set_files(killed) == whole
     assert not (killed / "_work").exists()
+
+
+def test_sigterm_leaves_no_temporary_directories_and_no_work_area(tmp_path):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAYON_NUM_THREADS": "1", "TMPDIR": str(temp)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.preprocess", "--source=books",
+         f"--input={CORPORA / 'books'}/*.txt", f"--output={out}", f"--tokenizer={GPT2}",
+         "--no-dedup", "--language=any", "--progress-interval=0", *TWO_PROCESSES],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        # the workers have started writing: progress files in the run's temporary directory
+        while not list(temp.glob("shardsmith-run-*/progress/*.json")):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)  # the launcher only, as a job scheduler would
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert "terminated" in err and "Traceback" not in err
+    assert os.listdir(temp) == []
+    assert not (out / "_work").exists() and not (out / "manifest.json").exists()
+
+
+def test_disk_full_at_the_final_write_is_one_line_and_stats_say_failed(
+    tmp_path, capsys, monkeypatch
+):
+    import pipelines.write as write
+
+    real = write._write_json
+
+    def disk_full_at_manifest(out, name, data):
+        if name == "manifest.json":
+            raise OSError(errno.ENOSPC, "No space left on device", out.path(name))
+        return real(out, name, data)
+
+    monkeypatch.setattr(write, "_write_json", disk_full_at_manifest)  # in-process run: seen
+    out = tmp_path / "out"
+    code, report, err = preprocess(
+        capsys,
+        "--source=books",
+        f"--input={CORPORA / 'books' / 'pg1080.txt'}",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--no-dedup",
+        *IN_PROCESS,
+    )
+    assert code == 1
+    assert err.strip().splitlines()[-1] == f"preprocess: FAILED: no space left on {out}"
+    assert "Traceback" not in err
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["status"] == "failed" and "No space left" in stats["error"]
+    assert not (out / "manifest.json").exists() and not (out / "_work").exists()
 
 
 # -- bad inputs ----------------------------------------------------------------------------------
@@ -392,7 +471,10 @@ def test_bad_wikipedia_inputs_are_counted_not_fatal(tmp_path, capsys):
     dump_verify(out)
 
 
-def test_too_many_failures_fail_the_run_loudly(tmp_path, capsys):
+def test_too_many_failures_fail_the_run_loudly(tmp_path, capsys, monkeypatch):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where the run's temporary files go
     bad = tmp_path / "web"
     bad.mkdir()
     good = sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))[2]
@@ -414,6 +496,7 @@ def test_too_many_failures_fail_the_run_loudly(tmp_path, capsys):
     stats = json.loads((out / "stats.json").read_text())
     assert stats["status"] == "failed" and stats["failed_total"] == 2
     assert not (out / "manifest.json").exists()
+    assert os.listdir(temp) == [] and not (out / "_work").exists()  # nothing left behind
 
 
 def test_an_input_with_no_records_is_a_clear_error(tmp_path, capsys):

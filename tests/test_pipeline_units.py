@@ -23,17 +23,22 @@ from pipelines.stats import (
     merge_counts,
 )
 from pipelines.write import (
-    MANIFEST_NAME,
     OutputDir,
     SpillDoFn,
     bucket_of,
+    claim_output,
     default_num_buckets,
-    prepare_output,
     reject_record,
     shard_name,
     split_into_parts,
     write_bucket,
 )
+
+
+def prepare_output(url: str) -> OutputDir:
+    claim = claim_output(url)
+    claim.release()
+    return claim.out
 
 
 # -- shard planning ------------------------------------------------------------------------------
@@ -245,24 +250,6 @@ def test_output_dir_backends(tmp_path, backend):
     out.child("sub").delete_tree()
     assert out.list_files() == ["a.bin"] and out.list_dirs() == []
     out.delete_tree()
-
-
-def test_prepare_output_clears_a_previous_run_and_refuses_foreign_files(tmp_path):
-    out = tmp_path / "set"
-    out.mkdir()
-    for name in (MANIFEST_NAME, "stats.json", "shard-00000-00000.bin", "x.idx.tmp-123"):
-        (out / name).write_text("old")
-    (out / "_work" / "spill").mkdir(parents=True)
-    (out / "_work" / "spill" / "b00000-x.bin").write_text("old")
-    prepare_output(str(out))
-    assert sorted(os.listdir(out)) == ["_work"]
-    assert os.listdir(out / "_work" / "spill") == []
-
-    (tmp_path / "home").mkdir()
-    (tmp_path / "home" / "thesis.tex").write_text("precious")
-    with pytest.raises(FileExistsError, match="thesis.tex"):
-        prepare_output(str(tmp_path / "home"))
-    assert (tmp_path / "home" / "thesis.tex").read_text() == "precious"
 
 
 # -- options -------------------------------------------------------------------------------------
