@@ -222,3 +222,102 @@ def test_config_is_picklable_and_validated():
         CleanConfig(language_threshold=1.5)
     with pytest.raises(ValueError, match="n-gram"):
         CleanConfig(max_top_ngram_char_fraction=((0, 0.1),))
+
+
+# --- scripts written without spaces -----------------------------------------------------------
+# Encyclopedia-style paragraphs written for these tests (facts about Mount Fuji, the Yangtze and
+# Bangkok), shaped like real articles in Japanese, Chinese and Thai: sentences with no spaces
+# between words (Thai puts a space between phrases and sentences, and has no full stop).
+JAPANESE = """富士山は、静岡県と山梨県にまたがる活火山である。標高は3776メートルで、日本の最高峰として知られている。山頂付近には八つの峰があり、古くから信仰の対象とされてきた。
+
+富士山は約十万年前から始まった火山活動によって形成された。現在の山体は、古い火山の上に新しい火山が重なってできたものである。最後の噴火は1707年の宝永大噴火で、江戸の町にも火山灰が降ったと記録されている。
+
+夏の登山シーズンには、毎年二十万人以上の登山者が山頂を目指す。登山道は吉田ルート、須走ルート、御殿場ルート、富士宮ルートの四つが主に利用されている。山小屋では宿泊や食事ができるが、混雑する時期には予約が必要である。
+
+2013年には「富士山－信仰の対象と芸術の源泉」として世界文化遺産に登録された。葛飾北斎や歌川広重の浮世絵にも繰り返し描かれ、日本を象徴する風景として国内外に広く親しまれている。
+"""
+CHINESE = """长江是中国最长的河流，也是世界第三长河。它发源于青藏高原的唐古拉山脉，向东流经十一个省级行政区，最后在上海注入东海。全长约六千三百公里，流域面积占中国国土面积的五分之一左右。
+
+长江流域自古以来就是中国重要的农业地区。这里气候温暖，雨量充沛，适合种植水稻和茶叶。许多历史名城，如重庆、武汉和南京，都坐落在长江沿岸。
+
+三峡工程是长江上最大的水利工程，于二零零六年建成大坝。它在防洪、发电和航运方面发挥了重要作用，但也引起了关于生态环境和移民问题的讨论。
+"""
+THAI = """กรุงเทพมหานครเป็นเมืองหลวงและเมืองที่มีประชากรมากที่สุดของประเทศไทย ตั้งอยู่บนที่ราบลุ่มแม่น้ำเจ้าพระยาใกล้กับอ่าวไทย เมืองนี้เป็นศูนย์กลางทางการเมือง เศรษฐกิจ การศึกษา และวัฒนธรรมของประเทศ
+
+กรุงเทพมหานครได้รับการสถาปนาเป็นราชธานีในปี พ.ศ. 2325 โดยพระบาทสมเด็จพระพุทธยอดฟ้าจุฬาโลกมหาราช ในอดีตเมืองนี้มีคลองจำนวนมากจนชาวต่างชาติเรียกว่าเวนิสแห่งตะวันออก
+
+ปัจจุบันกรุงเทพมหานครมีระบบรถไฟฟ้าหลายสาย ทั้งรถไฟฟ้าบีทีเอสและรถไฟฟ้ามหานคร นักท่องเที่ยวจากทั่วโลกเดินทางมาชมวัดพระแก้ว พระบรมมหาราชวัง และตลาดน้ำ ซึ่งเป็นสถานที่ท่องเที่ยวที่มีชื่อเสียง
+"""
+UNSPACED_ARTICLES = {"ja": JAPANESE, "zh": CHINESE, "th": THAI}
+
+
+@pytest.mark.parametrize("language", sorted(UNSPACED_ARTICLES))
+def test_articles_in_scripts_without_spaces_are_kept(language):
+    article = Document(f"test:{language}", "webtext", UNSPACED_ARTICLES[language])
+    # A letter is a word: hundreds of words, not the 3-17 whitespace tokens.
+    assert filters.count_words(article.text) > 200
+    for config in (
+        CleanConfig(language=language),
+        CleanConfig.for_source("webtext", language=language),
+    ):
+        kept = clean_document(article, config)
+        assert isinstance(kept, Document), (config, kept)
+        assert kept.meta["language"] == language
+        assert kept.text == normalize_text(article.text)  # C4 kept every line
+    # The web rules that do not apply to the script are skipped, and the document says which.
+    skipped = kept.meta["rules_skipped"].split(",")
+    assert {"gopher_mean_word_length", "gopher_top_ngram", "gopher_duplicate_ngrams"} <= set(
+        skipped
+    )
+    assert ("c4_too_few_sentences" in skipped) == (language == "th")
+
+
+def test_rules_that_apply_still_reject_unspaced_text():
+    web_ja = CleanConfig.for_source("webtext", language="ja")
+    assert _reason("富士山は日本の最高峰である。", web_ja) == "too_short"
+    # 45 letters: fewer than the web preset's 50 words.
+    short = JAPANESE.split("\n\n")[1][:45]
+    assert _reason(short + "。" * 5, CleanConfig.for_source("webtext", language="any")) == (
+        "too_few_words"
+    )
+    repeated = "\n".join([JAPANESE.split("\n\n")[0]] * 4)
+    assert _reason(repeated, web_ja) == "gopher_duplicate_lines"
+    bulleted = "\n".join(f"・{line}" for line in _lines(JAPANESE.replace("。", "。\n")))
+    assert _reason(bulleted, web_ja) == "gopher_bullet_lines"
+
+
+def test_c4_line_rules_know_other_scripts_sentence_ends():
+    def kept_lines(text):
+        c4 = filters.c4_filter_lines(
+            text,
+            require_terminal_punctuation=True,
+            min_words_per_line=3,
+            boilerplate_phrases=(),
+            reject_lorem_ipsum=False,
+            reject_curly_brace=False,
+        )
+        return c4.text.split("\n")
+
+    assert kept_lines("富士山は日本の最高峰である。\n富士山") == ["富士山は日本の最高峰である。"]
+    assert kept_lines("他说：“我明天去。”\n长江") == ["他说：“我明天去。”"]
+    # Thai has no full stop: a line ending in a Thai letter is a sentence end.
+    assert kept_lines("กรุงเทพมหานครเป็นเมืองหลวง\n(ภาพ)") == ["กรุงเทพมหานครเป็นเมืองหลวง"]
+
+
+def test_english_rules_and_thresholds_unchanged():
+    # Gopher's and C4's published thresholds, as before scripts were considered.
+    assert (WEB.min_words, WEB.max_words, WEB.mean_word_length) == (50, 100_000, (3.0, 10.0))
+    assert WEB.max_top_ngram_char_fraction == ((2, 0.20), (3, 0.18), (4, 0.16))
+    duplicate_limits = (0.15, 0.14, 0.13, 0.12, 0.11, 0.10)
+    assert WEB.max_duplicate_ngram_char_fraction == tuple(zip(range(5, 11), duplicate_limits))
+    assert (WEB.min_alpha_word_fraction, WEB.min_stop_words, WEB.c4_min_sentences) == (0.8, 2, 5)
+    assert (WEB.c4_min_words_per_line, WEB.language) == (3, ("en",))
+    # English words are whitespace tokens; real English pages skip no rule.
+    for number in (3, 4, 6):
+        page = normalize_text(_webtext(number).text)
+        assert filters.split_words(page) == page.split()
+        assert "rules_skipped" not in clean_document(_webtext(number), WEB).meta
+    # An English page quoting a few Japanese words is still measured as English.
+    quoting = _prose() + "\n\nThe mountain is called 富士山 (Fuji-san) in Japanese."
+    assert filters.unspaced_word_fractions(quoting)[0] < 0.05
+    assert _reason(ADVERSARIAL["gopher_mean_word_length"](quoting)) == "gopher_mean_word_length"

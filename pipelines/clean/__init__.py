@@ -8,6 +8,12 @@ FineWeb's pipeline: length, language, Gopher repetition, Gopher quality, then C4
 (which shorten the text, so length is checked again after them). Every threshold is a field of
 `CleanConfig`; a rule whose field is None (or empty, or False) is off. The light defaults
 (`CleanConfig()`) suit curated text; `CleanConfig.for_source` adds the web rules for web crawls.
+
+Scripts written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) count each letter
+as a word (`filters.split_words`), so the word-count and words-per-line rules hold them to the
+same thresholds as English. The rules that measure what such a script does not have are skipped
+for a document whose words are mostly in one (`SCRIPT_SKIPPED_RULES`), and a kept document
+records which in `meta["rules_skipped"]`.
 """
 
 from __future__ import annotations
@@ -44,6 +50,16 @@ FILTER_NAMES = (
     "c4_curly_brace",
     "c4_too_few_sentences",
 )
+
+# Rules that do not apply to a document whose words are mostly (over half) letters of a script
+# written without spaces: a letter is not a word, so a mean word length of 3-10 letters and
+# word n-grams of Gopher's sizes mean nothing there. Thai and Lao also mark no sentence end (a
+# space separates sentences), so C4's sentence count does not apply to them either (and C4's
+# end-of-line punctuation rule passes their lines, see filters.ends_like_a_sentence).
+SCRIPT_SKIPPED_RULES = {
+    "unspaced": ("gopher_top_ngram", "gopher_duplicate_ngrams", "gopher_mean_word_length"),
+    "no_sentence_mark": ("c4_too_few_sentences",),
+}
 
 # Sources whose documents are crawled web pages and get the Gopher and C4 rules. Every other
 # source (books, wikipedia, jsonl, parquet, ...) is curated text and gets the light defaults.
@@ -236,26 +252,47 @@ def _repetition_reason(text: str, config: CleanConfig) -> tuple[str, str] | None
     return None
 
 
+def _skipped_rules(text: str, config: CleanConfig) -> tuple[str, ...]:
+    """The configured rules that do not apply to the script of `text` (SCRIPT_SKIPPED_RULES)."""
+    configured = {
+        "gopher_top_ngram": bool(config.max_top_ngram_char_fraction),
+        "gopher_duplicate_ngrams": bool(config.max_duplicate_ngram_char_fraction),
+        "gopher_mean_word_length": config.mean_word_length is not None,
+        "c4_too_few_sentences": config.c4_min_sentences is not None,
+    }
+    if not any(configured.values()):
+        return ()
+    unspaced, no_sentence_mark = filters.unspaced_word_fractions(text)
+    skipped = []
+    if unspaced > 0.5:
+        skipped += SCRIPT_SKIPPED_RULES["unspaced"]
+    if no_sentence_mark > 0.5:
+        skipped += SCRIPT_SKIPPED_RULES["no_sentence_mark"]
+    return tuple(rule for rule in skipped if configured[rule])
+
+
 def _word_reason(
-    words: filters.WordTable, config: CleanConfig, language: str | None
+    words: filters.WordTable, config: CleanConfig, language: str | None, skipped: tuple[str, ...]
 ) -> tuple[str, str] | None:
-    sizes = [
-        n for n, _ in config.max_top_ngram_char_fraction + config.max_duplicate_ngram_char_fraction
-    ]
+    top_limits = () if "gopher_top_ngram" in skipped else config.max_top_ngram_char_fraction
+    duplicate_limits = (
+        () if "gopher_duplicate_ngrams" in skipped else config.max_duplicate_ngram_char_fraction
+    )
+    sizes = [n for n, _ in top_limits + duplicate_limits]
     if sizes:
         hashes = filters.ngram_hashes(words.ids, max(sizes))
-        for n, limit in config.max_top_ngram_char_fraction:
+        for n, limit in top_limits:
             fraction = filters.top_ngram_char_fraction(hashes[n], words.lengths, n)
             if fraction > limit:
                 return "gopher_top_ngram", f"top {n}-gram covers {fraction:.3f} > {limit}"
-        for n, limit in config.max_duplicate_ngram_char_fraction:
+        for n, limit in duplicate_limits:
             fraction = filters.duplicate_ngram_char_fraction(hashes[n], words.lengths, n)
             if fraction > limit:
                 return (
                     "gopher_duplicate_ngrams",
                     f"duplicate {n}-grams cover {fraction:.3f} > {limit}",
                 )
-    if config.mean_word_length is not None:
+    if config.mean_word_length is not None and "gopher_mean_word_length" not in skipped:
         low, high = config.mean_word_length
         mean = filters.mean_word_length(words)
         if not low <= mean <= high:
@@ -315,9 +352,10 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
     reason = _repetition_reason(text, config)
     if reason:
         return reject(reason)
+    skipped = _skipped_rules(text, config)
     if config.uses_word_statistics:
         words = filters.word_table(text)
-        reason = _word_reason(words, config, language)
+        reason = _word_reason(words, config, language, skipped)
         if reason:
             return reject(reason)
     reason = _line_quality_reason(text, filters.count_words(text), config)
@@ -335,7 +373,11 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
         )
         if c4.reject:
             return reject((c4.reject, "a kept line contains it"))
-        if config.c4_min_sentences is not None and c4.sentence_count < config.c4_min_sentences:
+        if (
+            config.c4_min_sentences is not None
+            and "c4_too_few_sentences" not in skipped
+            and c4.sentence_count < config.c4_min_sentences
+        ):
             return reject(
                 (
                     "c4_too_few_sentences",
@@ -348,5 +390,9 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
             return reject(reason)
         text = c4.text
 
-    meta = doc.meta if language is None else {**doc.meta, "language": language}
+    meta = dict(doc.meta)
+    if language is not None:
+        meta["language"] = language
+    if skipped:
+        meta["rules_skipped"] = ",".join(skipped)
     return dataclasses.replace(doc, text=text, meta=meta)

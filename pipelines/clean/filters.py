@@ -5,10 +5,15 @@ MassiveText quality and repetition filters) and C4 (Raffel et al. 2020, as imple
 TensorFlow Datasets' c4_utils). `pipelines.clean.clean_document` compares these measurements
 with the thresholds in `CleanConfig`.
 
-Words are whitespace-separated tokens. For the n-gram measures they are normalised (lowercased,
-surrounding punctuation stripped; tokens that are only punctuation dropped) and character
-fractions are taken over the characters of those normalised words, so "The" and "the," are the
-same word and punctuation does not pad the denominator.
+Words are whitespace-separated tokens, except in the scripts written without spaces between
+words (Chinese and Japanese Han, Hiragana and Katakana, Thai, Lao, Khmer, Myanmar), where a
+whitespace token is a phrase or a whole paragraph: there each letter counts as one word (with
+the punctuation after it), so a Japanese article has about as many "words" as characters and
+word counts, words per line and n-grams measure it as they measure English. For the n-gram
+measures words are normalised (lowercased, surrounding punctuation stripped; tokens that are
+only punctuation dropped) and character fractions are taken over the characters of those
+normalised words, so "The" and "the," are the same word and punctuation does not pad the
+denominator.
 """
 
 from __future__ import annotations
@@ -22,11 +27,16 @@ import numpy as np
 # Gopher: "at least two of the following English words: the, be, to, of, and, that, have, with".
 STOP_WORDS_EN = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
 # Characters that open a bulleted line (ASCII hyphen and asterisk are how plain-text lists and
-# scraped <li> items usually come out).
-BULLETS = ("•", "‣", "◦", "●", "○", "▪", "▫", "■", "□", "▶", "◀", "–", "-", "*")
+# scraped <li> items usually come out; "・" is the Japanese bullet).
+BULLETS = ("•", "‣", "◦", "●", "○", "▪", "▫", "■", "□", "▶", "◀", "–", "-", "*", "・")
 ELLIPSES = ("...", "…")
-# C4 (TFDS c4_utils): a kept line must end in one of these, and not in an ellipsis.
-TERMINAL_PUNCTUATION = (".", "!", "?", '"', "”", "’", "'")
+# C4 (TFDS c4_utils): a kept line must end in one of these, and not in an ellipsis. C4's list
+# is English's; the sentence ends of Chinese and Japanese (with their closing quotes), Hindi
+# and Bengali (danda), Arabic and Urdu, Greek, Amharic, Myanmar and Khmer are added.
+TERMINAL_PUNCTUATION = (
+    *(".", "!", "?", '"', "”", "’", "'"),
+    *("。", "！", "？", "．", "」", "』", "।", "॥", "؟", "۔", "\u037e", "።", "။", "។"),
+)
 # C4 drops every line containing one of these (TFDS _POLICY_SUBSTRINGS, plus "javascript": the
 # "please enable JavaScript" warnings).
 C4_BOILERPLATE_PHRASES = (
@@ -39,7 +49,27 @@ C4_BOILERPLATE_PHRASES = (
     "use cookies",
 )
 
-_PUNCTUATION = string.punctuation + "“”‘’«»„‚–—…¡¿·•"
+_PUNCTUATION = (
+    string.punctuation + "“”‘’«»„‚–—…¡¿·•" + "。、，．！？：；「」『』（）【】〔〕《》〈〉・‥～"
+)
+# Letters of the scripts written without spaces between words (see the module docstring).
+_UNSPACED = (
+    "\u0e00-\u0eff"  # Thai, Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u3005-\u3007"  # 々 〆 〇
+    "\u3040-\u309f"  # Hiragana
+    "\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"  # Katakana, not its middle dot (a bullet)
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"  # Han
+    "\uff66-\uff9d"  # half-width Katakana
+)
+_UNSPACED_LETTER = re.compile(f"[{_UNSPACED}]")
+# One unspaced-script letter with the marks and punctuation after it (Thai vowel and tone marks
+# are not word characters), or a run of other non-space characters: on text without unspaced
+# letters, exactly str.split().
+_WORD = re.compile(f"[{_UNSPACED}][^\\s\\w]*|[^\\s{_UNSPACED}]+")
+# Scripts that mark no sentence end (a space separates sentences): Thai, Lao.
+_NO_SENTENCE_MARK = re.compile("[\u0e00-\u0eff]")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 # An odd 64-bit multiplier for the polynomial n-gram hash (wrapping uint64 arithmetic):
@@ -52,11 +82,13 @@ _NGRAM_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 class WordTable:
     """A document's words as arrays: what every word-level measure is computed from.
 
-    `word_count` counts raw whitespace tokens; `ids`/`lengths` describe the normalised words
-    in order (ids are dense, equal words share an id).
+    `word_count` counts raw words (`split_words`), `unspaced_word_count` those that are one
+    letter of a script written without spaces; `ids`/`lengths` describe the normalised words in
+    order (ids are dense, equal words share an id).
     """
 
     word_count: int
+    unspaced_word_count: int
     alpha_word_count: int
     stop_word_count: int
     ids: np.ndarray  # int64, one per normalised word
@@ -66,7 +98,7 @@ class WordTable:
 def word_table(text: str) -> WordTable:
     """Build the `WordTable` of `text` (one pass over the tokens; per-word work is done once per
     distinct token, which is a small fraction of the tokens in real text)."""
-    tokens = text.split()
+    tokens = split_words(text)
     token_ids: dict[str, int] = {}
     token_index = np.fromiter(
         (token_ids.setdefault(t, len(token_ids)) for t in tokens), dtype=np.int64, count=len(tokens)
@@ -88,8 +120,12 @@ def word_table(text: str) -> WordTable:
     )
     ids = normalised_id[token_index]
     keep = ids >= 0
+    unspaced = np.fromiter(
+        (_UNSPACED_LETTER.match(t) is not None for t in distinct), dtype=bool, count=len(distinct)
+    )
     return WordTable(
         word_count=len(tokens),
+        unspaced_word_count=int(unspaced[token_index].sum()),
         alpha_word_count=int(has_letter[token_index].sum()),
         stop_word_count=int(is_stop[token_index].sum()),
         ids=ids[keep],
@@ -97,15 +133,42 @@ def word_table(text: str) -> WordTable:
     )
 
 
+def split_words(text: str) -> list[str]:
+    """The words of `text`: whitespace-separated tokens, and each letter of a script written
+    without spaces on its own (see the module docstring)."""
+    return _WORD.findall(text) if _UNSPACED_LETTER.search(text) else text.split()
+
+
 def count_words(text: str) -> int:
-    """Whitespace-separated tokens in `text`, counted in numpy over its UTF-8 bytes (several
-    times faster than `len(text.split())`, and equal to it on normalised text, whose only
-    whitespace is ASCII)."""
+    """`len(split_words(text))`. Text without unspaced-script letters is counted in numpy over
+    its UTF-8 bytes (several times faster than `len(text.split())`, and equal to it on
+    normalised text, whose only whitespace is ASCII)."""
+    if _UNSPACED_LETTER.search(text):
+        return len(_WORD.findall(text))
     data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     if len(data) == 0:
         return 0
     space = (data == 0x20) | ((data >= 0x09) & (data <= 0x0D))
     return int(np.count_nonzero(space[:-1] & ~space[1:])) + int(not space[0])
+
+
+def unspaced_word_fractions(text: str) -> tuple[float, float]:
+    """(fraction of the words of `text` that are letters of a script written without spaces,
+    fraction that are letters of Thai or Lao, which mark no sentence end either)."""
+    if not _UNSPACED_LETTER.search(text):
+        return 0.0, 0.0
+    words = _WORD.findall(text)
+    unspaced = sum(_UNSPACED_LETTER.match(w) is not None for w in words)
+    unmarked = sum(_NO_SENTENCE_MARK.match(w) is not None for w in words)
+    return unspaced / len(words), unmarked / len(words)
+
+
+def ends_like_a_sentence(line: str) -> bool:
+    """C4's test for a kept line: it ends in terminal punctuation, not an ellipsis. A line
+    ending in a Thai or Lao letter passes: those scripts end a sentence with a space."""
+    if line.endswith(ELLIPSES):
+        return False
+    return line.endswith(TERMINAL_PUNCTUATION) or _NO_SENTENCE_MARK.match(line[-1:]) is not None
 
 
 def mean_word_length(words: WordTable) -> float:
@@ -258,12 +321,10 @@ def c4_filter_lines(
         if not line:
             paragraph_break = True
             continue
-        if require_terminal_punctuation and (
-            not line.endswith(TERMINAL_PUNCTUATION) or line.endswith(ELLIPSES)
-        ):
+        if require_terminal_punctuation and not ends_like_a_sentence(line):
             lines_removed += 1
             continue
-        if len(line.split()) < min_words_per_line:
+        if count_words(line) < min_words_per_line:
             lines_removed += 1
             continue
         lower = line.lower()
