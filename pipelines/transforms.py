@@ -462,8 +462,10 @@ class TokenizeDoFn(_CountingDoFn):
         batch_bytes: int,
         keep_rejects: bool,
         progress_dir: str | None,
+        threads: int | None = None,
     ):
         self.tokenizer_ref = tokenizer_ref
+        self.threads = threads
         self.split_sentences = split_sentences
         self.append_eod = append_eod
         self.min_tokens = min_tokens
@@ -473,6 +475,11 @@ class TokenizeDoFn(_CountingDoFn):
         self.progress_dir = progress_dir
 
     def setup(self) -> None:
+        if self.threads:
+            # Before the tokenizer's first call: RAYON_NUM_THREADS sizes the pools of both
+            # tokenizers and tiktoken, and Rayon reads it once per process. A value set on
+            # the worker by hand wins.
+            os.environ.setdefault("RAYON_NUM_THREADS", str(self.threads))
         self.tokenizer = self.tokenizer_ref.load()
         self.progress = progress_lib.reporter(self.progress_dir)
 
@@ -548,7 +555,10 @@ class Tokenize(beam.PTransform):
         batch_bytes: int = 4 << 20,
         keep_rejects: bool = False,
         progress_dir: str | None = None,
+        threads: int | None = None,
     ):
+        """`threads`: the tokenizer pool's size in each worker process (None: its default,
+        every core of the machine); preprocess.tokenizer_threads picks it per runner."""
         super().__init__()
         if append_eod and "eod" not in tokenizer_ref.special_ids:
             raise ValueError(
@@ -563,6 +573,7 @@ class Tokenize(beam.PTransform):
             batch_bytes=batch_bytes,
             keep_rejects=keep_rejects,
             progress_dir=progress_dir,
+            threads=threads,
         )
 
     def expand(self, documents):

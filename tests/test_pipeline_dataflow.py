@@ -16,9 +16,15 @@ from apache_beam.options.pipeline_options_validator import PipelineOptionsValida
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
 from pipelines.options import PreprocessConfig
-from pipelines.preprocess import build_pipeline, plan_run, resolve_runner, unknown_arguments
+from pipelines.preprocess import (
+    build_pipeline,
+    plan_run,
+    resolve_runner,
+    tokenizer_threads,
+    unknown_arguments,
+)
 from pipelines.tokenize import load_tokenizer
-from pipelines.transforms import ReadSource, TokenizerRef
+from pipelines.transforms import ReadSource, TokenizeDoFn, TokenizerRef
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
@@ -90,6 +96,35 @@ def test_the_graph_does_not_grow_with_the_number_of_input_files(tmp_path):
     assert sizes[0] == sizes[1]
     # before run-time planning each task (a path and its options) added ~200 bytes
     assert abs(whole[0] - whole[1]) < 100
+
+
+CORES = os.cpu_count() or 1
+
+
+@pytest.mark.parametrize(
+    "argv, threads",
+    [
+        (dataflow_argv(), 1),  # one SDK process per vCPU: one tokenizer thread each
+        (dataflow_argv() + ["--experiments=no_use_multiple_sdk_containers",
+                            "--machine_type=n2-standard-8"], 8),
+        (["--runner=DaskRunner"], 1),
+        (["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+         max(1, CORES // 2)),
+        (["--direct_running_mode=in_memory", "--direct_num_workers=1"], CORES),
+    ],
+)
+def test_tokenizer_threads_are_sized_per_process_on_every_runner(argv, threads):
+    assert tokenizer_threads(PipelineOptions(argv)) == threads
+
+
+def test_the_tokenize_dofn_sizes_the_pool_before_its_first_call(monkeypatch, tmp_path):
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    ref = TokenizerRef.save(load_tokenizer(GPT2), str(tmp_path / "tokenizer.json"))
+    dofn = TokenizeDoFn(ref, split_sentences=False, append_eod=False, min_tokens=0,
+                        batch_docs=8, batch_bytes=1 << 20, keep_rejects=False,
+                        progress_dir=None, threads=3)
+    dofn.setup()
+    assert os.environ["RAYON_NUM_THREADS"] == "3"
 
 
 def test_dataflow_validation_names_what_is_missing():
