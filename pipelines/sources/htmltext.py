@@ -9,7 +9,7 @@ Extractors (source option `extractor`), measured on the 12 pages of the article-
 benchmark by `bench/bench_extract.py` (bench/results/extract.md):
 
 - `trafilatura` (default): trafilatura with datatrove's (FineWeb's) settings, precision
-  favoured, comments dropped. Bag-of-words F1 0.991 (precision 0.989); it keeps far less of the
+  favoured, comments dropped, but without its cross-document deduplication (see main_text). Bag-of-words F1 0.991 (precision 0.989); it keeps far less of the
   sidebars, teaser lists, image captions, pagers and author bios that Resiliparse keeps.
 - `resiliparse`: Resiliparse main-content extraction, F1 0.961 (precision 0.928), about 10x
   the pages per second.
