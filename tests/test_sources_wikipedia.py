@@ -6,12 +6,17 @@ from __future__ import annotations
 import bz2
 import collections
 import gzip
+import html
+import lzma
 import re
 import shutil
 import time
+import tracemalloc
+import zlib
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.sources import wikipedia
@@ -191,6 +196,109 @@ def test_dbname_from_file_name_when_siteinfo_is_missing(tmp_path: Path):
     assert docs[0].meta["dbname"] == "frwiki" and docs[0].url == ""
 
 
+# --- wikis in other scripts (dumps built here, with the siteinfo their wikis export) ------------
+
+
+def dump_xml(dbname: str, namespaces: dict[int, str] | None, pages: list[tuple[str, str]]) -> str:
+    """A MediaWiki export of `pages` (title, wikitext), all in namespace 0; no <siteinfo> when
+    `namespaces` is None."""
+    site = ""
+    if namespaces is not None:
+        language = dbname.removesuffix("wiki")
+        rows = "".join(
+            f'      <namespace key="{key}" case="first-letter">{name}</namespace>\n'
+            for key, name in sorted(namespaces.items())
+        )
+        site = (
+            f"  <siteinfo>\n    <sitename>Wikipedia</sitename>\n    <dbname>{dbname}</dbname>\n"
+            f"    <base>https://{language}.wikipedia.org/wiki/Main</base>\n"
+            f"    <namespaces>\n{rows}    </namespaces>\n  </siteinfo>\n"
+        )
+    body = "".join(
+        f"  <page>\n    <title>{title}</title>\n    <ns>0</ns>\n    <id>{number}</id>\n"
+        f"    <revision>\n      <id>{100 + number}</id>\n"
+        f'      <text xml:space="preserve">{html.escape(text, quote=False)}</text>\n'
+        "    </revision>\n  </page>\n"
+        for number, (title, text) in enumerate(pages, start=1)
+    )
+    return (
+        '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11">\n'
+        f"{site}{body}</mediawiki>\n"
+    )
+
+
+# What ukwiki, ruwiki and jawiki list in <siteinfo> for Media (-2), File (6) and Category (14).
+UKWIKI_NAMESPACES = {-2: "Медіа", 0: "", 6: "Файл", 10: "Шаблон", 14: "Категорія"}
+RUWIKI_NAMESPACES = {-2: "Медиа", 0: "", 6: "Файл", 10: "Шаблон", 14: "Категория"}
+JAWIKI_NAMESPACES = {-2: "メディア", 0: "", 6: "ファイル", 10: "Template", 14: "Category"}
+KYIV = (
+    "Київ",
+    "'''Київ''' — столиця [[Україна|України]].\n"
+    "[[Файл:Kyiv Pechersk Lavra.jpg|міні|праворуч|250пкс|Лавра]]\n"
+    "[[Зображення:Coat of Arms of Kyiv.svg|thumb|556px|center|Герб [[Київ]]а]]\n"
+    "Місто стоїть на [[Дніпро|Дніпрі]].\n\n"
+    "[[Категорія:Міста України]]\n[[Категорія:Столиці країн Європи|Київ]]\n[[en:Kyiv]]",
+)
+MOSCOW = (
+    "Москва",
+    "'''Москва''' — столица [[Россия|России]].[[Изображение:Kremlin.jpg|thumb|Кремль]]\n"
+    "[[Медиа:Anthem.ogg]]\n[[Категория:Города России]]",
+)
+TOKYO = (
+    "東京都",
+    "'''東京都'''は[[日本]]の[[首都]]である。[[ファイル:Tokyo Tower.jpg|サムネイル|東京タワー]]"
+    "[[画像:Shinjuku.png|thumb|200px|新宿]]\n\n[[Category:日本の都道府県]]",
+)
+EXPECTED = {
+    "Київ": "Київ — столиця України.\n\nМісто стоїть на Дніпрі.",
+    "Москва": "Москва — столица России.",
+    "東京都": "東京都は日本の首都である。",
+}
+
+
+@pytest.mark.parametrize(
+    ("dbname", "namespaces", "page"),
+    [
+        ("ukwiki", UKWIKI_NAMESPACES, KYIV),
+        ("ruwiki", RUWIKI_NAMESPACES, MOSCOW),
+        ("jawiki", JAWIKI_NAMESPACES, TOKYO),
+    ],
+)
+def test_namespace_names_of_other_languages_come_from_siteinfo(
+    tmp_path: Path, dbname: str, namespaces: dict[int, str], page: tuple[str, str]
+):
+    path = tmp_path / f"{dbname}-20240101-pages-articles.xml.bz2"
+    path.write_bytes(bz2.compress(dump_xml(dbname, namespaces, [page]).encode()))
+    (doc,) = read_path(path)
+    assert doc.text == EXPECTED[page[0]]
+    assert doc.url.startswith(f"https://{dbname[:2]}.wikipedia.org/wiki/")
+
+
+def test_without_siteinfo_media_links_still_vanish(tmp_path: Path):
+    """No siteinfo: local category names cannot be known, but no image caption or option
+    (`thumb|556px|center|`) reaches the text, whatever the File namespace is called there."""
+    path = tmp_path / "ukwiki-20240101-pages-articles.xml"
+    path.write_text(dump_xml("ukwiki", None, [KYIV]))
+    (doc,) = read_path(path)
+    assert doc.text.startswith(EXPECTED["Київ"])
+    for markup in ("thumb", "px", "міні", "Лавра", "Герб", "[[", "]]", "|"):
+        assert markup not in doc.text, markup
+
+
+def test_multistream_range_tasks_know_the_namespaces_from_the_dump_head(tmp_path: Path):
+    """A task reading the middle of a multistream dump never sees <siteinfo>; it takes the
+    namespace names from the dump's first stream."""
+    source = tmp_path / "source.xml.bz2"
+    pages = [(f"{KYIV[0]} {i}", KYIV[1]) for i in range(30)]
+    source.write_bytes(bz2.compress(dump_xml("ukwiki", UKWIKI_NAMESPACES, pages).encode()))
+    dump = write_multistream(tmp_path, build_multistream(source, 3), index_bz2=True)
+    tasks = plan(str(dump), {"wiki_task_mb": "0.001"})
+    assert len(tasks) >= 3 and all(t.start > 0 for t in tasks[1:])
+    docs = [item for task in tasks for item in read(task)]
+    assert len(docs) == 30
+    assert {d.text for d in docs} == {EXPECTED["Київ"]}
+
+
 # --- multistream dumps -------------------------------------------------------------------------
 
 
@@ -351,8 +459,9 @@ def test_corrupt_bz2_block(tmp_path: Path, enwiki_documents: list[Document]):
     items = read_path(path)
     docs = documents(items)
     assert docs == enwiki_documents[: len(docs)] and len(docs) < len(enwiki_documents)
-    assert [f.reason for f in failures(items)] == ["unreadable_file"]
-    assert "bz2" in items[-1].detail
+    # The reason the other sources give corrupt compressed data.
+    assert [f.reason for f in failures(items)] == ["corrupt_input"]
+    assert "corrupt bz2 data" in items[-1].detail
 
 
 def test_malformed_xml_reports_line_and_column(tmp_path: Path):
@@ -382,7 +491,7 @@ def test_invalid_utf8(tmp_path: Path):
 @pytest.mark.parametrize(
     ("name", "data", "detail"),
     [
-        ("binary.xml.bz2", ENWIKI_BZ2.read_bytes()[4:], "neither XML nor bz2/gzip"),
+        ("binary.xml.bz2", ENWIKI_BZ2.read_bytes()[4:], "neither XML nor gzip/bz2/xz/zstd"),
         ("empty.xml", b"", "no bytes"),
         ("html.xml", b"<html><body><p>not a dump</p></body></html>", "is not <mediawiki>"),
     ],
@@ -405,6 +514,62 @@ def test_empty_page_text_is_a_counted_skip(tmp_path: Path):
     archer = pages["Archer (typeface)"]
     assert classify_page(archer.ns, archer.title, archer.text, archer.is_redirect) == "empty"
     assert [d.title for d in documents(read_path(path))] == ["Ricky Minard"]
+
+
+def test_text_with_child_elements_is_a_counted_failure(tmp_path: Path):
+    """Hostile input: a <text> holding elements is no MediaWiki export; it was dropped as
+    "empty" with no count in stats.json. It is a Failure now (counted as failed_bad_page)."""
+    xml = ENWIKI_PARTIAL.read_bytes()
+    at = xml.index(b"'''Archer''' is")
+    path = tmp_path / "enwiki-child.xml"
+    path.write_bytes(xml[:at] + b"<b>bold</b>" + xml[at:])
+    items = read_path(path)
+    assert [d.title for d in documents(items)] == ["Ricky Minard"]
+    (failure,) = failures(items)
+    assert failure.reason == "bad_page"
+    assert "Archer (typeface)" in failure.location and "<text> holds a child element <b>" in (
+        failure.detail
+    )
+
+
+def test_page_over_the_document_size_cap_is_a_failure_not_held(tmp_path: Path):
+    """A small compressed dump whose page text expands far beyond max_document_bytes: the page
+    becomes Failure(too_large) without its text ever being held, and the pages after it are
+    read. (gzip here: bz2 takes long to compress repetitive data; every format is read alike.)"""
+    page = "  <page><title>Bomb</title><ns>0</ns><id>1</id><revision><id>2</id><text>"
+    after = "</text></revision></page>\n  <page><title>After</title><ns>0</ns><id>3</id>"
+    after += "<revision><id>4</id><text>Prose after the bomb.</text></revision></page>\n"
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [compressor.compress(f"<mediawiki>\n{page}".encode())]
+    block = b"The same sentence again. " * 40_000  # 1 MB
+    parts += [compressor.compress(block) for _ in range(16)]
+    parts += [compressor.compress(f"{after}</mediawiki>\n".encode()), compressor.flush()]
+    path = tmp_path / "enwiki-bomb.xml.gz"
+    path.write_bytes(b"".join(parts))
+    assert path.stat().st_size < 100_000
+    tracemalloc.start()
+    try:
+        items = list(read(ReadTask("wikipedia", str(path), options={"max_document_bytes": "1MB"})))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [d.title for d in documents(items)] == ["After"]
+    (failure,) = failures(items)
+    assert failure.reason == "too_large" and "'Bomb'" in failure.location
+    assert "max_document_bytes=1000000" in failure.detail
+    assert peak < 10_000_000  # the 16 MB page text was never collected
+
+
+@pytest.mark.parametrize(
+    ("suffix", "compress"),
+    [(".xml.xz", lzma.compress), (".xml.zst", zstandard.ZstdCompressor().compress)],
+)
+def test_xz_and_zstd_dumps(tmp_path: Path, suffix: str, compress):
+    path = tmp_path / f"enwiki-partial{suffix}"
+    path.write_bytes(compress(ENWIKI_PARTIAL.read_bytes()))
+    assert read_path(path) == read_path(ENWIKI_PARTIAL)
+    path.write_bytes(compress(ENWIKI_PARTIAL.read_bytes())[:-40])
+    assert failures(read_path(path))[-1].reason == "truncated_input"
 
 
 BILLION_LAUGHS = (

@@ -24,11 +24,11 @@ from __future__ import annotations
 import bz2
 import dataclasses
 import functools
+import io
 import logging
 import posixpath
 import re
 import urllib.parse
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 from xml.parsers import expat
@@ -37,7 +37,7 @@ from apache_beam.metrics import Metrics
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import match_inputs, open_input
-from pipelines.sources import wikimarkup
+from pipelines.sources import archives, wikimarkup
 
 NAME = "wikipedia"
 DEFAULT_TASK_MB = 64.0
@@ -50,7 +50,6 @@ _PAGES = Metrics.counter("pipelines", "wikipedia_pages")
 _READ_BYTES = 1 << 20  # compressed bytes per read() call on the input file
 _MAX_OUT = 1 << 20  # decompressed bytes handed to the XML parser at a time
 _BZ2_STREAM_MAGIC = re.compile(rb"BZh[1-9]1AY&SY")
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 # --- records -----------------------------------------------------------------------------------
@@ -155,82 +154,50 @@ def _raw_chunks(raw: BinaryIO, start: int, end: int) -> Iterator[bytes]:
         yield data
 
 
-def _bz2_decompressed(chunks: Iterator[bytes], label: str) -> Iterator[bytes]:
-    """Decompress concatenated bz2 streams (a multistream dump is many), _MAX_OUT at a time."""
-    decompressor = bz2.BZ2Decompressor()
-    fed = 0  # compressed bytes consumed so far, for error messages
-    in_stream = False
-    for data in chunks:
-        while data or not decompressor.needs_input:
-            try:
-                out = decompressor.decompress(data, _MAX_OUT)
-            except OSError as error:
-                raise _InputError(
-                    "unreadable_file", f"{label}: corrupt bz2 data after byte {fed}: {error}"
-                ) from None
-            in_stream = True
-            fed += len(data)
-            data = b""
-            if out:
-                yield out
-            if decompressor.eof:
-                data = decompressor.unused_data
-                fed -= len(data)
-                decompressor = bz2.BZ2Decompressor()
-                in_stream = False
-    if in_stream:
-        raise _InputError(
-            "truncated_input", f"{label}: bz2 data ends inside a stream after byte {fed}"
-        )
+class _RangeReader(io.RawIOBase):
+    """The raw bytes of `raw` from `start` to `end` (-1: to the end of the file), as a stream."""
 
+    def __init__(self, raw: BinaryIO, start: int, end: int) -> None:
+        super().__init__()
+        self._chunks = _raw_chunks(raw, start, end)
+        self._pending = memoryview(b"")
 
-def _gzip_decompressed(chunks: Iterator[bytes], label: str) -> Iterator[bytes]:
-    """Decompress concatenated gzip members, _MAX_OUT at a time."""
-    decompressor = zlib.decompressobj(wbits=31)
-    in_member = False
-    for data in chunks:
-        while True:
-            try:
-                out = decompressor.decompress(data, _MAX_OUT)
-            except zlib.error as error:
-                raise _InputError(
-                    "unreadable_file", f"{label}: corrupt gzip data: {error}"
-                ) from None
-            in_member = True
-            data = decompressor.unconsumed_tail
-            if out:
-                yield out
-            if decompressor.eof:
-                data = decompressor.unused_data
-                decompressor = zlib.decompressobj(wbits=31)
-                in_member = False
-                if not data:
-                    break
-            elif not data and len(out) < _MAX_OUT:  # input used up, no output pending
-                break
-    if in_member:
-        raise _InputError("truncated_input", f"{label}: gzip data ends inside a member")
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        while not self._pending:
+            data = next(self._chunks, b"")
+            if not data:
+                return 0
+            self._pending = memoryview(data)
+        count = min(len(buffer), len(self._pending))
+        buffer[:count] = self._pending[:count]
+        self._pending = self._pending[count:]
+        return count
 
 
 def _decompressed(raw: BinaryIO, start: int, end: int, label: str) -> Iterator[bytes]:
-    """The input's bytes from `start` to `end`, decompressed per their magic bytes (bz2, gzip,
-    else taken as they are)."""
-    chunks = _raw_chunks(raw, start, end)
-    first = next(chunks, b"")
-    if not first:
+    """The input's bytes from `start` to `end`, decompressed per their magic bytes (gzip, bz2,
+    xz, zstd, else taken as they are), _MAX_OUT at a time. A range after byte 0 must start a bz2
+    stream (only multistream bz2 dumps are split)."""
+    try:
+        opened = archives.open_decompressed(_RangeReader(raw, start, end))
+    except archives.InputError as error:
+        raise _InputError(error.reason, f"{label}: {error.detail}") from None
+    if not opened.head:
         raise _InputError("unreadable_file", f"{label}: no bytes to read")
-
-    def all_chunks() -> Iterator[bytes]:
-        yield first
-        yield from chunks
-
-    if first.startswith(b"BZh"):
-        return _bz2_decompressed(all_chunks(), label)
-    if start:
+    if start and opened.compression != "bz2":
         raise _InputError("unreadable_file", f"{label}: byte {start} is not a bz2 stream start")
-    if first.startswith(_GZIP_MAGIC):
-        return _gzip_decompressed(all_chunks(), label)
-    return all_chunks()
+    return _read_chunks(opened.stream, label)
+
+
+def _read_chunks(stream: BinaryIO, label: str) -> Iterator[bytes]:
+    try:
+        while data := stream.read(_MAX_OUT):
+            yield data
+    except archives.InputError as error:
+        raise _InputError(error.reason, f"{label}: {error.detail}") from None
 
 
 # --- parsing XML -------------------------------------------------------------------------------
@@ -256,11 +223,18 @@ _SITE_FIELDS = frozenset({"dbname", "base"})
 class _DumpHandler:
     """expat callbacks that collect `<siteinfo>` and each `<page>` (names without prefixes)."""
 
-    def __init__(self, site: SiteInfo | None, stop_after_siteinfo: bool) -> None:
+    def __init__(
+        self,
+        site: SiteInfo | None,
+        stop_after_siteinfo: bool,
+        max_page_bytes: int = archives.DEFAULT_MAX_DOCUMENT_BYTES,
+    ) -> None:
         self.site = site
         self.stop_after_siteinfo = stop_after_siteinfo
+        self.max_page_bytes = max_page_bytes
         self.stack: list[str] = []
         self.capture: list[str] | None = None
+        self.captured_bytes = 0  # of the current page's fields, checked against max_page_bytes
         self.pages: list[WikiPage | Failure] = []  # finished since the last drain
         self.page_count = 0
         self.site_fields: dict[str, str] = {}
@@ -272,6 +246,9 @@ class _DumpHandler:
         self.page: dict[str, str] = {}
         self.revision: dict[str, str] = {}
         self.redirect = False
+        self.captured_bytes = 0
+        # (reason, detail) when the page cannot become a document: it is a Failure, counted.
+        self.problem: tuple[str, str] | None = None
 
     def install(self, parser: expat.XMLParserType) -> None:
         parser.StartElementHandler = self.start
@@ -286,14 +263,30 @@ class _DumpHandler:
         raise _ForbiddenDTD
 
     def characters(self, data: str) -> None:
-        if self.capture is not None:
-            self.capture.append(data)
+        if self.capture is None:
+            return
+        self.captured_bytes += len(data.encode("utf-8"))
+        if self.captured_bytes > self.max_page_bytes:
+            # Stop collecting at once: a page that decompresses to gigabytes is never held.
+            self.capture = None
+            self.problem = (
+                "too_large",
+                f"<{self.stack[-1]}> is larger than {archives.MAX_DOCUMENT_BYTES_OPTION}="
+                f"{self.max_page_bytes} bytes",
+            )
+            return
+        self.capture.append(data)
 
     def start(self, name: str, attrs: dict[str, str]) -> None:
         local = name.rpartition(":")[2]
         stack = self.stack
         parent = stack[-1] if stack else ""
         stack.append(local)
+        if self.capture is not None:
+            # The export schema's fields hold text only; what would the child's text mean?
+            self.capture = None
+            self.problem = ("bad_page", f"<{parent}> holds a child element <{local}>")
+            return
         if parent == "page":
             if local in _PAGE_FIELDS and local not in self.page:
                 self.capture = []
@@ -354,6 +347,12 @@ class _DumpHandler:
         site = self.current_site()
         title = self.page.get("title", "").strip()
         page_id = self.page.get("id", "").strip()
+        if self.problem:
+            reason, detail = self.problem
+            self.pages.append(
+                Failure(location=f"page {title!r} (id {page_id!r})", reason=reason, detail=detail)
+            )
+            return
         if not page_id.isdigit():
             self.pages.append(
                 Failure(
@@ -456,7 +455,9 @@ def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
     location = _location(task)
     is_range = task.start > 0 or task.end >= 0
     site = _read_header_siteinfo(task.path) if task.start > 0 else None
-    handler = _DumpHandler(site, stop_after_siteinfo=False)
+    handler = _DumpHandler(
+        site, stop_after_siteinfo=False, max_page_bytes=archives.max_document_bytes(task.options)
+    )
     parser = expat.ParserCreate()
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
     handler.install(parser)
@@ -487,7 +488,7 @@ def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
                 if not recent and not chunk.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
                     raise _InputError(
                         "unreadable_file",
-                        f"{location}: neither XML nor bz2/gzip (starts with {chunk[:8]!r})",
+                        f"{location}: neither XML nor gzip/bz2/xz/zstd: {chunk[:8]!r}...",
                     )
                 recent = [*recent[-1:], (fed, chunk)]
                 parser.Parse(chunk, False)
@@ -708,6 +709,7 @@ def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
     of whole bz2 streams of about `wiki_task_mb` MB. Index files matched by the pattern are
     used, not read as dumps."""
     task_bytes = _task_bytes(options)
+    archives.max_document_bytes(options)  # a bad option fails on the launcher, not on workers
     dumps = [f for f in match_inputs(pattern) if not _INDEX_NAME.search(f.path)]
     if not dumps:
         raise FileNotFoundError(f"{pattern!r} matches only multistream index files, no dump")
