@@ -71,11 +71,91 @@ def test_strip_gutenberg_keeps_exactly_the_book(name: str) -> None:
         assert body == raw.replace("\r\n", "\n").strip("\n")
 
 
-def test_moby_dick_keeps_its_own_transcriber_note() -> None:
-    # the only "Project Gutenberg" left is in the book's transcriber's note, which is its text
+def test_moby_dick_loses_its_transcribers_note() -> None:
+    # "Original Transcriber’s Notes:" (on the etexts this one was made from) sits between the
+    # table of contents and ETYMOLOGY: not Melville's text.
     body = strip_gutenberg(_text("2701-0.txt"))
-    assert body.count("Project Gutenberg") == 1
-    assert "one from Project Gutenberg’s archives" in body
+    assert "Transcriber" not in body and "Project Gutenberg" not in body
+    assert "CHAPTER 135. The Chase.—Third Day.\n\nEpilogue\n\n\n\n\n  ETYMOLOGY.\n" in body
+    assert body.endswith(EXPECTED["2701-0.txt"][1])
+
+
+# The Yellow Wallpaper (1952-0.txt) with its header rewritten: the real header's START line
+# replaced by the ones below, so the stripped text must be the real book's.
+YELLOW_START = "*** START OF THIS PROJECT GUTENBERG EBOOK THE YELLOW WALLPAPER ***\n"
+# The current layout's header, as Project Gutenberg writes it (Jekyll and Hyde, eBook #43),
+# then the START marker wrapped as a long title wraps it.
+NEW_HEADER = (
+    "The Project Gutenberg eBook of The Strange Case of Dr. Jekyll and Mr. Hyde\n\n"
+    "This ebook is for the use of anyone anywhere in the United States and\n"
+    "most other parts of the world at no cost and with almost no restrictions\n"
+    "whatsoever. You may copy it, give it away or re-use it under the terms\n"
+    "of the Project Gutenberg License included with this ebook or online\n"
+    "at www.gutenberg.org.\n\n"
+    "Title: The Strange Case of Dr. Jekyll and Mr. Hyde\n\n"
+    "Author: Robert Louis Stevenson\n\n"
+    "Release date: October 31, 1992 [eBook #43]\n"
+    "                Most recently updated: January 23, 2023\n\n"
+    "Language: English\n\n"
+    "Credits: David Widger\n\n\n"
+)
+
+
+@pytest.mark.parametrize("start_marker", [
+    "*** START OF THE PROJECT GUTENBERG EBOOK\nTHE STRANGE CASE OF DR. JEKYLL AND MR. HYDE ***\n",
+    "*** START OF THE PROJECT GUTENBERG EBOOK THE STRANGE CASE OF DR.\nJEKYLL AND MR. HYDE ***\n",
+    "*** START OF THE PROJECT GUTENBERG EBOOK THE STRANGE\nCASE OF DR. JEKYLL AND\n"
+    "MR. HYDE ***\n",
+    "*** START OF THIS PROJECT GUTENBERG EBOOK\nTHE YELLOW WALLPAPER ***\n",  # old wording
+])
+def test_start_marker_wrapped_over_lines(start_marker: str) -> None:
+    raw = _text("1952-0.txt").replace("\r\n", "\n")
+    expected = strip_gutenberg(raw)
+    header, rest = raw.split(YELLOW_START)
+    for rebuilt in (header + start_marker + rest, NEW_HEADER + start_marker + rest):
+        body = strip_gutenberg(rebuilt)
+        assert body == expected
+        assert body.startswith("THE YELLOW WALLPAPER\n\nBy Charlotte Perkins Gilman")
+    assert gutenberg_title(NEW_HEADER + start_marker + rest) == (
+        "The Strange Case of Dr. Jekyll and Mr. Hyde")
+
+
+def test_old_layout_small_print_variants_and_notes() -> None:
+    # A Modest Proposal (pg1080.txt) under the 1990s-2000s headers: the license first, closed by
+    # an "*END*THE SMALL PRINT" line (or "*END THE SMALL PRINT"), then credits and notes.
+    body = strip_gutenberg(_text("pg1080.txt"))
+    for end_line in ("*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*",
+                     "*END THE SMALL PRINT! FOR PUBLIC DOMAIN EBOOKS*Ver.02/11/02*END*"):
+        old = ("The Project Gutenberg EBook of A Modest Proposal, by Jonathan Swift\n\n"
+               "**Welcome To The World of Free Plain Vanilla Electronic Texts**\n\n"
+               "**START**THE SMALL PRINT!**FOR PUBLIC DOMAIN EBOOKS**START**\n"
+               "Why is this \"Small Print!\" statement here? You know: lawyers.\n"
+               f"{end_line}\n\n"
+               "This etext was prepared by Sue Asscher\n<asschers@aia.net.au>\n\n\n"
+               "Transcriber's Note: Obvious typographical errors have been corrected;\n"
+               "the original spelling of the 1729 edition is kept.\n\n\n"
+               f"{body}\n\n\nEnd of the Project Gutenberg EBook of A Modest Proposal\n")
+        assert strip_gutenberg(old) == body
+
+
+def test_producer_and_transcriber_notes_before_the_text_are_removed() -> None:
+    raw = _text("pg1080.txt").replace("\r\n", "\n")
+    expected = strip_gutenberg(raw)
+    credit = "Produced by An Anonymous Volunteer\n"
+    notes = (
+        "\n\n[Transcriber’s Note:\n\nThis e-text follows the Dublin printing of 1729.\n\n"
+        "Page 7: the word “publick” is as printed.]\n\n"
+        "TRANSCRIBER'S NOTES\n\nItalics are shown as _underscores_. Footnotes have been moved\n"
+        "to the end of the paragraph that refers to them.\n\n"
+        "Producer's note: the scans were kindly provided by the Internet Archive.\n"
+    )
+    assert credit in raw
+    with_notes = raw.replace(credit, credit + notes, 1)
+    assert strip_gutenberg(with_notes) == expected
+    # After the title, too (the notes come before the text, not before the title).
+    title = "A MODEST PROPOSAL\n\n"
+    with_notes = raw.replace(title, title + notes.strip("\n") + "\n\n", 1)
+    assert strip_gutenberg(with_notes) == expected
 
 
 def test_strip_gutenberg_old_small_print_layout() -> None:

@@ -48,9 +48,14 @@ NAME = "books"
 # PRINT!" closes the license block that 1990s files put before the text.
 _HEADER_END = re.compile(
     r"\*\*\*\s*START\s+OF\s+(?:THE|THIS)\s+PROJECT\s+GUTENBERG"
-    r"|\*\s*END\s*\*\s*THE\s+SMALL\s+PRINT",
+    r"|\*\s*END\W*THE\s+SMALL\s+PRINT",
     re.IGNORECASE,
 )
+# A long title wraps the START marker over lines ("*** START OF THE PROJECT GUTENBERG EBOOK\n
+# THE STRANGE CASE OF DR. JEKYLL AND MR. HYDE ***"): the marker runs on to the line that closes
+# it with asterisks, at most this many lines on.
+_MARKER_CLOSE = re.compile(r"\*\*\*\s*$")
+_MARKER_CONTINUATION_LINES = 3
 # Where the book ends: the first of these after the start. "End of [the] Project Gutenberg
 # [EBook|Etext] of X" precedes the END marker in most files; the license block follows it.
 _FOOTER_START = re.compile(
@@ -74,10 +79,25 @@ _CREDIT_CONTINUATION = re.compile(
     r"e-?text|e-?book|transcri|proofread|\bOCR\b|\bwww\b|https?://|scann|gutenberg|thank|remerci",
     re.IGNORECASE,
 )
+# A transcriber's or producer's note: "Transcriber's Note:", "[Transcriber’s Notes", "Original
+# Transcriber's Notes:", "Note from the transcriber", "Producer's note".
+_NOTE = re.compile(
+    r"^\W*(?:original\s+)?(?:transcriber|producer)(?:[’'`]?s)?[’'`]?\s+notes?\b"
+    r"|^\W*notes?\s+(?:from|by)\s+the\s+(?:transcriber|producer)",
+    re.IGNORECASE,
+)
+# What a paragraph that continues a note talks about (besides the credit words).
+_NOTE_CONTINUATION = re.compile(
+    r"typo|spelling|punctuation|hyphenat|italic|inconsisten|\bcorrected\b|\berrors?\b"
+    r"|footnote|underscore|original\s+(?:text|book|edition|printing)",
+    re.IGNORECASE,
+)
+# Credits and notes are removed this far into the book's text: past a title page and a long
+# table of contents (Moby-Dick's transcriber's note follows 135 chapter titles), well before
+# the text of a chapter that might quote such a phrase.
+_FRONT_NOTES_LINES = 500
 _GUTENBERG = re.compile(r"project\s+gutenberg|gutenberg\.(?:org|net)", re.IGNORECASE)
 _RULE = re.compile(r"^[\s*]*$")  # a paragraph of asterisks only
-# Front matter is only looked for this far into the body, so a long book is never scanned.
-_FRONT_MATTER_LINES = 120
 _TITLE = re.compile(r"Title:[ \t]*(.*)")
 
 
@@ -113,14 +133,37 @@ def split_gutenberg(text: str) -> tuple[str, str]:
     # A header marker in the second half of a file is not a header (1990s files sometimes
     # carry the "*END*THE SMALL PRINT" block after the book).
     headers = [(a, b) for a, b in markers if a < len(text) // 2 and _HEADER_END.search(text, a, b)]
+    headers = [(a, _marker_end(text, a, b)) for a, b in headers]
     search_from = headers[0][1] if headers else 0
     end = next((a for a, b in markers if a >= search_from and _FOOTER_START.search(text[a:b])),
                len(text))
     start = max((b for a, b in headers if b <= end), default=0)
-    if headers:
-        start = _skip_front_matter(text, start, end)
-    body = _BLANK_LINES_AT_START.sub("", text[start:end], count=1)
-    return text[:start] if headers else "", _without_trailing_blank_lines(body)
+    if not headers:
+        return "", _without_trailing_blank_lines(_BLANK_LINES_AT_START.sub("", text, count=1))
+    body = _without_front_matter(text[start:end])
+    body = _BLANK_LINES_AT_START.sub("", body, count=1)
+    return text[:start], _without_trailing_blank_lines(body)
+
+
+def _marker_end(text: str, line_start: int, line_end: int) -> int:
+    """The end of the header marker on the line text[line_start:line_end]: that line's end, or
+    for a START marker wrapped over lines, the end of the line that closes it with "***"."""
+    line = text[line_start:line_end]
+    if not line.lstrip().startswith("***") or _MARKER_CLOSE.search(line):
+        return line_end
+    end = line_end
+    for _ in range(_MARKER_CONTINUATION_LINES):
+        if end >= len(text):
+            break
+        next_end = text.find("\n", end + 1)
+        next_end = len(text) if next_end < 0 else next_end
+        continuation = text[end + 1 : next_end]
+        if not continuation.strip():
+            break  # a blank line: the marker was not wrapped after all
+        if _MARKER_CLOSE.search(continuation):
+            return next_end
+        end = next_end
+    return line_end
 
 
 _BLANK_LINES_AT_START = re.compile(r"\A(?:[^\S\n]*\n)+")
@@ -137,36 +180,77 @@ def _without_trailing_blank_lines(body: str) -> str:
     return body[:end]
 
 
-def _skip_front_matter(text: str, start: int, end: int) -> int:
-    """The offset of the author's text after Project Gutenberg's own front matter."""
-    head = text[start:end].split("\n", _FRONT_MATTER_LINES)[:_FRONT_MATTER_LINES]
-    in_credit = False
-    offset = start
-    paragraph: list[str] = []
-    paragraph_start = start
-    position = start
-    for line in [*head, ""]:
+def _paragraphs(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the blank-line separated paragraphs of `text`."""
+    spans = []
+    start = None
+    position = 0
+    for line in text.split("\n"):
         if line.strip():
-            if not paragraph:
-                paragraph_start = position
-            paragraph.append(line)
-        elif paragraph:
-            block = "\n".join(paragraph)
-            if _CREDIT.match(block):
-                in_credit = True
-            elif not (_GUTENBERG.search(block) or _RULE.match(block)
-                      or (in_credit and _CREDIT_CONTINUATION.search(block))):
-                return paragraph_start
-            offset = position
-            paragraph = []
+            start = position if start is None else start
+        elif start is not None:
+            spans.append((start, position))
+            start = None
         position += len(line) + 1
-    return min(offset, end)
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def _without_front_matter(body: str) -> str:
+    """`body` without Project Gutenberg's front matter in its first `_FRONT_NOTES_LINES` lines:
+    "The Project Gutenberg Etext of X" banners, producers' credits and transcribers' notes
+    (a paragraph that opens one: `_GUTENBERG`, `_CREDIT`, `_NOTE`), the paragraphs that
+    continue them (a bracketed note runs to its "]"; others while they talk about etexts,
+    scans, spelling or errors, or are "***" rules), "***" rules before the text, and the blank
+    lines after each."""
+    limit = len(body)
+    cut = -1
+    for _ in range(_FRONT_NOTES_LINES):
+        cut = body.find("\n", cut + 1)
+        if cut < 0:
+            break
+    if cut >= 0:
+        limit = cut
+    removed: list[tuple[int, int]] = []
+    in_note = open_bracket = False
+    before_text = True
+    for start, end in _paragraphs(body[:limit]):
+        paragraph = body[start:end]
+        opens = _CREDIT.match(paragraph) or _NOTE.match(paragraph) or _GUTENBERG.search(paragraph)
+        continues = (in_note or before_text) and _RULE.match(paragraph)
+        continues = continues or (in_note and (
+            open_bracket
+            or _CREDIT_CONTINUATION.search(paragraph)
+            or _NOTE_CONTINUATION.search(paragraph)
+        ))
+        if not (opens or continues):
+            in_note = open_bracket = before_text = False
+            continue
+        if opens:
+            open_bracket = paragraph.lstrip().startswith("[")
+        if open_bracket and "]" in paragraph:
+            open_bracket = False
+        in_note = True
+        removed.append((start, end))
+    if not removed:
+        return body
+    kept, position = [], 0
+    for start, end in removed:
+        kept.append(body[position:start])
+        position = end
+        while position < len(body) and body[position] == "\n":
+            position += 1  # the blank lines after the note go with it
+    kept.append(body[position:])
+    return "".join(kept)
 
 
 def strip_gutenberg(text: str) -> str:
     """The book's own text: the Project Gutenberg header (up to the last "*** START OF
-    THE/THIS PROJECT GUTENBERG EBOOK" or "*END*THE SMALL PRINT" line), its front-matter
-    credits ("Produced by ...", "The Project Gutenberg Etext of ..."), the footer (from "End of
+    THE/THIS PROJECT GUTENBERG EBOOK" or "*END*THE SMALL PRINT" line, a START marker wrapped
+    over lines included), its front-matter credits ("Produced by ...", "The Project Gutenberg
+    Etext of ...") and transcribers' and producers' notes before the text (within the first
+    `_FRONT_NOTES_LINES` lines), the footer (from "End of
     [the] Project Gutenberg ...", "*** END OF THE/THIS PROJECT GUTENBERG", or the license
     block, whichever comes first) removed, and blank lines at both ends dropped. Line ends
     come back as LF. Text without Gutenberg markers is returned whole."""
