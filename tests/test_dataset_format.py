@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import struct
@@ -481,16 +482,30 @@ def upload(fs, directory: Path, remote: str) -> None:
         fs.put_file(str(directory / name), f"{remote}/{name}")
 
 
+def hostile_tokenizer(data, escaped, digest, size):
+    data["tokenizer"].update(file="../../escaped.json", sha256=digest)
+
+
+def hostile_shard(name):
+    def edit(data, escaped, digest, size):
+        data["shards"][0].update(
+            name=name(escaped), bin_sha256=digest, idx_sha256=digest, bin_bytes=size, idx_bytes=size
+        )
+
+    return edit
+
+
 @pytest.mark.parametrize(
-    "what, edit",
+    "edit",
     [
-        ("tokenizer file '../../escaped.json'", set_tokenizer_file("../../escaped.json")),
-        ("shard name '../../escaped'", set_shard_name(0, "../../escaped")),
-        ("absolute shard name", lambda d: set_shard_name(0, d["absolute"])(d)),
+        hostile_tokenizer,
+        hostile_shard(lambda escaped: "../../escaped"),
+        hostile_shard(str),  # an absolute name
     ],
+    ids=["tokenizer-dotdot", "shard-dotdot", "shard-absolute"],
 )
 def test_remote_manifest_cannot_write_outside_the_cache(
-    tmp_path, book_documents, tokenizer_json, what, edit
+    tmp_path, book_documents, tokenizer_json, edit
 ):
     _, ids = book_documents
     make_set(tmp_path / "set", ids[:20], shards=2, tokenizer_file=tokenizer_json)
@@ -498,15 +513,16 @@ def test_remote_manifest_cannot_write_outside_the_cache(
     fs = fsspec.filesystem("memory")
     remote = f"/hostile-{uuid.uuid4().hex}"
     upload(fs, tmp_path / "set", remote)
-    # The attacker serves the bytes under whatever names the manifest points at.
+    # The attacker serves its bytes under whatever names the manifest points at, and gives
+    # their true sizes and checksums, so only the names can stop them.
+    payload = b"attacker bytes"
+    digest = hashlib.sha256(payload).hexdigest()
     for name in ("escaped.json", "escaped.bin", "escaped.idx"):
-        fs.pipe_file(f"{remote}/../../{name}", b"attacker bytes")
-    fs.pipe_file(f"{escaped}.bin", b"attacker bytes")
-    fs.pipe_file(f"{escaped}.idx", b"attacker bytes")
+        fs.pipe_file(f"{remote}/../../{name}", payload)
+        fs.pipe_file(f"{remote}/{escaped.parent}/{name}", payload)
     with fs.open(f"{remote}/manifest.json", "rb") as f:
         data = json.loads(f.read())
-    data["absolute"] = str(escaped)
-    edit(data)
+    edit(data, escaped, digest, len(payload))
     fs.pipe_file(f"{remote}/manifest.json", json.dumps(data).encode())
     cache = tmp_path / "cache" / "a" / "b"
     with pytest.raises(FormatError, match="not a plain file name inside the shard set"):
