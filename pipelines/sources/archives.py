@@ -94,7 +94,9 @@ class ArchiveError(InputError):
 
 
 def failure(location: str, reason: str, detail: str = "") -> Failure:
-    """A Failure, logged: every skip a source makes is both counted and visible in the log."""
+    """A Failure, logged: every skip a source makes is both counted and visible in the log. Its
+    location and detail go through printable_name (a path may hold a non-UTF-8 byte)."""
+    location, detail = printable_name(location), printable_name(detail)
     logger.warning("%s: %s: %s", location, reason, detail)
     return Failure(location=location, reason=reason, detail=detail)
 
@@ -144,15 +146,33 @@ def _pattern_base(pattern: str) -> str:
     return prefix[: prefix.rfind("/") + 1]
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(match: re.Match) -> str:
+    code = ord(match.group())
+    # U+DC80..U+DCFF is how os.fsdecode and tarfile's surrogateescape carry a non-UTF-8 byte.
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def printable_name(name: str) -> str:
+    """A file or member name as valid Unicode, for document ids: a byte that is not UTF-8
+    (b"caf\\xe9.txt" lists as "caf\\udce9.txt") becomes the text "\\xe9", so the id is the same on
+    every run and can be written as UTF-8 (Beam coders, Parquet, JSON all refuse a lone
+    surrogate). Valid names are unchanged."""
+    return _LONE_SURROGATE.sub(_escape_surrogate, name)
+
+
 def relative_name(path: str, base: str) -> str:
-    """`path` relative to the pattern's base directory (its basename if it is not under it)."""
+    """`path` relative to the pattern's base directory (its basename if it is not under it), as
+    printable_name makes it."""
     if base and path.startswith(base):
-        return path[len(base):]
+        return printable_name(path[len(base):])
     if "://" not in path and base and "://" not in base:
         relative = os.path.relpath(os.path.abspath(path), os.path.abspath(base))
         if not relative.startswith(".."):
-            return relative.replace(os.sep, "/")
-    return path.rstrip("/").rsplit("/", 1)[-1]
+            return printable_name(relative.replace(os.sep, "/"))
+    return printable_name(path.rstrip("/").rsplit("/", 1)[-1])
 
 
 def plan_file_tasks(source: str, pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
@@ -177,7 +197,8 @@ def plan_file_tasks(source: str, pattern: str, options: Mapping[str, str]) -> li
 
 def task_name(task: ReadTask) -> str:
     """The name of the task's file to use in document ids (set by plan_file_tasks)."""
-    return task.options.get(RELATIVE_NAME_OPTION) or task.path.rstrip("/").rsplit("/", 1)[-1]
+    name = task.options.get(RELATIVE_NAME_OPTION) or task.path.rstrip("/").rsplit("/", 1)[-1]
+    return printable_name(name)
 
 
 # --------------------------------------------------------------------------- decompression
@@ -500,7 +521,7 @@ def unsafe_member_reason(info: tarfile.TarInfo) -> str | None:
 
 
 def _clean_member_name(name: str) -> str:
-    return "/".join(part for part in name.split("/") if part not in ("", "."))
+    return printable_name("/".join(part for part in name.split("/") if part not in ("", ".")))
 
 
 @dataclasses.dataclass(frozen=True)
