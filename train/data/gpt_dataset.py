@@ -137,9 +137,9 @@ class GPTDataset:
                 f"{self.name}: sample {k} has {tokens.size} tokens, expected {self.seq_len + 1}; "
                 "the index cache does not match the data (delete it to rebuild)"
             )
-        # Every sample is checked (two reductions over seq_len + 1 ids, nothing beside the
-        # model's step): an id past the embedding would crash the step (a CUDA device assert)
-        # or, below the padded size, train rows no tokenizer id maps to.
+        # Every sample is checked (two reductions over its seq_len + 1 ids): an id past the
+        # embedding would crash the step (a CUDA device assert) or, below the padded size,
+        # train rows no tokenizer id maps to.
         if self.vocab_size is not None and (
             int(tokens.max()) >= self.vocab_size or int(tokens.min()) < 0
         ):
