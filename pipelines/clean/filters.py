@@ -53,17 +53,21 @@ _PUNCTUATION = (
     string.punctuation + "“”‘’«»„‚–—…¡¿·•" + "。、，．！？：；「」『』（）【】〔〕《》〈〉・‥～"
 )
 # Letters of the scripts written without spaces between words (see the module docstring).
-_UNSPACED = (
+_UNSPACED_BMP = (
     "\u0e00-\u0eff"  # Thai, Lao
     "\u1000-\u109f"  # Myanmar
     "\u1780-\u17ff"  # Khmer
     "\u3005-\u3007"  # 々 〆 〇
     "\u3040-\u309f"  # Hiragana
     "\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"  # Katakana, not its middle dot (a bullet)
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"  # Han
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Han
     "\uff66-\uff9d"  # half-width Katakana
 )
+_UNSPACED = _UNSPACED_BMP + "\U00020000-\U0003134f"  # and the supplementary-plane Han
 _UNSPACED_LETTER = re.compile(f"[{_UNSPACED}]")
+# Text with supplementary-plane Han holds common Han too: the test whether a text has unspaced
+# letters at all leaves them out (a character class within one plane is searched faster).
+_UNSPACED_BMP_LETTER = re.compile(f"[{_UNSPACED_BMP}]")
 # One unspaced-script letter with the marks and punctuation after it (Thai vowel and tone marks
 # are not word characters), or a run of other non-space characters: on text without unspaced
 # letters, exactly str.split().
@@ -133,17 +137,23 @@ def word_table(text: str) -> WordTable:
     )
 
 
+def has_unspaced_letters(text: str) -> bool:
+    """Whether `text` has letters of a script written without spaces (see the module
+    docstring)."""
+    return not text.isascii() and _UNSPACED_BMP_LETTER.search(text) is not None
+
+
 def split_words(text: str) -> list[str]:
     """The words of `text`: whitespace-separated tokens, and each letter of a script written
     without spaces on its own (see the module docstring)."""
-    return _WORD.findall(text) if _UNSPACED_LETTER.search(text) else text.split()
+    return _WORD.findall(text) if has_unspaced_letters(text) else text.split()
 
 
 def count_words(text: str) -> int:
     """`len(split_words(text))`. Text without unspaced-script letters is counted in numpy over
     its UTF-8 bytes (several times faster than `len(text.split())`, and equal to it on
     normalised text, whose only whitespace is ASCII)."""
-    if _UNSPACED_LETTER.search(text):
+    if has_unspaced_letters(text):
         return len(_WORD.findall(text))
     data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     if len(data) == 0:
@@ -155,7 +165,7 @@ def count_words(text: str) -> int:
 def unspaced_word_fractions(text: str) -> tuple[float, float]:
     """(fraction of the words of `text` that are letters of a script written without spaces,
     fraction that are letters of Thai or Lao, which mark no sentence end either)."""
-    if not _UNSPACED_LETTER.search(text):
+    if not has_unspaced_letters(text):
         return 0.0, 0.0
     words = _WORD.findall(text)
     unspaced = sum(_UNSPACED_LETTER.match(w) is not None for w in words)
