@@ -364,7 +364,7 @@ def test_parse_size() -> None:
     assert parse_size("4096") == 4096
     with pytest.raises(ValueError, match="not a size"):
         parse_size("lots")
-    assert max_document_bytes({}) == 1 << 30
+    assert max_document_bytes({}) == 256 << 20
     with pytest.raises(ValueError, match="must be positive"):
         max_document_bytes({"max_document_bytes": "0"})
 

@@ -40,7 +40,12 @@ from pipelines.io import match_inputs
 logger = logging.getLogger(__name__)
 
 MAX_DOCUMENT_BYTES_OPTION = "max_document_bytes"
-DEFAULT_MAX_DOCUMENT_BYTES = 1 << 30  # 1 GiB: far above any real document, far below a bomb
+# A worker holds several working copies of a document while it reads, cleans, signs (dedup),
+# tokenizes and spills it: its peak memory grows by up to this many bytes per document byte
+# (measured 20x at 32 MB, bench/results/worker_memory.md; rounded up). With the default cap a
+# worker stays under ~6.5 GB, so two fit in 24 GB with room; a bigger cap costs this much more.
+WORKER_BYTES_PER_DOCUMENT_BYTE = 24
+DEFAULT_MAX_DOCUMENT_BYTES = 256 << 20  # 256 MiB: still far above any real book or page
 # Set by plan_file_tasks: the file's name relative to the input pattern, used in document ids so
 # that ids do not depend on where the corpus is mounted.
 RELATIVE_NAME_OPTION = "relative_name"

@@ -10,7 +10,7 @@ compressed (gzip/bz2/xz/zstd, found by magic bytes), or tar archives of them (`.
 - text with CRLF/CR as LF, the BOM removed, and the Project Gutenberg header, footer and
   license stripped by `strip_gutenberg` (a file with no Gutenberg markers is kept whole).
 
-Option `max_document_bytes` (default 1 GiB) caps one book's decompressed size. An uncompressed
+Option `max_document_bytes` (default 256 MiB) caps one book's decompressed size. An uncompressed
 tar bigger than `task_bytes` (default 64MiB) is read as ranges of whole members by several
 workers (sources/ranges.py); a compressed tar is one stream, and a `.txt` file one book, so
 each of those is one task.

@@ -8,7 +8,7 @@ gzip, zstd, xz or bz2 (found by magic bytes, not by name). Options:
   given, with a blank line ("\\n\\n") into ONE document. A key missing or null in a record is
   left out; a record with none of them is Failure(reason="missing_text"), and a key that holds
   something other than a string is Failure(reason="bad_field").
-- `max_document_bytes` (default 1 GiB): longer lines are Failure(reason="too_large").
+- `max_document_bytes` (default 256 MiB): longer lines are Failure(reason="too_large").
 - `task_bytes` (default 64MiB): an uncompressed file bigger than this is read as line-aligned
   byte ranges of about this size by several workers (sources/ranges.py); a compressed file is
   one stream, read by one task.

@@ -8,7 +8,7 @@ Options:
   file is read by many workers. A file whose footer cannot be read is one task, which then
   reports Failure(reason="unreadable_file").
 - `batch_rows` (default 1024): rows per Arrow batch while streaming (`iter_batches`).
-- `max_document_bytes` (default 1 GiB): a longer text is Failure(reason="too_large").
+- `max_document_bytes` (default 256 MiB): a longer text is Failure(reason="too_large").
 
 Document id `parquet:<file name>:<row>`, row = 0-based row index within the file (the name is
 relative to the input pattern's directory, i.e. the basename for a flat glob). A null text is

@@ -14,7 +14,7 @@ Parsing streams through expat (at most a few MB in memory besides one page), nam
 declares entities is a Failure, never expanded. Only articles are kept: other namespaces,
 redirects, disambiguation pages and pages without text are skipped and counted under the Beam
 counters `pipelines/wikipedia_skipped_<reason>`; the decision is `classify_page`, a pure
-function. A page whose fields exceed `max_document_bytes` (default 1 GiB) stops being collected
+function. A page whose fields exceed `max_document_bytes` (default 256 MiB) stops being collected
 at the cap and is Failure(too_large); a page whose `<text>` (or title, id) holds child elements
 is Failure(bad_page): both counted in stats.json. Article wikitext becomes plain text through
 `wikimarkup.wikitext_to_text`, told the wiki's own names for its File, Media and Category
