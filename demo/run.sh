@@ -15,9 +15,9 @@ echo "== 1/5 train a byte-level BPE tokenizer on the demo books"
 
 echo "== 2/5 preprocess: books and Wikipedia -> clean -> dedup -> tokenize -> shards"
 "$PY" -m pipelines.preprocess --source books --input 'demo/corpus/books/*.txt' \
-  --output "$OUT/shards/books" --tokenizer "$OUT/tokenizer.json" --append-eod
+  --output "$OUT/shards/books" --tokenizer "$OUT/tokenizer.json" --append-eod --overwrite
 "$PY" -m pipelines.preprocess --source wikipedia --input 'demo/corpus/wikipedia/*' \
-  --output "$OUT/shards/wiki" --tokenizer "$OUT/tokenizer.json" --append-eod
+  --output "$OUT/shards/wiki" --tokenizer "$OUT/tokenizer.json" --append-eod --overwrite
 
 echo "== 3/5 inspect and verify the shard sets"
 for set in books wiki; do
