@@ -221,7 +221,7 @@ def test_closing_sections_of_big_wikis_are_cut(language: str, closing: str):
     assert wikitext_to_text(article) == "Intro.\n\nHistory\n\nEarly."
 
 
-def test_only_the_closing_run_of_sections_is_cut():
+def test_closing_sections_are_cut_only_at_the_top_heading_level():
     # "Literatura" is a culture section in Spanish and a bibliography in Polish/Czech.
     spanish = (
         "Intro.\n== Cultura ==\n=== Literatura ===\nCervantes.\n=== Música ===\nFlamenco.\n"
@@ -230,12 +230,15 @@ def test_only_the_closing_run_of_sections_is_cut():
     assert wikitext_to_text(spanish) == (
         "Intro.\n\nCultura\n\nLiteratura\n\nCervantes.\n\nMúsica\n\nFlamenco."
     )
-    # A subsection closing its parent section is not the article's closing run.
     last_subsection = "Intro.\n== Cultura ==\n=== Literatura ===\nCervantes.\n== Notas ==\n* n"
-    assert "Cervantes." in wikitext_to_text(last_subsection)
-    # A named section followed by prose sections is kept; the closing run is cut.
-    middle = "Intro.\n== Notes ==\nA prose note.\n== History ==\nEarly.\n== References ==\n* r"
-    assert wikitext_to_text(middle) == "Intro.\n\nNotes\n\nA prose note.\n\nHistory\n\nEarly."
+    assert wikitext_to_text(last_subsection) == "Intro.\n\nCultura\n\nLiteratura\n\nCervantes."
+    # Closing sections followed by one the table does not name (enwiki "American Revolutionary
+    # War" ends with "Reference literature" after "See also" ... "Further reading").
+    english = (
+        "Intro.\n== See also ==\n* [[X]]\n== References and further reading ==\n* r\n"
+        "== Reference literature ==\nBooks.\n== External links ==\n* [http://x.org x]"
+    )
+    assert wikitext_to_text(english) == "Intro.\n\nReference literature\n\nBooks."
 
 
 def test_a_pipe_line_inside_a_paragraph_keeps_the_sentence(elwiki: dict[str, str]):

@@ -2,13 +2,13 @@
 Wikipedia source reads.
 
 A closing section ("References", "External links", "See also", "Notes", "Further reading", ...)
-holds citations and link lists, not prose. `wikimarkup.format_blocks` cuts the run of such
-sections at the end of an article (a heading below is matched casefolded, a trailing colon
+holds citations and link lists, not prose. `wikimarkup.format_blocks` cuts such sections at
+an article's top heading level (a heading below is matched casefolded, a trailing colon
 ignored). The table covers the 20 largest Wikipedias by article count (2024) once the
 bot-written ceb, war, arz and ce are left out: en, de, fr, sv, nl, ru, es, it, pl, ja, zh, uk,
 vi, ar, pt, fa, ca, id, sr, ko; and he, cs, tr, hu, fi, no, el besides. A heading that is a
 bibliography in one language and prose in another ("Literatura": Polish references, a Spanish
-culture section) is safe because only the closing run of sections is cut.
+culture section, a level down) is safe because deeper sections are never cut.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ CLOSING_SECTIONS: dict[str, tuple[str, ...]] = {
         "References", "External links", "See also", "Further reading", "Notes", "Footnotes",
         "Bibliography", "Sources", "Citations", "Notes and references", "References and notes",
         "Works cited", "Other websites", "Explanatory notes", "General references",
+        "References and further reading", "Notes and further reading",
+        "Sources and further reading",
     ),
     "de": (
         "Einzelnachweise", "Weblinks", "Siehe auch", "Literatur", "Anmerkungen", "Quellen",

@@ -19,8 +19,8 @@ of its own:
   siteinfo does not list) and interlanguage links `[[fr:...]]` vanish; `[[:Category:X]]` (a
   visible link) stays. External links `[http://x label]` -> label, `[http://x]` -> nothing.
 - Headings become a paragraph of their own; headings with no text under them are dropped, and
-  so is the run of closing sections at the end ("References", "External links", "See also",
-  ... in the languages of `wiki_sections.CLOSING_SECTIONS`).
+  so are the closing sections ("References", "External links", "See also", ... in the
+  languages of `wiki_sections.CLOSING_SECTIONS`) at the article's top heading level.
 - List items become one line each; other lines of a paragraph are joined with spaces, as a
   browser shows them; paragraphs are separated by one blank line. Rows of a table whose
   markup could not be paired are dropped, but a line starting with `|` that continues a
@@ -526,7 +526,6 @@ def strip_magic_words(text: str) -> str:
 
 
 _HEADING, _PARAGRAPH, _LIST = 0, 1, 2
-_NO_LEVEL = 7  # below every heading level (1-6)
 
 
 def _plain(line: str) -> str:
@@ -546,37 +545,35 @@ def _continues_paragraph(line: str) -> bool:
     return line[0] == "|" and not line.startswith(("|-", "|+", "|}")) and "||" not in line
 
 
-def _closing_run_start(blocks: list[tuple[int, int, str]], dropped_sections: frozenset[str]) -> int:
-    """Where the article's closing sections begin (len(blocks) if it has none): the first named
-    heading after which every heading of its level or higher is named too, and none is higher.
-    A named heading followed by a prose section, or a named subsection ending its parent
-    section ("=== Literatura ===" under "== Cultura =="), is not part of the closing run."""
-    start = len(blocks)
-    highest_after = _NO_LEVEL  # the highest rank (smallest level) of the headings after
-    highest_unnamed_after = _NO_LEVEL
-    for index in range(len(blocks) - 1, -1, -1):
-        block_kind, level, block_text = blocks[index]
-        if block_kind != _HEADING:
-            continue
-        named = block_text.rstrip(":").strip().casefold() in dropped_sections
-        if named and highest_after >= level and highest_unnamed_after > level:
-            start = index
-        highest_after = min(highest_after, level)
-        if not named:
-            highest_unnamed_after = min(highest_unnamed_after, level)
-    return start
+def _without_closing_sections(
+    blocks: list[tuple[int, int, str]], dropped_sections: frozenset[str]
+) -> list[tuple[int, int, str]]:
+    """The blocks less each section, with its subsections, under a named heading at the
+    article's top heading level, where "References" and "See also" stand, wherever it stands.
+    A named heading deeper down is kept: "=== Literatura ===" under "== Cultura ==" is a
+    Spanish culture section, though "Literatura" is a bibliography in Polish."""
+    top = min((level for kind, level, _ in blocks if kind == _HEADING), default=0)
+    kept = []
+    dropping = False
+    for block in blocks:
+        block_kind, level, block_text = block
+        if block_kind == _HEADING and level == top:
+            dropping = block_text.rstrip(":").strip().casefold() in dropped_sections
+        if not dropping:
+            kept.append(block)
+    return kept
 
 
 def format_blocks(text: str, dropped_sections: frozenset[str] = DROPPED_SECTIONS) -> str:
     """Lines of (markup-free) wikitext -> paragraphs separated by blank lines.
 
     A heading line `== H ==` becomes the paragraph "H"; list items (`*`, `#`, `:`, `;`) one line
-    each; other consecutive lines are joined by spaces. The closing run of sections named in
+    each; other consecutive lines are joined by spaces. Top-level sections named in
     `dropped_sections` and headings with no text under them are removed. Leftover table rows
     (lines starting with `|` or `!`) are dropped, except a `|` line right after a paragraph line
     outside an unclosed `{|` that has no cell or row markup (`||`, `|-`, `|}`): that is the
-    paragraph going on (the `|` of a `[[Target\n|label]]` left as text), kept. HTML entities are decoded here, after all markup is
-    gone, so an encoded `&lt;ref&gt;` stays text.
+    paragraph going on (the `|` of a `[[Target\n|label]]` left as text), kept. HTML entities
+    are decoded here, after all markup is gone, so an encoded `&lt;ref&gt;` stays text.
     """
     blocks: list[tuple[int, int, str]] = []  # (kind, heading level, text)
     lines: list[str] = []
@@ -628,7 +625,7 @@ def format_blocks(text: str, dropped_sections: frozenset[str] = DROPPED_SECTIONS
         lines.append(line)
         continues_prose = new_kind == _PARAGRAPH
     flush()
-    kept = blocks[: _closing_run_start(blocks, dropped_sections)]
+    kept = _without_closing_sections(blocks, dropped_sections)
 
     # Drop headings with no text under them, walking backwards: has_text[level] says whether
     # text follows before the next heading of that level or higher.

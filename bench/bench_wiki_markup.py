@@ -1,0 +1,178 @@
+"""Leftover wiki markup in the text the Wikipedia source writes: ours against WikiExtractor.
+
+    python bench/bench_wiki_markup.py [--baseline-root DIR] [--out bench/results/wiki_markup.md]
+
+Runs the extraction on the English and Greek dump samples in ../shared/corpora/wikipedia and
+counts, per MB of output text, the strings that are markup rather than prose: link and template
+brackets, the dump's own Category/File/Media namespace prefixes (from its <siteinfo>, plus the
+English names), image options, references, HTML entities that were not decoded, and headings
+of closing sections (a line that is only "References", "Παραπομπές", ...). The columns:
+
+- ours: this checkout;
+- before (with --baseline-root): the same source from another checkout, e.g. a `git archive`
+  of an older commit unpacked into a folder;
+- WikiExtractor 3 (`pip install wikiextractor`, `--no-templates`, as most pretraining corpora
+  ran it), when it is installed.
+
+Counts are exact string counts over the output, so the numbers are reproducible run to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipelines.sources import wiki_sections  # noqa: E402
+
+CORPORA = ROOT.parent / "shared" / "corpora" / "wikipedia"
+DUMPS = {
+    "English": CORPORA / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
+    "Greek": CORPORA / "elwiki-pages-articles-head933.xml.bz2",
+}
+CLOSING = wiki_sections.closing_section_names()
+
+# Writes the text of every document the source at `root` gives for `dump`, one JSON per line.
+OURS = """
+import json, sys
+sys.path.insert(0, {root!r})
+from pipelines.document import Document
+from pipelines.sources import wikipedia
+with open({out!r}, "w", encoding="utf-8") as out:
+    for task in wikipedia.plan({dump!r}, {{}}):
+        for item in wikipedia.read(task):
+            if isinstance(item, Document):
+                out.write(json.dumps(item.text) + "\\n")
+"""
+
+
+def our_texts(root: str, dump: Path, scratch: str) -> list[str]:
+    out = os.path.join(scratch, "ours.jsonl")
+    code = OURS.format(root=root, dump=str(dump), out=out)
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    with open(out, encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
+
+
+def wikiextractor_texts(dump: Path, scratch: str) -> list[str] | None:
+    """WikiExtractor's article texts, or None when it is not installed."""
+    try:
+        import wikiextractor  # noqa: F401
+    except ImportError:
+        return None
+    out = os.path.join(scratch, "wikiextractor")
+    command = [sys.executable, "-m", "wikiextractor.WikiExtractor", "--json", "--no-templates",
+               "--processes", "1", "-q", "-o", out, str(dump)]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True)
+    texts = []
+    for path in sorted(Path(out).rglob("wiki_*")):
+        with open(path, encoding="utf-8") as lines:
+            texts += [json.loads(line)["text"] for line in lines if line.strip()]
+    return texts
+
+
+def namespace_names(dump: Path) -> dict[int, str]:
+    """The dump's own namespace names (key -> name) from its <siteinfo>."""
+    with bz2.open(dump, "rt", encoding="utf-8") as xml:
+        head = xml.read(200_000)
+    found = re.findall(r'<namespace key="(-?\d+)"[^>]*>([^<]*)</namespace>', head)
+    return {int(key): name for key, name in found}
+
+
+def markers(dump: Path) -> dict[str, Callable[[str], int]]:
+    """Label -> a counter of that kind of leftover markup in a text."""
+    names = namespace_names(dump)
+    category = sorted({"Category", names.get(14, "Category")})
+    media = sorted({"File", "Image", "Media", names.get(6, "File"), names.get(-2, "Media")})
+
+    def substring(*needles: str) -> Callable[[str], int]:
+        return lambda text: sum(text.count(needle) for needle in needles)
+
+    def closing_headings(text: str) -> int:
+        return sum(
+            line.strip().rstrip(".:").strip().casefold() in CLOSING for line in text.split("\n")
+        )
+
+    return {
+        "`[[` `]]`": substring("[[", "]]"),
+        "`{{` `}}`": substring("{{", "}}"),
+        "`{|` `|}` (tables)": substring("{|", "|}"),
+        " ".join(f"`{n}:`" for n in category): substring(*(f"{n}:" for n in category)),
+        " ".join(f"`{n}:`" for n in media): substring(*(f"{n}:" for n in media)),
+        "`thumb|` `px|` (image options)": substring("thumb|", "px|", "thumbnail|"),
+        "`<ref` `</ref`": substring("<ref", "</ref"),
+        "`&lt;` `&gt;` `&amp;` `&quot;` `&nbsp;`": substring(
+            "&lt;", "&gt;", "&amp;", "&quot;", "&nbsp;"
+        ),
+        "`''` (bold/italic quotes)": substring("''"),
+        "closing-section heading lines": closing_headings,
+    }
+
+
+def per_mb(texts: list[str], count: Callable[[str], int]) -> float:
+    size = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    return sum(count(t) for t in texts) / size if size else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--baseline-root", default="")
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+    sections = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for language, dump in DUMPS.items():
+            columns = {"ours": our_texts(str(ROOT), dump, scratch)}
+            if args.baseline_root:
+                columns["before"] = our_texts(args.baseline_root, dump, scratch)
+            extracted = wikiextractor_texts(dump, scratch)
+            if extracted is not None:
+                columns["WikiExtractor"] = extracted
+            header = "| leftover markup, per MB of output | " + " | ".join(columns) + " |"
+            rows = [header, "|---|" + "---:|" * len(columns)]
+            for label, count in markers(dump).items():
+                cells = " | ".join(f"{per_mb(texts, count):.1f}" for texts in columns.values())
+                rows.append(f"| {label} | {cells} |")
+            sizes = " | ".join(
+                f"{len(t):,} docs, {sum(len(x.encode()) for x in t) / 1e6:.2f} MB"
+                for t in columns.values()
+            )
+            rows.append(f"| (output) | {sizes} |")
+            sections.append(f"### {language}: `{dump.name}`\n\n" + "\n".join(rows) + "\n")
+    try:
+        from importlib.metadata import version
+
+        wikiextractor_version = f"wikiextractor {version('wikiextractor')}"
+    except Exception:  # noqa: BLE001 - any failure means: not installed
+        wikiextractor_version = "wikiextractor not installed"
+    report = "\n".join(
+        [
+            "# Leftover markup in Wikipedia text",
+            "",
+            f"`python bench/bench_wiki_markup.py` on {platform.machine()}, Python "
+            f"{platform.python_version()}, {wikiextractor_version}"
+            + (f"; before = {args.baseline_root}" if args.baseline_root else "")
+            + ".",
+            "",
+            *sections,
+        ]
+    )
+    print(report)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            out.write(report)
+
+
+if __name__ == "__main__":
+    main()
