@@ -70,7 +70,10 @@ def idx_path(prefix: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ShardInfo:
-    """What the manifest records of one finished pair: counts, sizes and checksums."""
+    """What the manifest records of one finished pair: counts, sizes and checksums.
+
+    Read back only through `manifest.shard_from_json`, which type-checks every field.
+    """
 
     name: str
     documents: int
@@ -83,10 +86,6 @@ class ShardInfo:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> ShardInfo:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
 
 
 def _header_bytes(dtype: np.dtype, sequences: int, documents: int) -> bytes:
