@@ -1,0 +1,2 @@
+"""Evaluation of trained models: WikiText perplexity, LAMBADA, BERT masked LM
+(``python train/evaluate.py``; see :mod:`train.eval.run`)."""

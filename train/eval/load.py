@@ -1,0 +1,139 @@
+"""A model and its tokenizer for evaluation or generation: from one of our training runs, or
+from a Hugging Face GPT-2 / BERT directory (``config.json`` + weights), converted through
+:mod:`train.models.hf`.
+
+Weights load with ``weights_only=True`` (or from safetensors); nothing from the files is
+unpickled as code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from train import checkpoint as ckpt
+
+
+class LoadError(Exception):
+    """A model or tokenizer that cannot be loaded; the message names the file and the fault."""
+
+
+@dataclass
+class LoadedModel:
+    model: nn.Module
+    kind: str  # "gpt" or "bert"
+    tokenizer_path: str | None
+    vocab_size: int | None  # the tokenizer's (unpadded) size when known
+    special_ids: dict[str, int]
+    source: str  # what was loaded, for the report
+
+
+def load_model(path: str, device: torch.device, tokenizer: str | None = None) -> LoadedModel:
+    """A run directory (its latest checkpoint), one checkpoint directory, or an HF directory."""
+    if not os.path.isdir(path):
+        raise LoadError(f"{path}: not a directory (a training run, a checkpoint or an HF model)")
+    if os.path.exists(os.path.join(path, "config.json")):
+        loaded = _load_hf(path, tokenizer)
+    else:
+        loaded = _load_run(path, tokenizer)
+    loaded.model.to(device).eval()
+    return loaded
+
+
+def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
+    from train.models.bert import Bert, BertConfig
+    from train.models.gpt import GPT, GPTConfig
+
+    checkpoint = path if ckpt.is_checkpoint(path) else ckpt.latest_checkpoint(path)
+    if checkpoint is None:
+        raise LoadError(f"{path}: no checkpoint (and no config.json of an HF model)")
+    try:
+        model_state, trainer_state = ckpt.read_model_state(checkpoint)
+    except ckpt.CheckpointError as e:
+        raise LoadError(str(e)) from None
+    config = trainer_state.get("config") or {}
+    kind = config.get("model")
+    try:
+        if kind == "gpt":
+            model = GPT(GPTConfig(**trainer_state["model_config"]))
+        elif kind == "bert":
+            model = Bert(BertConfig(**trainer_state["model_config"]))
+        else:
+            raise LoadError(f"{checkpoint}: trainer state names no model kind (gpt or bert)")
+        model.load_state_dict(model_state)
+    except (TypeError, KeyError, RuntimeError) as e:
+        raise LoadError(f"{checkpoint}: model state does not fit its own config ({e})") from None
+    info = trainer_state.get("tokenizer") or {}
+    return LoadedModel(
+        model=model,
+        kind=kind,
+        tokenizer_path=tokenizer or _run_tokenizer(config.get("data") or []),
+        vocab_size=info.get("vocab_size"),
+        special_ids=dict(info.get("special_ids") or {}),
+        source=checkpoint,
+    )
+
+
+def _run_tokenizer(data: list[str]) -> str | None:
+    """The tokenizer file of the first shard set the run trained on, if it still exists."""
+    from dataset_format import FormatError, ShardSet
+    from train.data import parse_data_spec
+
+    try:
+        sources = parse_data_spec(data)
+        return ShardSet(sources[0].path).tokenizer_path if sources else None
+    except (ValueError, FormatError, OSError):
+        return None
+
+
+def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
+    try:
+        import transformers
+    except ImportError:
+        raise LoadError(
+            f"{path}: an HF model directory needs the transformers package (pip install "
+            "transformers)"
+        ) from None
+    from train.models import hf
+
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            model_type = json.load(f).get("model_type")
+    except (OSError, ValueError, AttributeError) as e:
+        raise LoadError(f"{path}/config.json: unreadable ({e})") from None
+    # use_safetensors=None: safetensors when present, else pytorch_model.bin, which
+    # transformers loads with weights_only=True.
+    try:
+        if model_type == "gpt2":
+            model = hf.gpt_from_hf(transformers.GPT2LMHeadModel.from_pretrained(path))
+            kind = "gpt"
+        elif model_type == "bert":
+            model = hf.bert_from_hf(transformers.BertForPreTraining.from_pretrained(path))
+            kind = "bert"
+        else:
+            raise LoadError(f"{path}/config.json: model_type {model_type!r}; gpt2 or bert only")
+    except (OSError, ValueError) as e:
+        raise LoadError(f"{path}: cannot load the HF model ({e})") from None
+    tokenizer_path = tokenizer
+    if tokenizer_path is None and os.path.exists(os.path.join(path, "tokenizer.json")):
+        tokenizer_path = os.path.join(path, "tokenizer.json")
+    return LoadedModel(model, kind, tokenizer_path, None, {}, path)
+
+
+def load_tokenizer(path: str | None):
+    """An HF ``tokenizers.Tokenizer`` without padding or truncation (scores see every token)."""
+    if path is None:
+        raise LoadError("no tokenizer: pass --tokenizer FILE (tokenizer.json)")
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(path)
+    except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception on a bad file
+        raise LoadError(f"{path}: not a tokenizer.json ({e})") from None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer

@@ -1,0 +1,284 @@
+"""``python train/evaluate.py``: the evaluation tasks on a checkpoint or an HF model.
+
+  --task wikitext103 --data wiki.test.tokens   sliding-window perplexity, per model token and
+                                               adjusted to WikiText's word-level tokens
+  --task lambada --data lambada_test.jsonl     last-word accuracy (strict and not) and
+                                               last-word perplexity
+  --task bert-mlm --data SHARDS                masked-LM accuracy and perplexity with fixed masks
+
+One process, or ``torchrun --nproc_per_node N train/evaluate.py ...``: each rank scores its
+share and the sums are all-reduced (the same totals as one process). The result is printed as
+one JSON object (and written to ``--output``); progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import torch
+import torch.distributed as dist
+
+from train.eval import lambada, scoring, wikitext
+from train.eval.load import LoadedModel, LoadError, load_model, load_tokenizer
+
+TASKS = ("wikitext103", "lambada", "bert-mlm")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="train/evaluate.py",
+        description="Evaluate a GPT/BERT checkpoint (ours or HF) on WikiText, LAMBADA or masked LM.",
+    )
+    parser.add_argument("--checkpoint", required=True, help="run directory, checkpoint, or HF dir")
+    parser.add_argument("--task", required=True, choices=TASKS)
+    parser.add_argument("--data", required=True, help="test file (wikitext, lambada) or shards")
+    parser.add_argument("--tokenizer", help="tokenizer.json (default: the run's or HF dir's)")
+    parser.add_argument(
+        "--context", type=int, help="window length in tokens (default: the model's block size)"
+    )
+    parser.add_argument(
+        "--stride", type=int, help="tokens a window moves on (default: context, no overlap)"
+    )
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument(
+        "--samples", type=int, default=1024, help="bert-mlm: held-out samples to score"
+    )
+    parser.add_argument("--seq-len", type=int, default=128, help="bert-mlm: sample length")
+    parser.add_argument("--seed", type=int, default=1234, help="bert-mlm: masks' seed")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--output", help="also write the JSON result to this file")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def _fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _partition(device: torch.device) -> scoring.Partition:
+    if "WORLD_SIZE" not in os.environ or int(os.environ["WORLD_SIZE"]) == 1:
+        return scoring.Partition()
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return scoring.Partition(dist.get_rank(), dist.get_world_size())
+
+
+def _device(choice: str) -> torch.device:
+    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            _fail("--device cuda, but torch sees no CUDA device")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cpu")
+
+
+class _Progress:
+    """A tqdm bar on rank 0 (stderr), nothing elsewhere."""
+
+    def __init__(self, total: int, label: str, enabled: bool) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=label, unit="batch", file=sys.stderr, leave=False)
+
+    def __call__(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def evaluate_wikitext(
+    loaded: LoadedModel,
+    raw_text: str,
+    *,
+    context: int | None,
+    stride: int | None,
+    batch_size: int,
+    partition: scoring.Partition = scoring.ONE_PROCESS,
+    progress: bool = False,
+) -> wikitext.Perplexity:
+    """Perplexity of ``loaded`` on WikiText's raw test text (see :mod:`train.eval.wikitext`)."""
+    tokenizer = load_tokenizer(loaded.tokenizer_path)
+    ids = tokenizer.encode(wikitext.detokenize(raw_text)).ids
+    return perplexity_of_ids(
+        loaded.model,
+        ids,
+        context=context,
+        stride=stride,
+        batch_size=batch_size,
+        partition=partition,
+        progress=progress,
+        word_tokens=wikitext.word_token_count(raw_text),
+    )
+
+
+def perplexity_of_ids(
+    model,
+    ids: Sequence[int],
+    *,
+    context: int | None,
+    stride: int | None,
+    batch_size: int,
+    partition: scoring.Partition = scoring.ONE_PROCESS,
+    progress: bool = False,
+    word_tokens: int | None = None,
+) -> wikitext.Perplexity:
+    context = context or model.config.block_size
+    if context > model.config.block_size:
+        raise ValueError(f"--context {context} exceeds the model's {model.config.block_size}")
+    windows = wikitext.windows(len(ids), context, stride or context)
+    batches = len(partition.batches(len(windows), batch_size))
+    bar = _Progress(batches, "wikitext", progress and partition.rank == 0)
+    try:
+        nll, scored = scoring.score_windows(
+            model, ids, windows, batch_size=batch_size, partition=partition, progress=bar
+        )
+    finally:
+        bar.close()
+    return wikitext.Perplexity(nll, scored, word_tokens)
+
+
+def evaluate_lambada(
+    loaded: LoadedModel,
+    passages: list[str],
+    *,
+    batch_size: int,
+    partition: scoring.Partition = scoring.ONE_PROCESS,
+    progress: bool = False,
+) -> lambada.LambadaResult:
+    tokenizer = load_tokenizer(loaded.tokenizer_path)
+    strict, loose = lambada.examples_for(lambda text: tokenizer.encode(text).ids, passages)
+    batches = 2 * len(partition.batches(len(strict), batch_size))
+    bar = _Progress(batches, "lambada", progress and partition.rank == 0)
+    try:
+        strict_counts = scoring.score_last_words(
+            loaded.model, strict, batch_size=batch_size, partition=partition, progress=bar
+        )
+        loose_counts = scoring.score_last_words(
+            loaded.model, loose, batch_size=batch_size, partition=partition, progress=bar
+        )
+    finally:
+        bar.close()
+    return lambada.LambadaResult(
+        strict_counts.examples, strict_counts.correct, loose_counts.correct, strict_counts.nll
+    )
+
+
+def evaluate_masked_lm(
+    loaded: LoadedModel,
+    shards: str,
+    *,
+    samples: int,
+    seq_len: int,
+    seed: int,
+    batch_size: int,
+    partition: scoring.Partition = scoring.ONE_PROCESS,
+    progress: bool = False,
+):
+    from dataset_format import FormatError
+    from train.data import MaskingConfig, build_bert_datasets, check_tokenizers, parse_data_spec
+    from train.eval.masked_lm import score_masked_lm
+
+    sources = parse_data_spec([shards])
+    info = check_tokenizers(sources)
+    if info is None:
+        raise ValueError(f"{shards}: the shard set records no tokenizer (BERT needs its ids)")
+    try:
+        dataset = build_bert_datasets(
+            sources,
+            max_seq_length=seq_len,
+            split="1,0,0",
+            seed=seed,
+            num_samples={"train": samples},
+            masking=MaskingConfig(),
+            special_ids=info.special_ids,
+            vocab_size=info.vocab_size,
+        )["train"]
+    except FormatError as e:
+        raise ValueError(str(e)) from None
+    bar = _Progress(
+        len(partition.batches(samples, batch_size)), "bert-mlm", progress and partition.rank == 0
+    )
+    try:
+        return score_masked_lm(
+            loaded.model, dataset, samples, batch_size=batch_size, partition=partition, progress=bar
+        )
+    finally:
+        bar.close()
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    if args.batch_size < 1:
+        _fail(f"--batch-size must be >= 1, got {args.batch_size}")
+    device = _device(args.device)
+    partition = _partition(device)
+    started = time.perf_counter()
+    try:
+        loaded = load_model(args.checkpoint, device, args.tokenizer)
+        expected = "bert" if args.task == "bert-mlm" else "gpt"
+        if loaded.kind != expected:
+            _fail(
+                f"--task {args.task} needs a {expected.upper()} model; {loaded.source} is "
+                f"{loaded.kind.upper()}"
+            )
+        progress = not args.no_progress
+        if args.task == "wikitext103":
+            with open(args.data, encoding="utf-8") as f:
+                raw = f.read()
+            result = evaluate_wikitext(
+                loaded,
+                raw,
+                context=args.context,
+                stride=args.stride,
+                batch_size=args.batch_size,
+                partition=partition,
+                progress=progress,
+            ).to_json()
+        elif args.task == "lambada":
+            result = evaluate_lambada(
+                loaded,
+                lambada.read_passages(args.data),
+                batch_size=args.batch_size,
+                partition=partition,
+                progress=progress,
+            ).to_json()
+        else:
+            result = evaluate_masked_lm(
+                loaded,
+                args.data,
+                samples=args.samples,
+                seq_len=args.seq_len,
+                seed=args.seed,
+                batch_size=args.batch_size,
+                partition=partition,
+                progress=progress,
+            ).to_json()
+    except (LoadError, ValueError, OSError, UnicodeDecodeError) as e:
+        _fail(str(e))
+    report = {
+        "task": args.task,
+        "checkpoint": loaded.source,
+        "data": args.data,
+        **result,
+        "seconds": round(time.perf_counter() - started, 3),
+        "processes": partition.size,
+    }
+    if partition.rank == 0:
+        text = json.dumps(report)
+        print(text)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return report
