@@ -16,6 +16,9 @@ from outside, torchtitan style:
   shard that holds ``n_head / tp`` heads runs the same code unchanged;
 * ``init_weights()`` re-initialises every parameter in place, so a model built on the ``meta``
   device, sharded and moved with ``to_empty()`` can be initialised afterwards.
+
+For generation, ``forward(..., cache=KVCache())`` keeps each block's keys and values, so a
+new token attends to the prefix without recomputing it (the training path never passes one).
 """
 
 from __future__ import annotations
@@ -60,6 +63,28 @@ class GPTConfig:
             raise ValueError(f"GPTConfig.init_std must be positive, got {self.init_std}")
 
 
+class KVCache:
+    """Keys and values of every position seen so far, per attention module (generation only).
+
+    Pass the same cache to successive ``GPT.forward`` calls: the first with the prompt, each
+    next one with only the new tokens. Positions continue from ``length``.
+    """
+
+    def __init__(self) -> None:
+        self._keys_values: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.length = 0
+
+    def extend(
+        self, layer: nn.Module, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this call's [B, H, T, D] keys/values for ``layer``; return all of them."""
+        if layer in self._keys_values:
+            past_k, past_v = self._keys_values[layer]
+            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        self._keys_values[layer] = (k, v)
+        return k, v
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
@@ -71,14 +96,28 @@ class CausalSelfAttention(nn.Module):
         self.out_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         batch, seq_len, _ = x.shape
         # -1 heads: under tensor parallelism the projections hold only this rank's heads.
         q = self.q_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+        mask = None
+        if cache is not None:
+            past = cache.length
+            k, v = cache.extend(self, k, v)
+            if past > 0:
+                # query i sits at position past + i: it sees every cached key and the new ones
+                # up to itself (is_causal would align the triangle to the top-left instead).
+                mask = torch.ones(seq_len, past + seq_len, dtype=torch.bool, device=x.device)
+                mask = mask.tril(diagonal=past)
         y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=mask is None,
         )
         y = y.transpose(1, 2).reshape(batch, seq_len, -1)
         return self.resid_dropout(self.out_proj(y))
@@ -106,8 +145,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -165,23 +204,29 @@ class GPT(nn.Module):
         input_ids: torch.Tensor,
         targets: torch.Tensor | None = None,
         loss_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Return ``(logits [B, T, vocab], loss)``.
 
         ``targets`` are the already-shifted next tokens ([B, T]); a target of -100 is ignored.
         ``loss_mask`` ([B, T], 1 = counts) further restricts which positions count. The loss is
         the mean cross entropy over the counted positions (0 if none count), computed in fp32
-        even under autocast. ``loss`` is None when ``targets`` is None.
+        even under autocast. ``loss`` is None when ``targets`` is None. With a ``cache``,
+        ``input_ids`` continue the cached positions (see :class:`KVCache`).
         """
         batch, seq_len = input_ids.shape
-        if seq_len > self.config.block_size:
+        past = cache.length if cache is not None else 0
+        if past + seq_len > self.config.block_size:
             raise ValueError(
-                f"sequence length {seq_len} exceeds the model's block_size {self.config.block_size}"
+                f"sequence length {past + seq_len} exceeds the model's block_size "
+                f"{self.config.block_size}"
             )
-        positions = torch.arange(seq_len, device=input_ids.device)
+        positions = torch.arange(past, past + seq_len, device=input_ids.device)
         x = self.drop(self.wte(input_ids) + self.wpe(positions))
         for block in self.blocks:
-            x = block(x)
+            x = block(x, cache)
+        if cache is not None:
+            cache.length = past + seq_len
         logits = self.lm_head(self.ln_f(x))
         if targets is None:
             if loss_mask is not None:
