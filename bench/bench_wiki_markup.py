@@ -107,10 +107,10 @@ def markers(dump: Path) -> dict[str, Callable[[str], int]]:
     return {
         "`[[` `]]`": substring("[[", "]]"),
         "`{{` `}}`": substring("{{", "}}"),
-        "`{|` `|}` (tables)": substring("{|", "|}"),
+        "`{\\|` `\\|}` (tables)": substring("{|", "|}"),
         " ".join(f"`{n}:`" for n in category): substring(*(f"{n}:" for n in category)),
         " ".join(f"`{n}:`" for n in media): substring(*(f"{n}:" for n in media)),
-        "`thumb|` `px|` (image options)": substring("thumb|", "px|", "thumbnail|"),
+        "`thumb\\|` `px\\|` (image options)": substring("thumb|", "px|", "thumbnail|"),
         "`<ref` `</ref`": substring("<ref", "</ref"),
         "`&lt;` `&gt;` `&amp;` `&quot;` `&nbsp;`": substring(
             "&lt;", "&gt;", "&amp;", "&quot;", "&nbsp;"
