@@ -40,7 +40,13 @@ def add_stderr_handler(verbose: bool, level: int) -> logging.Handler:
 
 
 def main() -> None:
-    add_stderr_handler(os.environ.get(VERBOSE_ENV) == "1", logging.WARNING)
+    verbose = os.environ.get(VERBOSE_ENV) == "1"
+    add_stderr_handler(verbose, logging.WARNING)  # holds on to the real stderr
+    if not verbose:
+        # Beam's worker also prints tracebacks straight to stderr (an instruction that failed;
+        # every in-flight one when the launcher stops). The error goes back to the launcher,
+        # which reports it in one line.
+        sys.stderr = open(os.devnull, "w")  # for the life of the process
     from apache_beam.runners.worker import sdk_worker_main
 
     sdk_worker_main.main(sys.argv)

@@ -4,9 +4,9 @@ How documents reach shards (the names and the order are the contract):
 
 1. Spill (fused with tokenizing, so token arrays never cross a shuffle): every tokenized
    document goes to bucket `xxh64(id) % num_buckets`. Each bundle appends its documents to one
-   small `.bin`/`.idx` pair per bucket (plus their ids) under `OUTPUT/_work/spill/`, with a
-   name unique to the bundle attempt, and emits only `(bucket, spill name)` when it commits.
-   A retried or abandoned bundle leaves files nobody refers to, deleted at the end.
+   spill file per bucket (tokens, lengths and ids in one object) under `OUTPUT/_work/spill/`,
+   with a name unique to the bundle attempt, and emits only `(bucket, spill name)` when it
+   commits. A retried or abandoned bundle leaves files nobody refers to, deleted at the end.
 2. Group the tiny spill names by bucket (GroupByKey): one element per bucket, so writing runs
    on as many workers as there are buckets, whatever the bundles were.
 3. Merge each bucket: its documents sorted by id, cut into consecutive shards of at most
@@ -15,7 +15,11 @@ How documents reach shards (the names and the order are the contract):
    rewrites identical files, each written under a temporary name and renamed into place.
 4. Finish (one element: the shard records, which are tiny): sort shards by name, write
    `stats.json`, copy the tokenizer, and write `manifest.json` last. A run killed at any point
-   before that leaves no manifest, so nothing reads its output as a finished set.
+   before that leaves no manifest, so nothing reads its output as a finished set. Then each
+   bucket's spill files are deleted, one bucket per element (spread over workers).
+
+Before any of it the launcher claims OUTPUT (`claim_output`): a lock for the run, and the
+ownership marker that says which files of the directory a run may replace.
 
 Global document order: shards by name (bucket, then part), documents by id within a bucket.
 """
