@@ -1,0 +1,248 @@
+"""recipes/: every command the recipes run parses with the real command-line parsers, the runs
+they describe are the ones recipes/SCALING.md prices, and SCALING.md is what
+recipes/make_scaling.py writes from the committed bench results.
+
+The commands come from the recipes themselves: with DRY_RUN=1 each recipe prints the commands
+it would run, variables expanded, in both modes (one machine, and Dataflow + a multi-node
+torchrun job). Nothing is run and no input is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from torch.distributed.run import get_args_parser as torchrun_parser
+
+from pipelines.dedup.__main__ import build_parser as dedup_parser
+from pipelines.dedup.config import DedupConfig
+from pipelines.options import PreprocessConfig, PreprocessOptions
+from pipelines.preprocess import _parser as beam_parser
+from pipelines.preprocess import unknown_arguments
+from tests.conftest import REPO
+from train.config import parse_args as pretrain_args
+from train.eval.run import build_parser as evaluate_parser
+
+RECIPES = REPO / "recipes"
+RECIPE_FILES = sorted(p.name for p in RECIPES.glob("*.sh") if p.name != "lib.sh")
+MODES = ("local", "cluster")
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+make_scaling = _load("make_scaling", RECIPES / "make_scaling.py")
+
+
+def dry_run(recipe: str, mode: str) -> list[list[str]]:
+    """The commands `recipe` runs in `mode`, as argv lists."""
+    result = subprocess.run(
+        ["bash", str(RECIPES / recipe)],
+        env={"PATH": "/usr/bin:/bin", "DRY_RUN": "1", "MODE": mode},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, f"{recipe} (MODE={mode}) failed: {result.stderr}"
+    commands = [shlex.split(line) for line in result.stdout.splitlines() if line.strip()]
+    assert commands, f"{recipe} printed no command"
+    return commands
+
+
+@pytest.fixture(scope="module")
+def commands() -> dict[tuple[str, str], list[list[str]]]:
+    return {(r, m): dry_run(r, m) for r in RECIPE_FILES for m in MODES}
+
+
+def test_every_recipe_is_checked():
+    assert RECIPE_FILES == [
+        "bert_large_lamb.sh",
+        "corpora.sh",
+        "gpt2_345m.sh",
+        "megatron_8.3b.sh",
+    ]
+    assert {r.recipe for r in make_scaling.RUNS} <= set(RECIPE_FILES)
+
+
+def test_a_bad_mode_is_one_line_error():
+    result = subprocess.run(
+        ["bash", str(RECIPES / "corpora.sh")],
+        env={"PATH": "/usr/bin:/bin", "DRY_RUN": "1", "MODE": "dataflow"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "MODE must be local or cluster, got 'dataflow'"
+
+
+def _beam_unknown(args: list[str]) -> list[str]:
+    """Flags of `args` that no Beam option class (ours excluded) knows."""
+    beam_only = [c for c in PipelineOptions.__subclasses__() if c is not PreprocessOptions]
+    _, unknown = beam_parser(beam_only).parse_known_args(args)
+    return [a for a in unknown if a.startswith("-")]
+
+
+def check_preprocess(args: list[str]) -> None:
+    assert unknown_arguments(args) == [], f"unknown flags in preprocess {args}"
+    PreprocessConfig.from_options(PipelineOptions(args))  # raises on a missing/bad option
+
+
+def check_dedup(args: list[str]) -> None:
+    namespace, beam_args = dedup_parser().parse_known_args(args)
+    DedupConfig.from_args(namespace)
+    # The dedup CLI hands what it does not know to Beam, which would drop a misspelt flag.
+    assert _beam_unknown(beam_args) == [], f"unknown flags in dedup {args}"
+
+
+def check_torchrun(argv: list[str], mode: str) -> tuple[str, list[str], int]:
+    """The script and its arguments; the world size; the launcher's own flags checked."""
+    parsed = torchrun_parser().parse_args(argv)
+    nproc = int(parsed.nproc_per_node)
+    if mode == "cluster" and parsed.training_script == "train/pretrain.py":
+        assert int(parsed.nnodes) > 1 and parsed.rdzv_backend == "c10d"
+        assert parsed.rdzv_endpoint and parsed.rdzv_id != "none"
+        return parsed.training_script, parsed.training_script_args, int(parsed.nnodes) * nproc
+    assert parsed.standalone, "one-machine jobs run under torchrun --standalone"
+    return parsed.training_script, parsed.training_script_args, nproc
+
+
+def pretrain_runs(commands: list[list[str]], mode: str) -> list[tuple[object, int]]:
+    runs = []
+    for argv in commands:
+        if argv[0] == "torchrun":
+            script, args, world = check_torchrun(argv[1:], mode)
+            if script == "train/pretrain.py":
+                runs.append((pretrain_args(args), world))
+    return runs
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("recipe", RECIPE_FILES)
+def test_recipe_commands_parse(commands, recipe, mode):
+    for argv in commands[(recipe, mode)]:
+        if argv[:3] == ["python", "-m", "pipelines.preprocess"]:
+            check_preprocess(argv[3:])
+            assert ("--runner" in argv) == (mode == "cluster")
+            if mode == "cluster":
+                assert argv[argv.index("--runner") + 1] == "DataflowRunner"
+        elif argv[:3] == ["python", "-m", "pipelines.dedup"]:
+            check_dedup(argv[3:])
+            assert ("--runner" in argv) == (mode == "cluster")
+        elif argv[0] == "torchrun":
+            script, args, world = check_torchrun(argv[1:], mode)
+            if script == "train/pretrain.py":
+                config = pretrain_args(args)  # exits on a bad flag or value
+                micro = config.micro_batch
+                data_parallel = world // config.tp
+                assert config.global_batch % (micro * data_parallel) == 0, (
+                    f"{recipe}: global batch {config.global_batch} is not a multiple of micro "
+                    f"batch {micro} x {data_parallel} data-parallel ranks"
+                )
+            elif script == "train/evaluate.py":
+                evaluate_parser().parse_args(args)
+            else:
+                pytest.fail(f"{recipe}: torchrun of an unknown script {script}")
+        else:
+            pytest.fail(f"{recipe}: a command this test cannot check: {shlex.join(argv)}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_recipes_train_what_the_sheet_prices(commands, mode):
+    """Each pretrain command's preset, sequence length, batch and steps trained equal a run of
+    make_scaling.RUNS, in order; and a resumed phase has samples left to draw (the trainer
+    refuses a run whose --max-steps x --global-batch is below the samples already consumed)."""
+    trained = []
+    for recipe in RECIPE_FILES:
+        done = consumed = 0
+        for config, _ in pretrain_runs(commands[(recipe, mode)], mode):
+            start = done if config.resume else 0
+            consumed = consumed if config.resume else 0
+            end = config.stop_at or config.max_steps
+            steps = end - start
+            assert steps > 0
+            consumed += steps * config.global_batch
+            assert consumed <= config.max_steps * config.global_batch, (
+                f"{recipe}: {consumed} samples consumed by the end, but the run spans "
+                f"{config.max_steps} x {config.global_batch}"
+            )
+            trained.append((recipe, config.preset, config.seq_len, config.global_batch, steps))
+            done = end
+    expected = [(r.recipe, r.preset, r.seq_len, r.global_batch, r.steps) for r in make_scaling.RUNS]
+    assert sorted(trained) == sorted(expected)
+
+
+def test_scaling_sheet_is_current():
+    written = (RECIPES / "SCALING.md").read_text(encoding="utf-8")
+    assert written == make_scaling.render(), (
+        "recipes/SCALING.md is stale: run python recipes/make_scaling.py"
+    )
+
+
+@pytest.fixture()
+def results_copy(tmp_path) -> Path:
+    copy = tmp_path / "results"
+    shutil.copytree(REPO / "bench" / "results", copy)
+    (copy / "gpu.md").unlink(missing_ok=True)
+    return copy
+
+
+def test_sheet_reads_the_bench_tables(results_copy):
+    """The per-MB costs follow the committed tables: double tiktoken's web text rate and its
+    rows halve; drop a row the sheet reads and it says which one."""
+    before = make_scaling.render(results_copy)
+    assert "| webtext | 1 clean | GPT-2 encode (by-product shards) | 1 | 0.127 x 1.18 |" in before
+    table = results_copy / "clean_tokenize.md"
+    text = table.read_text()
+    assert "| GPT-2 encode: tiktoken fast path | 5.1 | 6.4 | 7.9 |" in text
+    table.write_text(text.replace("| 6.4 | 7.9 |", "| 6.4 | 15.8 |"))
+    after = make_scaling.render(results_copy)
+    assert "| webtext | 1 clean | GPT-2 encode (by-product shards) | 1 | 0.0633 x 1.18 |" in after
+
+    table.write_text("\n".join(line for line in text.splitlines() if "tiktoken" not in line))
+    with pytest.raises(SystemExit, match="no table row 'GPT-2 encode: tiktoken fast path'"):
+        make_scaling.render(results_copy)
+
+
+def test_measured_gpu_mfu_is_used_when_gpu_md_exists(results_copy):
+    """A gpu.md as bench/gpu.sh writes it (its own table function) puts the measured MFU in
+    the sheet for the run of that preset, on that device's peak."""
+    bench_gpu = _load("bench_gpu", REPO / "bench" / "bench_gpu.py")
+    row = {
+        "preset": "gpt2-355m",
+        "params_m": 354.8,
+        "micro_batch": 8,
+        "seq_len": 1024,
+        "tokens_per_s": 180_000.0,
+        "tflops": 435.0,
+        "mfu": 0.44,
+        "step_ms": 45.0,
+        "first_steps_s": 40.0,
+        "peak_mem_gb": 30.0,
+        "final_loss": 10.8,
+        "wall_s": 90.0,
+    }
+    args = argparse.Namespace(steps=20, warmup=8)
+    (results_copy / "gpu.md").write_text(
+        bench_gpu.table([row], args, "NVIDIA H100 80GB HBM3"), encoding="utf-8"
+    )
+    sheet = make_scaling.render(results_copy)
+    assert "gpu.md is not there" not in sheet
+    run = next(r for r in make_scaling.RUNS if r.preset == "gpt2-355m")
+    flops = run.steps * run.global_batch * run.seq_len * make_scaling.run_flops_per_token(run)
+    hours = flops / (0.44 * 989e12) / 3600
+    line = next(x for x in sheet.splitlines() if x.startswith("| GPT-2 345M | NVIDIA H100"))
+    assert "| 989 | 44.0% ([gpu.md:" in line
+    assert line.endswith(f"| {make_scaling._sig(hours)} |")
