@@ -203,3 +203,30 @@ def test_compile(gpt_shards, tmp_path):
     assert any(p.suffix in (".py", ".so", ".cpp") for p in cache.rglob("*"))
     # compiled kernels fuse and reorder float math: close, not equal
     assert max(abs(a - b) for a, b in zip(plain, compiled)) < 1e-3
+
+
+@pytest.mark.parametrize("layout", [["--parallel", "fsdp"], ["--parallel", "tp", "--tp", "2"]])
+def test_lamb_under_fsdp_and_tp_matches_one_process(gpt_shards, tmp_path, layout):
+    """LAMB's global-norm pre-normalisation and trust ratios need global norms of sharded
+    tensors (batched reductions over the mesh): the per-step losses equal one process's."""
+    flags = ["--optimizer", "lamb", "--lr", "2e-2", *PAD_FOR_TP]
+    expected = single(gpt_shards, tmp_path / "one", *flags)
+    torchrun(gpt_shards, tmp_path / "parallel", *flags, *layout)
+    assert max_difference(losses(tmp_path / "parallel"), expected) < 1e-5
+    assert expected[5] < expected[0] - 0.1  # it trains
+
+
+def test_tensor_and_sequence_parallel_match_one_process(gpt_shards, reference_padded, tmp_path):
+    """tp=2 with Megatron's sequence parallelism (norms, dropouts and residuals sharded along
+    the sequence) and the vocab-parallel loss (logits never gathered): one process's losses."""
+    output = torchrun(gpt_shards, tmp_path, "--parallel", "tp", "--tp", "2",
+                      "--sequence-parallel")  # fmt: skip
+    assert "(tp, dp=1, tp=2)" in output
+    assert max_difference(losses(tmp_path), reference_padded) < 1e-5
+
+
+def test_fsdp_with_activation_checkpointing_matches_one_process(gpt_shards, reference, tmp_path):
+    """Selective (attention) checkpointing under FSDP2: recomputed inside the block's unit."""
+    torchrun(gpt_shards, tmp_path, "--parallel", "fsdp", "--activation-checkpointing",
+             "selective")  # fmt: skip
+    assert max_difference(losses(tmp_path), reference) < 1e-5

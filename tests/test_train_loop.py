@@ -8,6 +8,7 @@ with the curves plotted by tools/plot.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -240,7 +241,13 @@ def test_short_real_run_learns_and_plots(model, gpt_shards, bert_shards, tmp_pat
     if model == "bert":  # masked-LM accuracy: hits, where chance (1 in 30k) gives none
         assert all(0.0 <= r["mlm_accuracy"] <= 1.0 for r in evals)
         assert evals[1]["mlm_accuracy"] > 0, evals
+        # perplexity of the masked LM alone; the loss also holds the NSP term
+        for r in evals:
+            assert r["loss"] == pytest.approx(r["mlm_loss"] + r["nsp_loss"])
+            assert r["ppl"] == pytest.approx(math.exp(r["mlm_loss"]))
+            assert 0.0 <= r["nsp_accuracy"] <= 1.0
     else:
+        assert all(r["ppl"] == pytest.approx(math.exp(r["loss"])) for r in evals)
         assert all("mlm_accuracy" not in r for r in evals)
     png = tmp_path / f"{model}.png"
     result = subprocess.run(

@@ -1,4 +1,5 @@
-"""train.optim: weight-decay groups, LAMB against the paper's update, the lr schedule, clipping."""
+"""train.optim: weight-decay groups, LAMB against a transcription of FusedLAMB, the lr schedule,
+clipping. (LAMB under FSDP2 and TP: test_train_distributed.py.)"""
 
 from __future__ import annotations
 
@@ -49,27 +50,77 @@ def test_embeddings_excluded_when_configured():
     assert "mlm_head.dense.weight" in _names(model, groups["decay"])
 
 
-def test_lamb_step_matches_the_paper_update():
+def fused_lamb_reference(weights, grads_per_step, groups, lr, betas, eps, max_grad_norm, nvlamb):
+    """An independent float64 transcription of apex's FusedLAMB (multi_tensor_lamb, adam_w_mode,
+    grad_averaging): per step, g /= max(1, global ||g|| / max_grad_norm); m, v with bias
+    correction; u = m_hat / (sqrt(v_hat) + eps) + wd * w; w -= lr * r * u with
+    r = ||w|| / ||u|| where (nvlamb or wd != 0) and both norms > 0, else r = 1."""
+    b1, b2 = betas
+    w = [x.double().clone() for x in weights]
+    m = [torch.zeros_like(x) for x in w]
+    v = [torch.zeros_like(x) for x in w]
+    for t, grads in enumerate(grads_per_step, start=1):
+        g = [x.double() for x in grads]
+        total = math.sqrt(sum(float((x * x).sum()) for x in g))
+        divisor = max(1.0, total / max_grad_norm) if max_grad_norm > 0 else 1.0
+        for i, wd in enumerate(groups):
+            gi = g[i] / divisor
+            m[i] = b1 * m[i] + (1 - b1) * gi
+            v[i] = b2 * v[i] + (1 - b2) * gi * gi
+            u = (m[i] / (1 - b1**t)) / ((v[i] / (1 - b2**t)).sqrt() + eps) + wd * w[i]
+            wn, un = float(w[i].norm()), float(u.norm())
+            r = wn / un if (nvlamb or wd != 0) and wn > 0 and un > 0 else 1.0
+            w[i] = w[i] - lr * r * u
+    return w
+
+
+@pytest.mark.parametrize("nvlamb", [False, True])
+def test_lamb_matches_fused_lamb_over_25_steps(nvlamb):
+    """Random weights and gradients (some steps with a global norm above max_grad_norm, some
+    below), a decayed matrix and two undecayed tensors, as a model's groups have."""
     torch.manual_seed(0)
-    weight = nn.Parameter(torch.randn(4, 3))
-    grad = torch.randn(4, 3)
-    start = weight.detach().clone()
-    weight.grad = grad.clone()
-    lr, (b1, b2), eps, wd = 0.01, (0.9, 0.999), 1e-6, 0.01
-    Lamb([weight], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd).step()
-    m = (1 - b1) * grad / (1 - b1)
-    v = (1 - b2) * grad**2 / (1 - b2)
-    update = m / (v.sqrt() + eps) + wd * start
-    trust = start.norm() / update.norm()
-    torch.testing.assert_close(weight.detach(), start - lr * trust * update)
+    shapes, decays = [(8, 6), (6,), (5, 3)], [0.01, 0.0, 0.0]
+    weights = [torch.randn(s) for s in shapes]
+    grads_per_step = [[torch.randn(s) * (0.05 if t % 3 else 2.0) for s in shapes]
+                      for t in range(25)]  # fmt: skip
+    params = [nn.Parameter(w.clone()) for w in weights]
+    groups = [{"params": [p], "weight_decay": wd} for p, wd in zip(params, decays)]
+    hyper = dict(lr=0.02, betas=(0.9, 0.999), eps=1e-6, max_grad_norm=1.0, nvlamb=nvlamb)
+    optimizer = Lamb(groups, **hyper)
+    for grads in grads_per_step:
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        optimizer.step()
+    expected = fused_lamb_reference(weights, grads_per_step, decays, **hyper)
+    for p, e in zip(params, expected):
+        torch.testing.assert_close(p.detach().double(), e, atol=1e-5, rtol=1e-5)
+    # the undecayed tensors moved by plain lr x Adam steps unless nvlamb scales them
+    other = fused_lamb_reference(weights, grads_per_step, decays, **{**hyper, "nvlamb": not nvlamb})
+    assert not torch.allclose(params[1].detach().double(), other[1], atol=1e-4)
 
 
 def test_lamb_trust_ratio_is_one_for_zero_weights():
     weight = nn.Parameter(torch.zeros(3))
     weight.grad = torch.tensor([1.0, -2.0, 0.5])
-    Lamb([weight], lr=0.1, weight_decay=0.0).step()
+    Lamb([weight], lr=0.1, weight_decay=0.01).step()
     # Adam's first step is sign(g) (up to eps); trust ratio 1 leaves it unscaled
     torch.testing.assert_close(weight.detach(), -0.1 * torch.sign(weight.grad), atol=1e-5, rtol=0)
+
+
+def test_lamb_defaults_are_the_bert_records():
+    from train.config import parse_args
+    from train.loop import Runtime, model_positions, resolve_config
+
+    runtime = Runtime(0, 1, 0, torch.device("cpu"), None, 0, 1, 1)
+    lamb = resolve_config(parse_args(["--data", "x", "--optimizer", "lamb"]), runtime,
+                          model_positions)  # fmt: skip
+    assert (lamb.beta2, lamb.eps, lamb.weight_decay) == (0.999, 1e-6, 0.01)
+    adamw = resolve_config(parse_args(["--data", "x"]), runtime, model_positions)
+    assert (adamw.beta2, adamw.eps, adamw.weight_decay) == (0.95, 1e-8, 0.1)
+    chosen = parse_args(["--data", "x", "--optimizer", "lamb", "--beta2", "0.98",
+                         "--weight-decay", "0"])  # fmt: skip
+    chosen = resolve_config(chosen, runtime, model_positions)
+    assert (chosen.beta2, chosen.eps, chosen.weight_decay) == (0.98, 1e-6, 0.0)
 
 
 def test_build_optimizer_kinds():

@@ -411,8 +411,12 @@ def load_checkpoint(
     if check is not None:
         check(trainer_state)
     state = sharded_state(model, optimizer)
+    # Only the per-parameter optimizer state (keyed by parameter name) is read back: how
+    # parameters are grouped depends on the layout (tensor parallelism keeps norms as plain
+    # tensors, in groups of their own), and the groups' settings come from this run's flags.
+    wanted = {"model": state["model"], "optimizer": {"state": state["optimizer"]["state"]}}
     try:
-        dcp.load(state, checkpoint_id=path, no_dist=not _distributed())
+        dcp.load(wanted, checkpoint_id=path, no_dist=not _distributed())
         set_model_state_dict(model, state["model"])
     except (RuntimeError, KeyError, ValueError, dcp.api.CheckpointException) as e:
         raise CheckpointError(

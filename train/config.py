@@ -15,9 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 MODELS = ("gpt", "bert")
+# (beta2, eps, weight decay) unless set: GPT-2/Megatron AdamW practice, and the BERT records'
+# LAMB (NVIDIA's FusedLAMB settings)
+OPTIMIZER_DEFAULTS = {"adamw": (0.95, 1e-8, 0.1), "lamb": (0.999, 1e-6, 0.01)}
 DEFAULT_PRESETS = {"gpt": "gpt-tiny", "bert": "bert-tiny"}
 PRECISIONS = ("fp32", "bf16", "fp16")
 PARALLEL = ("ddp", "fsdp", "tp")
+ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
 
 
 @dataclass
@@ -37,12 +41,13 @@ class TrainConfig:
     warmup_steps: int | None = None  # None: max_steps // 10
     decay: str = "cosine"
     decay_steps: int | None = None  # None: max_steps
-    weight_decay: float = 0.1
+    weight_decay: float | None = None  # None: the optimizer's (OPTIMIZER_DEFAULTS)
     decay_embeddings: bool = True
     optimizer: str = "adamw"
     beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
+    beta2: float | None = None
+    eps: float | None = None
+    nvlamb: bool = False
     clip_grad: float = 1.0
     precision: str | None = None  # None: bf16 on CUDA, fp32 on CPU
     resume: bool = False
@@ -59,6 +64,9 @@ class TrainConfig:
     seed: int = 1234
     parallel: str = "ddp"
     tp: int = 1
+    sequence_parallel: bool = False
+    activation_checkpointing: str = "none"
+    ac_every: int = 0  # selective: checkpoint every k-th block (0: attention of every block)
     compile: bool = False
     deterministic: bool = False
     peak_tflops: float | None = None
@@ -130,13 +138,14 @@ def validate(config: TrainConfig) -> None:
         "--save-interval": config.save_interval,
         "--eval-interval": config.eval_interval,
         "--eval-iters": config.eval_iters,
-        "--weight-decay": config.weight_decay,
         "--clip-grad": config.clip_grad,
         "--skip-outliers": config.skip_outliers,
         "--num-workers": config.num_workers,
     }
     if config.warmup_steps is not None:
         non_negative["--warmup-steps"] = config.warmup_steps
+    if config.weight_decay is not None:
+        non_negative["--weight-decay"] = config.weight_decay
     for flag, value in non_negative.items():
         if value < 0:
             _fail(f"{flag} must be >= 0, got {value}")
@@ -152,6 +161,15 @@ def validate(config: TrainConfig) -> None:
         _fail(f"--dist-timeout must be positive, got {config.dist_timeout}")
     if config.peak_tflops is not None and config.peak_tflops <= 0:
         _fail(f"--peak-tflops must be positive, got {config.peak_tflops}")
+    if config.sequence_parallel and config.parallel != "tp":
+        _fail("--sequence-parallel needs --parallel tp")
+    if config.activation_checkpointing not in ACTIVATION_CHECKPOINTING:
+        _fail(
+            f"--activation-checkpointing must be one of {', '.join(ACTIVATION_CHECKPOINTING)}, "
+            f"got {config.activation_checkpointing!r}"
+        )
+    if config.ac_every < 0:
+        _fail(f"--ac-every must be >= 0, got {config.ac_every}")
     if config.tp > 1 and config.parallel != "tp":
         _fail(f"--tp {config.tp} needs --parallel tp")
     if config.tokenizer is not None and config.vocab_size is not None:
@@ -270,7 +288,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.decay_steps,
         help="step at which lr reaches --min-lr (default --max-steps)",
     )
-    g.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    g.add_argument(
+        "--weight-decay",
+        type=float,
+        default=d.weight_decay,
+        help="default 0.1 for adamw, 0.01 for lamb",
+    )
     g.add_argument(
         "--no-decay-embeddings",
         dest="decay_embeddings",
@@ -278,8 +301,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="exclude embedding tables from weight decay (norms and biases always are)",
     )
     g.add_argument("--beta1", type=float, default=d.beta1)
-    g.add_argument("--beta2", type=float, default=d.beta2)
-    g.add_argument("--eps", type=float, default=d.eps)
+    g.add_argument(
+        "--beta2", type=float, default=d.beta2, help="default 0.95 for adamw, 0.999 for lamb"
+    )
+    g.add_argument("--eps", type=float, default=d.eps, help="default 1e-8 for adamw, 1e-6 for lamb")
+    g.add_argument(
+        "--nvlamb",
+        action="store_true",
+        help="LAMB: apply the trust ratio to parameters without weight decay too (apex's "
+        "use_nvlamb); by default only decayed ones get it, as FusedLAMB does",
+    )
     g.add_argument(
         "--clip-grad", type=float, default=d.clip_grad, help="max global grad norm (0: no clipping)"
     )
@@ -319,6 +350,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="under torchrun: DDP, FSDP2, or tensor parallel (FSDP2 over the rest)",
     )
     g.add_argument("--tp", type=int, default=d.tp, help="tensor-parallel degree (--parallel tp)")
+    g.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="GPT with --parallel tp: shard norms, dropouts and residuals along the sequence "
+        "(Megatron's sequence parallelism); --seq-len must be divisible by --tp",
+    )
+    g.add_argument(
+        "--activation-checkpointing",
+        choices=ACTIVATION_CHECKPOINTING,
+        default=d.activation_checkpointing,
+        help="recompute activations in backward: every block (full), or selective: the "
+        "attention of every block, or every --ac-every-th block",
+    )
+    g.add_argument(
+        "--ac-every",
+        type=int,
+        default=d.ac_every,
+        metavar="K",
+        help="with --activation-checkpointing selective: checkpoint every K-th whole block "
+        "instead of the attention of every block",
+    )
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
     g.add_argument(
         "--dist-timeout",

@@ -42,10 +42,10 @@ from torch.utils.data import DataLoader
 
 from dataset_format import FormatError
 from train import checkpoint as ckpt
-from train.config import DEFAULT_PRESETS, TrainConfig
+from train.config import DEFAULT_PRESETS, OPTIMIZER_DEFAULTS, TrainConfig
 from train.metrics import Console, MetricsLog, format_train_line, lookup_peak_tflops, throughput
 from train.optim import LRSchedule, build_optimizer, clip_grads_, grad_norm, scale_grads_
-from train.parallel import build_mesh, parallelize
+from train.parallel import build_mesh, loss_context, parallelize
 from train.precision import Precision
 
 
@@ -236,6 +236,7 @@ def resolve_config(config: TrainConfig, runtime: Runtime, positions_of) -> Train
         )
     warmup = config.warmup_steps if config.warmup_steps is not None else config.max_steps // 10
     decay_steps = config.decay_steps or config.max_steps
+    beta2, eps, weight_decay = OPTIMIZER_DEFAULTS[config.optimizer]
     if warmup > decay_steps:
         fail(f"--warmup-steps {warmup} exceeds the decay horizon of {decay_steps} steps")
     return dataclasses.replace(
@@ -248,6 +249,9 @@ def resolve_config(config: TrainConfig, runtime: Runtime, positions_of) -> Train
         warmup_steps=warmup,
         decay_steps=decay_steps,
         min_lr=config.min_lr if config.min_lr is not None else config.lr / 10,
+        beta2=config.beta2 if config.beta2 is not None else beta2,
+        eps=config.eps if config.eps is not None else eps,
+        weight_decay=config.weight_decay if config.weight_decay is not None else weight_decay,
     )
 
 
@@ -421,9 +425,24 @@ def model_positions(preset_name: str) -> tuple[str, int]:
     return preset.model, positions
 
 
-def forward_loss(model: nn.Module, batch: dict, kind: str, next_sentence: bool):
-    """The model's loss on one micro-batch, and named parts of it for the metrics."""
+def forward_loss(
+    model: nn.Module, batch: dict, kind: str, next_sentence: bool, parallel_loss: bool = False
+):
+    """The model's loss on one micro-batch, and named parts of it for the metrics.
+
+    ``parallel_loss``: the model's logits come out sharded by vocabulary (GPT under tensor
+    parallelism); its loss function runs on the shards (call inside ``loss_context``).
+    """
     if kind == "gpt":
+        if parallel_loss:
+            from train.models.gpt import masked_cross_entropy
+            from train.parallel import vocab_parallel_loss
+
+            logits, _ = model(batch["input_ids"])
+            loss = vocab_parallel_loss(
+                masked_cross_entropy, logits, batch["labels"], batch["loss_mask"]
+            )
+            return loss, {}
         _, loss = model(batch["input_ids"], batch["labels"], batch["loss_mask"])
         return loss, {}
     out = model(
@@ -436,35 +455,39 @@ def forward_loss(model: nn.Module, batch: dict, kind: str, next_sentence: bool):
     parts = {"mlm_loss": out.mlm_loss}
     if out.nsp_loss is not None:
         parts["nsp_loss"] = out.nsp_loss
-    if not model.training:  # evaluation: how many of the masked tokens the model gets right
+    if not model.training:  # evaluation: how many masked tokens / sentence pairs it gets right
         labels = batch["mlm_labels"]
         target = labels[labels != -100]  # the order of the model's gathered MLM logits
-        parts["mlm_counts"] = torch.stack(
-            [
-                (out.mlm_logits.argmax(-1) == target).sum(),
-                torch.tensor(target.numel(), device=target.device),  # same device for stack
-            ]
-        ).double()
+        parts["mlm_counts"] = _right_and_total(out.mlm_logits, target)
+        if out.nsp_logits is not None and next_sentence:
+            parts["nsp_counts"] = _right_and_total(out.nsp_logits, batch["nsp_label"].view(-1))
     return out.loss, parts
 
 
+def _right_and_total(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """[predictions equal to target, predictions] as float64, on the logits' device."""
+    return torch.stack(
+        [
+            (logits.argmax(-1) == target).sum(),
+            torch.tensor(target.numel(), device=target.device),  # same device for stack
+        ]
+    ).double()
+
+
+def uses_parallel_loss(config: TrainConfig, runtime: Runtime) -> bool:
+    """GPT under tensor parallelism keeps its logits sharded by vocabulary into the loss."""
+    return config.model == "gpt" and config.parallel == "tp" and runtime.tp > 1
+
+
 def no_sync(model: nn.Module, sync: bool):
-    """Skip the gradient reduction on all but the last micro-batch of a step."""
-    if sync:
-        return contextlib.nullcontext()
-    if hasattr(model, "no_sync"):  # DDP
+    """Skip DDP's gradient all-reduce on all but the last micro-batch of a step.
+
+    FSDP2 is left to reduce-scatter after every micro-batch, accumulating into the sharded
+    gradients: skipping its reduction would keep every parameter's unsharded gradient (the
+    full model's worth per rank) alive between micro-batches, the memory FSDP exists to save.
+    """
+    if not sync and hasattr(model, "no_sync"):  # DDP
         return model.no_sync()
-    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
-
-        @contextlib.contextmanager
-        def fsdp_no_sync():
-            model.set_requires_gradient_sync(False)
-            try:
-                yield
-            finally:
-                model.set_requires_gradient_sync(True)
-
-        return fsdp_no_sync()
     return contextlib.nullcontext()
 
 
@@ -563,29 +586,39 @@ def all_reduce_mean(value: torch.Tensor, runtime: Runtime) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(model, dataset, config, runtime, precision, next_sentence) -> dict[str, float]:
-    """Mean loss over the split's first ``eval_iters`` global batches (the same samples at
-    every evaluation and under any parallelism, so the figures are comparable); for BERT also
-    the masked-LM accuracy over all their predicted tokens."""
-    loader = make_loader(dataset, config.eval_iters * config.global_batch, 0, config, runtime)
+def evaluate(model, loader, config, runtime, precision, next_sentence) -> dict[str, float]:
+    """Mean loss over the split's first ``eval_iters`` global batches (``loader``, built once
+    per split: the same samples at every evaluation and under any parallelism, so the figures
+    are comparable), and ``ppl``: the exponential of the language-model loss.
+
+    For BERT the loss is MLM + NSP, so ``ppl`` is exp(MLM loss) alone; ``mlm_loss``,
+    ``mlm_accuracy`` (over all predicted tokens) and, with a next-sentence head, ``nsp_loss``
+    and ``nsp_accuracy`` (over all pairs) are reported apart.
+    """
     model.eval()
-    total = torch.zeros((), dtype=torch.float64, device=runtime.device)
-    mlm_counts = torch.zeros(2, dtype=torch.float64, device=runtime.device)  # correct, predicted
+    sums: dict[str, torch.Tensor] = {}
     batches = 0
     for batch in loader:
-        with precision.autocast():
+        with precision.autocast(), loss_context(uses_parallel_loss(config, runtime)):
             loss, parts = forward_loss(
-                model, to_device(batch, runtime.device), config.model, next_sentence
-            )
-        total += loss.double()
-        if "mlm_counts" in parts:
-            mlm_counts += parts["mlm_counts"].to(mlm_counts.device)
+                model, to_device(batch, runtime.device), config.model, next_sentence,
+                uses_parallel_loss(config, runtime),
+            )  # fmt: skip
+        for name, value in {"loss": loss, **parts}.items():
+            value = value.detach().double().to(runtime.device)
+            sums[name] = sums[name] + value if name in sums else value
         batches += 1
     model.train()
-    result = {"loss": float(all_reduce_mean(total / max(batches, 1), runtime))}
-    if config.model == "bert":
-        correct, predicted = all_reduce_mean(mlm_counts, runtime).tolist()
-        result["mlm_accuracy"] = correct / predicted if predicted else math.nan
+    result = {}
+    for name, value in sums.items():
+        value = all_reduce_mean(value / max(batches, 1), runtime)
+        if name.endswith("_counts"):  # [right, total]: the means' ratio is the counts' ratio
+            right, total = value.tolist()
+            result[name.replace("_counts", "_accuracy")] = right / total if total else math.nan
+        else:
+            result[name] = float(value)
+    lm_loss = result.get("mlm_loss", result.get("loss", math.nan))
+    result["ppl"] = math.exp(lm_loss) if lm_loss < 50 else math.inf
     return result
 
 
@@ -644,8 +677,12 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
     param_dtype = precision.dtype if config.parallel in ("fsdp", "tp") else None
     try:
         train_model = parallelize(
-            model, runtime.mesh, config.parallel, runtime.device, param_dtype, config.compile
-        )
+            model, runtime.mesh, config.parallel, runtime.device, param_dtype, config.compile,
+            sequence_parallel=config.sequence_parallel,
+            parallel_loss=uses_parallel_loss(config, runtime),
+            activation_checkpointing=config.activation_checkpointing,
+            ac_every=config.ac_every,
+        )  # fmt: skip
     except ValueError as e:
         fail(f"--parallel {config.parallel}: {e}")
     optimizer = build_optimizer(
@@ -656,6 +693,8 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         betas=(config.beta1, config.beta2),
         eps=config.eps,
         decay_embeddings=config.decay_embeddings,
+        max_grad_norm=config.clip_grad,
+        nvlamb=config.nvlamb,
     )
     schedule = LRSchedule(
         config.lr, config.min_lr, config.warmup_steps, config.decay_steps, config.decay
@@ -667,7 +706,12 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
     loss_window = OutlierDetector(config.outlier_window)
     grad_window = OutlierDetector(config.outlier_window)
     # Per data-parallel rank streams (dropout); tp ranks of one dp group share theirs.
-    seed_everything(config.seed + 1 + runtime.dp_rank)
+    # Under sequence parallelism every dropout acts on this tp rank's own tokens or heads:
+    # distinct streams per tp rank too, as Megatron's model-parallel RNG tracker gives them.
+    # (Without it the hidden dropouts act on replicated activations and must draw alike.)
+    tp_rank = runtime.mesh["tp"].get_local_rank() if runtime.mesh is not None else 0
+    stream = runtime.dp_rank * (runtime.tp if config.sequence_parallel else 1)
+    seed_everything(config.seed + 1 + stream + (tp_rank if config.sequence_parallel else 0))
     if resume_path is not None:
         try:
             state = ckpt.load_checkpoint(resume_path, model, optimizer, trainer_state=saved_state)
@@ -737,24 +781,23 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         if final or runtime.checkpoint_group is None:
             commit_pending()
 
+    eval_loaders: dict[str, DataLoader] = {}  # built at first use, reused by every evaluation
+
     def run_eval(split: str, dataset) -> None:
         if dataset is None or config.eval_iters == 0:
             return
-        result = evaluate(train_model, dataset, config, runtime, precision, next_sentence)
-        loss = result["loss"]
-        record = {
-            "kind": "eval",
-            "split": split,
-            "step": step,
-            **result,
-            "ppl": math.exp(loss) if loss < 50 else math.inf,
-        }
-        metrics.write(record)
-        accuracy = (
-            f" | mlm accuracy {result['mlm_accuracy']:.3f}" if "mlm_accuracy" in result else ""
+        if split not in eval_loaders:
+            eval_loaders[split] = make_loader(
+                dataset, config.eval_iters * config.global_batch, 0, config, runtime
+            )
+        result = evaluate(
+            train_model, eval_loaders[split], config, runtime, precision, next_sentence
         )
-        console.print(f"step {step} | {split} loss {loss:.4f} | ppl {record['ppl']:.2f}{accuracy}")
+        record = {"kind": "eval", "split": split, "step": step, **result}
+        metrics.write(record)
+        console.print(format_eval_line(split, record))
 
+    parallel_loss = uses_parallel_loss(config, runtime)
     grad_fault = parse_grad_fault(os.environ.get("SHARDSMITH_TEST_GRAD_FAULT"))
     kill_step = _env_int("SHARDSMITH_TEST_KILL_AT_STEP")
     kill_rank = _env_int("SHARDSMITH_TEST_KILL_RANK") or 1
@@ -775,9 +818,12 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
         part_sums: dict[str, torch.Tensor] = {}
         for micro in range(accumulation):
             batch = to_device(next_batch(batches), runtime.device)
-            with no_sync(train_model, micro == accumulation - 1), precision.autocast():
-                loss, parts = forward_loss(train_model, batch, config.model, next_sentence)
-            precision.scale_loss(loss / accumulation).backward()
+            with no_sync(train_model, micro == accumulation - 1), loss_context(parallel_loss):
+                with precision.autocast():
+                    loss, parts = forward_loss(
+                        train_model, batch, config.model, next_sentence, parallel_loss
+                    )
+                precision.scale_loss(loss / accumulation).backward()
             loss_sum += loss.detach().double()
             for name, value in parts.items():
                 part_sums[name] = part_sums.get(name, 0) + value.detach().double()
@@ -801,7 +847,8 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
             elif z_grad is not None and z_grad > config.skip_outliers:
                 skip = "outlier_grad_norm"
         if skip is None:
-            clip_grads_(params, config.clip_grad, norm)
+            if config.optimizer != "lamb":  # LAMB normalises by the global norm itself
+                clip_grads_(params, config.clip_grad, norm)
             optimizer.step()
             counters.consecutive = 0
             loss_window.add(loss_value)
@@ -888,6 +935,18 @@ def data_identity(specs: list[str]) -> list[str]:
 # What makes a run the same run: resuming with other values mixes two data streams or batch
 # sizes in one checkpoint lineage, so it needs --allow-config-change.
 RUN_IDENTITY = ("split", "seq_len", "global_batch")
+
+
+def format_eval_line(split: str, record: dict) -> str:
+    line = f"step {record['step']} | {split} loss {record['loss']:.4f}"
+    if "mlm_loss" in record:
+        line += f" | mlm loss {record['mlm_loss']:.4f} | mlm ppl {record['ppl']:.2f}"
+        line += f" | mlm accuracy {record['mlm_accuracy']:.3f}"
+        if "nsp_accuracy" in record:
+            line += f" | nsp loss {record['nsp_loss']:.4f}"
+            line += f" | nsp accuracy {record['nsp_accuracy']:.3f}"
+        return line
+    return line + f" | ppl {record['ppl']:.2f}"
 
 
 def check_resumable(state: dict, config: TrainConfig, data: Data, path: str) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, Partial, Replicate
 
 NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d, nn.RMSNorm)
 
@@ -54,11 +54,20 @@ def param_groups(
 
 
 class Lamb(torch.optim.Optimizer):
-    """LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), algorithm 2.
+    """LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning") as NVIDIA's apex
+    ``FusedLAMB`` computes it, the optimizer of the BERT pretraining records:
 
-    Adam moments with bias correction, decoupled weight decay added to the update, then a
-    per-tensor trust ratio ||w|| / ||update|| (1 where either norm is 0) scales the step, as in
-    NVIDIA's FusedLAMB used for BERT pretraining. Norms of DTensor shards are global norms.
+    1. gradients are divided by ``max(1, ||g|| / max_grad_norm)``, ``||g||`` the global norm
+       over all parameters (``max_grad_norm=0``: not);
+    2. Adam moments with bias correction; the update is ``m_hat / (sqrt(v_hat) + eps)`` plus
+       ``weight_decay * w`` (decoupled);
+    3. the step is ``lr * ||w|| / ||update||`` times the update (ratio 1 where either norm is
+       0) for parameters with weight decay, and plain ``lr`` times the update for those
+       without (biases, norms), unless ``nvlamb`` (apex's ``use_nvlamb``) applies the trust
+       ratio to every parameter.
+
+    Norms of DTensor shards are global; every norm of a step (gradients; then weights and
+    updates) is one batched reduction per mesh, not a collective per parameter.
     """
 
     def __init__(
@@ -68,10 +77,16 @@ class Lamb(torch.optim.Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-6,
         weight_decay: float = 0.01,
+        max_grad_norm: float = 1.0,
+        nvlamb: bool = False,
     ) -> None:
         if lr <= 0 or eps <= 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"invalid LAMB hyper-parameters lr={lr} betas={betas} eps={eps}")
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        if max_grad_norm < 0:
+            raise ValueError(f"max_grad_norm must be >= 0, got {max_grad_norm}")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        super().__init__(params, defaults)
+        self.max_grad_norm, self.nvlamb = max_grad_norm, nvlamb
 
     @torch.no_grad()
     def step(self, closure=None):  # noqa: ANN001 - torch.optim signature
@@ -79,47 +94,87 @@ class Lamb(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group in self.param_groups:
+        entries = [
+            (group, param)
+            for group in self.param_groups
+            for param in group["params"]
+            if param.grad is not None
+        ]
+        if not entries:
+            return loss
+        clip = 1.0
+        if self.max_grad_norm > 0:
+            grad_norm = batched_global_norms([p.grad for _, p in entries]).square().sum().sqrt()
+            clip = torch.clamp(grad_norm / self.max_grad_norm, min=1.0)
+        updates = []
+        for group, param in entries:
             beta1, beta2 = group["betas"]
-            for param in group["params"]:
-                if param.grad is None:
-                    continue
-                grad = param.grad
-                state = self.state[param]
-                if not state:
-                    state["step"] = torch.zeros((), dtype=torch.float32)
-                    state["exp_avg"] = torch.zeros_like(param)
-                    state["exp_avg_sq"] = torch.zeros_like(param)
-                state["step"] += 1
-                step = state["step"].item()
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                denom = (exp_avg_sq / (1 - beta2**step)).sqrt_().add_(group["eps"])
-                update = (exp_avg / (1 - beta1**step)).div_(denom)
-                if group["weight_decay"]:
-                    update.add_(param, alpha=group["weight_decay"])
-                weight_norm = _global_norm(param)
-                update_norm = _global_norm(update)
-                # tensors, not floats: no host sync per parameter on GPU
-                trust = torch.where(
-                    (weight_norm > 0) & (update_norm > 0),
-                    weight_norm / update_norm,
-                    torch.ones_like(weight_norm),
-                )
-                step_size = trust * -group["lr"]
-                if isinstance(param, DTensor):
-                    # same placements for the parameter and its update: the step is shard-local
-                    param.to_local().add_(update.to_local() * step_size)
-                else:
-                    param.add_(update * step_size)
+            state = self.state[param]
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32)
+                state["exp_avg"] = torch.zeros_like(param)
+                state["exp_avg_sq"] = torch.zeros_like(param)
+            state["step"] += 1
+            step = state["step"].item()
+            # shard-local arithmetic: the parameter, its gradient and its moments share one
+            # placement, so every element-wise operation stays on this rank's piece
+            grad = _local(param.grad) / clip
+            exp_avg, exp_avg_sq = _local(state["exp_avg"]), _local(state["exp_avg_sq"])
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            denom = (exp_avg_sq / (1 - beta2**step)).sqrt_().add_(group["eps"])
+            update = (exp_avg / (1 - beta1**step)).div_(denom)
+            if group["weight_decay"]:
+                update.add_(_local(param), alpha=group["weight_decay"])
+            updates.append(update)
+        params = [p for _, p in entries]
+        norms = batched_global_norms(params + [_like(u, p) for u, p in zip(updates, params)])
+        weight_norms, update_norms = norms[: len(params)], norms[len(params) :]
+        trusted = (weight_norms > 0) & (update_norms > 0)
+        ratios = torch.where(trusted, weight_norms / update_norms.clamp(min=1e-30), 1.0)
+        for index, ((group, param), update) in enumerate(zip(entries, updates)):
+            ratio = ratios[index] if (self.nvlamb or group["weight_decay"]) else 1.0
+            _local(param).add_(update * (ratio * -group["lr"]))
         return loss
 
 
-def _global_norm(tensor: torch.Tensor) -> torch.Tensor:
-    """L2 norm of the whole tensor as a plain 0-d tensor (a DTensor's norm is reduced)."""
-    norm = torch.linalg.vector_norm(tensor)
-    return norm.full_tensor() if isinstance(norm, DTensor) else norm
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+def _like(local: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """``local`` as a DTensor laid out like ``reference`` (itself if ``reference`` is plain)."""
+    if not isinstance(reference, DTensor):
+        return local
+    return DTensor.from_local(
+        local, reference.device_mesh, reference.placements, run_check=False,
+        shape=reference.shape, stride=reference.stride(),
+    )  # fmt: skip
+
+
+@torch.no_grad()
+def batched_global_norms(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The L2 norm of each (possibly sharded) tensor, as one float32 vector on every rank.
+
+    Local squared norms come from one ``_foreach_norm``; those of DTensors sharing a mesh and
+    placements are summed over their sharded mesh dimensions in one reduction (a Partial
+    DTensor made Replicate), so n parameters cost a collective per layout, not n.
+    """
+    result: list[torch.Tensor | None] = [None] * len(tensors)
+    layouts: dict[tuple, list[int]] = {}
+    for index, tensor in enumerate(tensors):
+        key = (tensor.device_mesh, tensor.placements) if isinstance(tensor, DTensor) else None
+        layouts.setdefault(key, []).append(index)
+    for key, indices in layouts.items():
+        local = [_local(tensors[i]) for i in indices]
+        squares = torch.stack(torch._foreach_norm(local)).float().square()
+        if key is not None:
+            mesh, placements = key
+            partial = [Partial() if p.is_shard() else Replicate() for p in placements]
+            squares = DTensor.from_local(squares, mesh, partial, run_check=False).full_tensor()
+        for position, i in enumerate(indices):
+            result[i] = squares[position]
+    return torch.stack([r.to(result[0].device) for r in result]).sqrt()
 
 
 def build_optimizer(
@@ -130,10 +185,17 @@ def build_optimizer(
     betas: tuple[float, float],
     eps: float,
     decay_embeddings: bool = True,
+    max_grad_norm: float = 1.0,
+    nvlamb: bool = False,
 ) -> torch.optim.Optimizer:
+    """AdamW (torch's) or :class:`Lamb`. ``max_grad_norm`` and ``nvlamb`` are LAMB's: it
+    normalises gradients by their global norm itself, as FusedLAMB does."""
     groups = param_groups(model, weight_decay, decay_embeddings)
     if name == "lamb":
-        return Lamb(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        return Lamb(
+            groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+            max_grad_norm=max_grad_norm, nvlamb=nvlamb,
+        )  # fmt: skip
     if name != "adamw":
         raise ValueError(f"unknown optimizer {name!r}")
     params = [p for g in groups for p in g["params"]]

@@ -18,17 +18,26 @@ FSDP2 over the tensor-parallel model (2-D, as torchtitan); DDP does not take DTe
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-from torch.distributed.tensor import Replicate
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.experimental import implicit_replication
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
+    PrepareModuleInput,
+    PrepareModuleOutput,
     RowwiseParallel,
+    SequenceParallel,
+    loss_parallel,
     parallelize_module,
 )
 from torch.nn.parallel import DistributedDataParallel
+
+from train.parallel.activation_checkpoint import apply_activation_checkpointing
 
 
 def build_mesh(device_type: str, world_size: int, tp: int) -> DeviceMesh:
@@ -84,7 +93,11 @@ def _output_head(model: nn.Module) -> nn.Module:
 
 
 def apply_tensor_parallel(
-    model: nn.Module, tp_mesh: DeviceMesh, vocab_parallel: bool = True
+    model: nn.Module,
+    tp_mesh: DeviceMesh,
+    vocab_parallel: bool = True,
+    sequence_parallel: bool = False,
+    parallel_loss: bool = False,
 ) -> nn.Module:
     """Megatron tensor parallelism in place over ``tp_mesh``. Returns ``model``.
 
@@ -101,6 +114,8 @@ def apply_tensor_parallel(
         raise ValueError(
             f"vocab_size {config.vocab_size} is not divisible by tensor-parallel degree {tp}"
         )
+    if sequence_parallel:
+        return _apply_sequence_parallel(model, tp_mesh, parallel_loss)
     block_plan = {
         "attn.q_proj": ColwiseParallel(),
         "attn.k_proj": ColwiseParallel(),
@@ -115,13 +130,95 @@ def apply_tensor_parallel(
         head = _output_head(model)
         # Row-parallel embedding shards the table by vocabulary rows (Shard(0)); the head's
         # column-parallel weight is Shard(0) of the same [vocab, d] matrix, so one sharded
-        # parameter can serve both. Logits are gathered (Replicate) for the model's own loss.
+        # parameter can serve both. GPT's logits stay sharded by vocabulary with
+        # ``parallel_loss`` (see vocab_parallel_loss); else they are gathered (Replicate).
         parallelize_module(model.wte, tp_mesh, RowwiseParallel(input_layouts=Replicate()))
-        parallelize_module(head, tp_mesh, ColwiseParallel(output_layouts=Replicate()))
+        if parallel_loss and head is getattr(model, "lm_head", None):
+            head_plan = ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)
+        else:
+            head_plan = ColwiseParallel(output_layouts=Replicate())
+        parallelize_module(head, tp_mesh, head_plan)
         # parallelize_module made the head a new Parameter: tie it back, or the optimizer
         # would update two copies of one matrix.
         head.weight = model.wte.weight
     return model
+
+
+def _apply_sequence_parallel(model: nn.Module, tp_mesh: DeviceMesh, parallel_loss: bool):
+    """Megatron's sequence parallelism (Korthikanti et al. 2022) on GPT: between the
+    tensor-parallel regions the residual stream is sharded along the sequence ([B, T/tp, d]
+    per rank), so LayerNorms, dropouts and residual adds run on 1/tp of the tokens; attention
+    and MLP inputs are all-gathered along the sequence and their row-parallel outputs
+    reduce-scattered back (the all-reduce of plain TP, split in two).
+
+    The token embedding reduce-scatters its vocab-parallel lookup into sequence shards; the
+    position table's output is cut to the same shard of positions, so ``wte + wpe`` adds
+    matching rows. With ``parallel_loss`` the head's logits stay sharded by vocabulary
+    (Shard(-1)) for :func:`vocab_parallel_loss`; else they are gathered.
+    """
+    if not hasattr(model, "lm_head"):
+        raise ValueError("sequence parallelism is implemented for GPT models only")
+    sequence_shard = Shard(1)
+    block_plan = {
+        "ln_1": SequenceParallel(),
+        "attn": PrepareModuleInput(
+            input_layouts=(sequence_shard,), desired_input_layouts=(Replicate(),),
+            use_local_output=True,
+        ),
+        "attn.q_proj": ColwiseParallel(),
+        "attn.k_proj": ColwiseParallel(),
+        "attn.v_proj": ColwiseParallel(),
+        "attn.out_proj": RowwiseParallel(output_layouts=sequence_shard),
+        "ln_2": SequenceParallel(),
+        "mlp": PrepareModuleInput(
+            input_layouts=(sequence_shard,), desired_input_layouts=(Replicate(),),
+            use_local_output=True,
+        ),
+        "mlp.fc_in": ColwiseParallel(),
+        "mlp.fc_out": RowwiseParallel(output_layouts=sequence_shard),
+    }  # fmt: skip
+    for block in model.blocks:
+        parallelize_module(block, tp_mesh, block_plan)
+    parallelize_module(
+        model,
+        tp_mesh,
+        {
+            "wte": RowwiseParallel(input_layouts=Replicate(), output_layouts=sequence_shard),
+            # [T, d] positions: dimension 0 is the sequence
+            "wpe": PrepareModuleOutput(
+                output_layouts=Replicate(), desired_output_layouts=Shard(0),
+                use_local_output=True,
+            ),
+            "ln_f": SequenceParallel(),
+            "lm_head": ColwiseParallel(
+                input_layouts=sequence_shard,
+                output_layouts=Shard(-1) if parallel_loss else Replicate(),
+                use_local_output=not parallel_loss,
+            ),
+        },
+    )  # fmt: skip
+    model.lm_head.weight = model.wte.weight  # tie back (see apply_tensor_parallel)
+    return model
+
+
+@contextlib.contextmanager
+def loss_context(parallel_loss: bool):
+    """The context the forward and backward of a vocab-parallel loss must run in: DTensor's
+    loss_parallel, and implicit replication of the plain tensors the loss function mixes in
+    (targets, masks; their products appear again in backward)."""
+    if not parallel_loss:
+        yield
+        return
+    with loss_parallel(), implicit_replication():
+        yield
+
+
+def vocab_parallel_loss(loss_fn, logits: torch.Tensor, *args) -> torch.Tensor:
+    """``loss_fn(logits, *args)`` (the model's own loss function) on vocab-sharded logits,
+    inside :func:`loss_context`: the log-softmax reduces maxima and sums over the tp ranks, so
+    no rank gathers or upcasts the full [tokens, vocab] logits. Returns a plain tensor."""
+    loss = loss_fn(logits, *args)
+    return loss.to_local() if isinstance(loss, DTensor) else loss
 
 
 def apply_compile(model: nn.Module, per_block: bool) -> nn.Module:
@@ -142,21 +239,31 @@ def parallelize(
     device: torch.device,
     param_dtype: torch.dtype | None = None,
     compile_model: bool = False,
+    sequence_parallel: bool = False,
+    parallel_loss: bool = False,
+    activation_checkpointing: str = "none",
+    ac_every: int = 0,
 ) -> nn.Module:
-    """Apply ``strategy`` ("ddp", "fsdp", "tp") and optionally compile. Returns the module to
-    call in training (the DDP wrapper, or ``model`` itself, changed in place)."""
+    """Apply ``strategy`` ("ddp", "fsdp", "tp"), activation checkpointing, and optionally
+    compile, in torchtitan's order (TP, AC, compile, FSDP). Returns the module to call in
+    training (the DDP wrapper, or ``model`` itself, changed in place)."""
     if mesh is None or mesh.size() == 1:
+        apply_activation_checkpointing(model, activation_checkpointing, ac_every)
         if compile_model:
             apply_compile(model, per_block=False)
         return model
     dp_mesh, tp_mesh = mesh["dp"], mesh["tp"]
     if strategy == "tp":
-        apply_tensor_parallel(model, tp_mesh)
+        apply_tensor_parallel(
+            model, tp_mesh, sequence_parallel=sequence_parallel, parallel_loss=parallel_loss
+        )
+        apply_activation_checkpointing(model, activation_checkpointing, ac_every)
         if compile_model:
             apply_compile(model, per_block=True)
         if dp_mesh.size() > 1:
             apply_fsdp(model, dp_mesh, param_dtype=param_dtype)
         return model
+    apply_activation_checkpointing(model, activation_checkpointing, ac_every)
     if strategy == "fsdp":
         if compile_model:
             apply_compile(model, per_block=True)

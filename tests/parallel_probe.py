@@ -1,0 +1,66 @@
+"""Run under torchrun (gloo, CPU): checks of train.parallel that need several ranks.
+
+    torchrun --nproc_per_node 2 tests/parallel_probe.py CHECK RESULT_JSON
+
+CHECK is one of:
+
+* ``fsdp-accumulation``: a GPT under FSDP2 runs two micro-batches the way the training loop
+  does (``train.loop.no_sync``); after the first one's backward, every parameter's gradient
+  must already be a sharded DTensor (reduce-scattered), not held back unsharded;
+* ``meta-init``: a GPT built on the meta device, sharded (FSDP2 over dp=2, or TP over tp=2),
+  materialised and initialised shard by shard must equal, gathered, the eagerly built model
+  of the same seed.
+
+Rank 0 writes a JSON object with the findings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from train.loop import no_sync  # noqa: E402
+from train.models.gpt import GPT, GPTConfig  # noqa: E402
+from train.parallel import apply_fsdp  # noqa: E402
+
+CONFIG = GPTConfig(vocab_size=256, n_layer=2, n_head=2, n_embd=64, block_size=32)
+
+
+def fsdp_accumulation() -> dict:
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    torch.manual_seed(0)
+    model = apply_fsdp(GPT(CONFIG), mesh)
+    ids = torch.randint(0, CONFIG.vocab_size, (2, 16))
+    with no_sync(model, sync=False):
+        model(ids, ids)[1].backward()
+    first = {}
+    for name, param in model.named_parameters():
+        grad = param.grad
+        first[name] = (
+            grad is not None
+            and isinstance(grad, DTensor)
+            and grad.to_local().numel() < param.numel()
+        )
+    return {"sharded_after_first_micro_batch": first}
+
+
+def main() -> None:
+    check, result_path = sys.argv[1], sys.argv[2]
+    dist.init_process_group("gloo")
+    result = {"fsdp-accumulation": fsdp_accumulation}[check]()
+    if dist.get_rank() == 0:
+        with open(result_path, "w") as f:
+            json.dump(result, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

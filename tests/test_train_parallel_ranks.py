@@ -1,0 +1,26 @@
+"""train.parallel checks that need several ranks, run by tests/parallel_probe.py under torchrun
+(gloo, CPU, 2 processes, tiny models built in the probe)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.test_train_distributed import TORCHRUN, launch
+
+pytestmark = pytest.mark.slow
+
+
+def probe(check: str, tmp_path) -> dict:
+    result = tmp_path / "result.json"
+    launch([*TORCHRUN, "--standalone", "--nproc_per_node=2", "tests/parallel_probe.py", check,
+            str(result)])  # fmt: skip
+    return json.loads(result.read_text())
+
+
+def test_fsdp_accumulation_keeps_no_unsharded_gradients(tmp_path):
+    """Between micro-batches FSDP2 reduce-scatters into sharded gradients; with gradient sync
+    off (the loop's former no_sync) it keeps unsharded ones and .grad stays unset."""
+    sharded = probe("fsdp-accumulation", tmp_path)["sharded_after_first_micro_batch"]
+    assert sharded and all(sharded.values()), sharded

@@ -1,0 +1,75 @@
+"""train.plan: Megatron-LM's parameter counts, and the activation formula against what autograd
+really keeps for a small GPT on CPU (fp32, torch's scaled_dot_product_attention)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from train.models.gpt import GPT, GPTConfig
+from train.models.presets import get_preset
+from train.parallel import apply_activation_checkpointing
+from train.plan import Layout, activation_bytes, main, plan
+
+
+@pytest.mark.parametrize(
+    "preset, billions",
+    [("megatron-1.2b", 1.2), ("megatron-2.5b", 2.5), ("megatron-4.2b", 4.2),
+     ("megatron-8.3b", 8.3)],
+)  # fmt: skip
+def test_megatron_configs_give_the_papers_parameter_counts(preset, billions):
+    """Shoeybi et al. 2019, table 1 (vocabulary 51,200, 1,024 positions)."""
+    params = plan(get_preset(preset).config, Layout()).params
+    assert round(params / 1e9, 1) == billions
+
+
+def measured_activation_bytes(config: GPTConfig, mode: str, batch: int) -> int:
+    """Bytes of the distinct storages autograd saves for backward in one forward pass (what
+    is alive at the end of it: the activation peak), parameters excluded."""
+    torch.manual_seed(0)
+    model = GPT(config)
+    apply_activation_checkpointing(model, mode)
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    ids = torch.randint(0, config.vocab_size, (batch, config.block_size))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(ids, ids)
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize("mode", ["none", "selective", "full"])
+def test_activation_formula_agrees_with_the_measured_peak(mode):
+    config = GPTConfig(vocab_size=128, n_layer=4, n_head=4, n_embd=256, block_size=256,
+                       dropout=0.0)  # fmt: skip
+    layout = Layout(seq_len=256, micro_batch=2, activation_bytes=4, activation_checkpointing=mode)
+    predicted = activation_bytes(config, layout, recomputing=False)
+    measured = measured_activation_bytes(config, mode, batch=2)
+    assert abs(measured - predicted) / measured < 0.15, (mode, measured, predicted)
+
+
+def test_sequence_parallel_and_checkpointing_shrink_activations():
+    config = get_preset("megatron-8.3b").config
+    base = Layout(tp=8, dp=64, seq_len=1024, micro_batch=8)
+    tp_only = plan(config, base).activations
+    with_sp = plan(config, Layout(**{**base.__dict__, "sequence_parallel": True})).activations
+    full = plan(config, Layout(**{**base.__dict__, "activation_checkpointing": "full"}))
+    assert with_sp < tp_only and full.activations < with_sp
+    assert full.activations_without_checkpointing == tp_only
+
+
+def test_cli_reports_fit_and_time(capsys):
+    argv = ["--preset", "megatron-8.3b", "--tp", "8", "--dp", "64", "--seq-len", "1024",
+            "--micro-batch", "8", "--gpu", "h100-80gb"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "8.317B parameters" in out and "h100-80gb: fits" in out and "time for" in out
+    assert main([*argv[:-2], "--micro-batch", "64", "--gpu", "v100-32gb"]) == 0
+    assert "v100-32gb: does NOT fit" in capsys.readouterr().out
+    assert main(["--preset", "bert-base"]) == 1

@@ -1,0 +1,281 @@
+"""Memory and time planner for a GPT layout, before any GPU is reserved.
+
+  python -m train.plan --preset megatron-8.3b --tp 8 --dp 64 --seq-len 1024 --micro-batch 8 \\
+      [--activation-checkpointing none|full|selective] [--sequence-parallel] [--gpu h100-80gb]
+
+prints the parameter count, the bytes each GPU holds (weights, gradients, optimizer state,
+activations, communication buffers), FLOPs per token and per step, whether the layout fits the
+GPU, and how long ``--tokens`` take at ``--mfu``.
+
+Bytes per parameter follow this trainer: fp32 master weights (4), fp32 gradients (4), AdamW's
+two fp32 moments (8); FSDP (``--parallel fsdp`` or tp with dp > 1, as the trainer does) divides
+all three by dp, DDP does not. Activations follow Korthikanti et al. 2022 ("Reducing Activation
+Recomputation in Large Transformer Models", section 4), per layer with s = sequence, b = micro
+batch, h = hidden, a = heads, t = tp, in elements of the activation dtype (bf16: 2 bytes):
+
+* tensors every layer keeps: 16 sbh elements: LayerNorm inputs (2), the q/k/v input (1),
+  Q and K (2), V (1), the output projection's input (1), the MLP input (1), the GELU input (4)
+  and output (4); with dropout, 2 sbh bytes of masks. Under tensor parallelism without sequence
+  parallelism the LayerNorm inputs, the q/k/v and MLP inputs and the masks (4 elements + masks)
+  are replicated and the rest divided by t; with sequence parallelism everything is divided by t;
+* attention scores: a s^2 b (1 element for softmax, plus 1 byte mask + 1 element dropout output
+  with dropout), divided by t; 0 with a flash-attention kernel (``--flash-attention``, the
+  default: torch's scaled_dot_product_attention keeps no scores);
+* ``selective`` checkpoints the attention sub-layer: Q, K, V, the output projection's input and
+  the scores are recomputed, its input (1 element) kept; ``full`` keeps only each block's input
+  (1 element, divided by t under sequence parallelism) plus one block's activations while it is
+  recomputed;
+* outside the blocks: the final LayerNorm's input and output (2 sbh elements) and the logits
+  (s b V / t elements, plus 4 bytes each of fp32 log-probabilities for the loss).
+
+Communication buffers: FSDP's all-gathered bf16 weights of two blocks (this one and the
+prefetched next) and one block's fp32 gradients for the reduce-scatter; DDP's two 25 MB buckets;
+tensor parallelism's gathered activations of one sub-layer (s b h elements). All are estimates:
+the planner says "fits" only with 10% of the GPU left for the allocator's fragmentation and the
+CUDA context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from dataclasses import dataclass
+
+from train.models.gpt import GPTConfig, count_params, flops_per_token
+from train.models.presets import get_preset
+
+GIB = 1024**3
+# name: (memory in bytes, dense bf16/fp16 peak TFLOP/s)
+GPUS = {
+    "v100-32gb": (32 * GIB, 125.0),
+    "a100-40gb": (40 * GIB, 312.0),
+    "a100-80gb": (80 * GIB, 312.0),
+    "h100-80gb": (80 * GIB, 989.0),
+    "h200-141gb": (141 * GIB, 989.0),
+}
+FITS_WITH = 0.9  # of the GPU's memory
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    dp: int = 1
+    seq_len: int = 1024
+    micro_batch: int = 1
+    activation_checkpointing: str = "none"
+    sequence_parallel: bool = False
+    parallel: str = "fsdp"  # how the dp dimension holds state: "fsdp" shards it, "ddp" not
+    activation_bytes: int = 2  # bf16 / fp16; 4 for fp32
+    flash_attention: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "dp", "seq_len", "micro_batch", "activation_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.activation_checkpointing not in ("none", "full", "selective"):
+            raise ValueError(f"unknown activation checkpointing {self.activation_checkpointing!r}")
+        if self.parallel not in ("fsdp", "ddp"):
+            raise ValueError(f"parallel must be fsdp or ddp, got {self.parallel!r}")
+
+
+def layer_activation_bytes(config: GPTConfig, layout: Layout) -> float:
+    """Bytes one transformer block keeps for backward (per micro-batch, per GPU)."""
+    s, b, h, a = layout.seq_len, layout.micro_batch, config.n_embd, config.n_head
+    t, e = layout.tp, layout.activation_bytes
+    sbh = s * b * h
+    sp = layout.sequence_parallel
+    masks = 2 * sbh if config.dropout > 0 else 0  # bytes
+    if layout.activation_checkpointing == "full":
+        return e * sbh / (t if sp else 1)
+    if layout.activation_checkpointing == "selective":
+        replicated, sharded = 4 * e * sbh + masks, 8 * e * sbh  # attention's inside recomputed
+        scores = 0.0
+    else:
+        replicated, sharded = 4 * e * sbh + masks, 12 * e * sbh
+        per_score = e + ((1 + e) if config.dropout > 0 else 0)
+        scores = 0.0 if layout.flash_attention else a * s * s * b * per_score
+    if sp:
+        return (replicated + sharded + scores) / t
+    return replicated + (sharded + scores) / t
+
+
+def activation_bytes(config: GPTConfig, layout: Layout, recomputing: bool = True) -> float:
+    """Peak activation bytes per GPU (one micro-batch): all activations kept at the end of the
+    forward pass, plus, with full checkpointing and ``recomputing``, one block's activations
+    rebuilt during backward."""
+    s, b, h, t = layout.seq_len, layout.micro_batch, config.n_embd, layout.tp
+    e = layout.activation_bytes
+    total = config.n_layer * layer_activation_bytes(config, layout)
+    if layout.activation_checkpointing == "full" and recomputing:
+        # one block's activations exist again while it is recomputed in backward
+        total += layer_activation_bytes(config, _with_checkpointing(layout, "none"))
+    total += 2 * e * s * b * h / (t if layout.sequence_parallel else 1)  # final LayerNorm
+    total += s * b * config.vocab_size / t * (e + 4)  # logits and fp32 log-probabilities
+    return total
+
+
+def _with_checkpointing(layout: Layout, mode: str) -> Layout:
+    return dataclasses.replace(layout, activation_checkpointing=mode)
+
+
+def block_params(config: GPTConfig) -> int:
+    d, bias = config.n_embd, 1 if config.bias else 0
+    return 2 * (d + bias * d) + 4 * (d * d + bias * d) + 8 * d * d + bias * 5 * d
+
+
+@dataclass(frozen=True)
+class Plan:
+    params: int
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    activations_without_checkpointing: float
+    activations_without_sequence_parallel: float
+    communication: float
+    flops_per_token: float
+    flops_per_step: float
+    tokens_per_step: int
+
+    @property
+    def total(self) -> float:
+        return (
+            self.weights + self.gradients + self.optimizer + self.activations + self.communication
+        )
+
+
+def plan(config: GPTConfig, layout: Layout) -> Plan:
+    params = count_params(config)
+    sharding = layout.tp * (layout.dp if layout.parallel == "fsdp" else 1)
+    per_gpu_params = params / sharding
+    e = layout.activation_bytes
+    if layout.parallel == "fsdp" and layout.dp > 1:
+        block = block_params(config) / layout.tp
+        communication = 2 * block * e + block * 4
+    else:
+        communication = 2 * 25e6 if layout.dp > 1 else 0.0
+    if layout.tp > 1:
+        communication += e * layout.seq_len * layout.micro_batch * config.n_embd
+    tokens_per_step = layout.seq_len * layout.micro_batch * layout.dp
+    per_token = flops_per_token(config, layout.seq_len)
+    return Plan(
+        params=params,
+        weights=4 * per_gpu_params,
+        gradients=4 * per_gpu_params,
+        optimizer=8 * per_gpu_params,
+        activations=activation_bytes(config, layout),
+        activations_without_checkpointing=activation_bytes(
+            config, _with_checkpointing(layout, "none")
+        ),
+        activations_without_sequence_parallel=activation_bytes(
+            config, dataclasses.replace(layout, sequence_parallel=False)
+        ),
+        communication=communication,
+        flops_per_token=per_token,
+        flops_per_step=per_token * tokens_per_step,
+        tokens_per_step=tokens_per_step,
+    )
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:8.2f} GiB"
+
+
+def format_duration(seconds: float) -> str:
+    days, rest = divmod(seconds, 86400)
+    hours = rest / 3600
+    return f"{int(days)} d {hours:.1f} h" if days else f"{hours:.2f} h"
+
+
+def report(name: str, config: GPTConfig, layout: Layout, gpu: str | None, tokens: float,
+           mfu: float) -> str:  # fmt: skip
+    result = plan(config, layout)
+    gpus = layout.tp * layout.dp
+    lines = [
+        f"{name}: {result.params / 1e9:.3f}B parameters (L={config.n_layer}, h={config.n_embd}, "
+        f"a={config.n_head}, V={config.vocab_size})",
+        f"layout: tp={layout.tp} x dp={layout.dp} = {gpus} GPUs ({layout.parallel} over dp), "
+        f"seq {layout.seq_len}, micro-batch {layout.micro_batch}, activation checkpointing "
+        f"{layout.activation_checkpointing}, sequence parallel "
+        f"{'on' if layout.sequence_parallel else 'off'}",
+        "bytes per GPU:",
+        f"  weights (fp32 master)     {_gib(result.weights)}",
+        f"  gradients (fp32)          {_gib(result.gradients)}",
+        f"  optimizer (AdamW m, v)    {_gib(result.optimizer)}",
+        f"  activations               {_gib(result.activations)}"
+        f"   (no checkpointing: {_gib(result.activations_without_checkpointing).strip()}, "
+        f"no sequence parallel: {_gib(result.activations_without_sequence_parallel).strip()})",
+        f"  communication buffers     {_gib(result.communication)}",
+        f"  total                     {_gib(result.total)}",
+        f"FLOPs: {result.flops_per_token / 1e9:.2f} GFLOP per token, "
+        f"{result.flops_per_step / 1e15:.2f} PFLOP per step of {result.tokens_per_step:,} "
+        "tokens (one micro-batch per dp rank)",
+    ]
+    if gpu is not None:
+        memory, peak = GPUS[gpu]
+        fits = result.total <= FITS_WITH * memory
+        lines.append(
+            f"{gpu}: {'fits' if fits else 'does NOT fit'} ({result.total / memory:.0%} of "
+            f"{memory / GIB:.0f} GiB; the planner wants <= {FITS_WITH:.0%})"
+        )
+        seconds = tokens * result.flops_per_token / (gpus * peak * 1e12 * mfu)
+        lines.append(
+            f"time for {tokens:.3g} tokens at {mfu:.0%} MFU ({peak:.0f} TFLOP/s peak): "
+            f"{format_duration(seconds)}"
+        )
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m train.plan", description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", required=True, help="a GPT preset of train.models.presets")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--dp", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=None, help="default: the preset's context")
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--activation-checkpointing", choices=("none", "full", "selective"),
+                   default="none")  # fmt: skip
+    p.add_argument("--sequence-parallel", action="store_true")
+    p.add_argument("--parallel", choices=("fsdp", "ddp"), default="fsdp")
+    p.add_argument("--precision", choices=("bf16", "fp16", "fp32"), default="bf16")
+    p.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",
+                   help="count the attention scores (a s^2 b per layer) as kept")  # fmt: skip
+    p.add_argument("--gpu", choices=sorted(GPUS), default=None)
+    p.add_argument("--tokens", type=float, default=300e9, help="tokens to train (time estimate)")
+    p.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation to assume")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        preset = get_preset(args.preset)
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 1
+    if preset.model != "gpt":
+        print(f"error: --preset {args.preset} is a {preset.model} model; the planner covers GPT",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    config = preset.config
+    try:
+        layout = Layout(
+            tp=args.tp, dp=args.dp, seq_len=args.seq_len or config.block_size,
+            micro_batch=args.micro_batch, activation_checkpointing=args.activation_checkpointing,
+            sequence_parallel=args.sequence_parallel, parallel=args.parallel,
+            activation_bytes=4 if args.precision == "fp32" else 2,
+            flash_attention=args.flash_attention,
+        )  # fmt: skip
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if not 0 < args.mfu <= 1:
+        print(f"error: --mfu must be in (0, 1], got {args.mfu}", file=sys.stderr)
+        return 1
+    print(report(args.preset, config, layout, args.gpu, args.tokens, args.mfu))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
