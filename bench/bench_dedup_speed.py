@@ -55,17 +55,19 @@ from pipelines.dedup.components import _StarCheckFn, _StarStepFn, large_star, sm
 from pipelines.dedup.minhash import MinHasher, permutation_parameters  # noqa: E402
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, ReadDocuments, document_to_row  # noqa: E402
 from pipelines.dedup.shingles import ShingleBatch, shingle_batch  # noqa: E402
-from pipelines.dedup.shuffle import shuffle_summary  # noqa: E402
 from pipelines.dedup.transforms import (  # noqa: E402
+    RECEIVES,
     _ApplyFn,
     _BucketEdgesFn,
     _Decision,
+    _doc_row,
     _FeaturesFn,
-    _HalfEdgeFn,
     _KeepSmallestFn,
+    _PairShinglesFn,
     _VerifyFn,
 )
 from pipelines.document import Document  # noqa: E402
+from pipelines.stats import shuffle_summary  # noqa: E402
 
 NUM_PERM = 112
 BATCH_DOCS, BATCH_CHARS = DedupConfig().batch_docs, DedupConfig().batch_bytes
@@ -249,6 +251,7 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
     _drain(features.finish_bundle())
     n = len(docs)
     nodes = [(0, d.id) for d in docs]
+    records = [(node, "", b"\x01" * 16, "", b"\x02" * 112) for node in nodes]
     shingles = shingle_batch([docs[0].text]).of(0).tobytes()
     decision = _Decision("near_duplicate", nodes[0][1], nodes[0][1], None)
     smallest = (0, "")
@@ -258,6 +261,17 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
         for doc in docs:
             _drain(features.process(doc))
         _drain(features.finish_bundle())
+
+    class EveryoneReceives:  # every document in a candidate pair: the worst case
+        def __getitem__(self, doc_id):
+            return [RECEIVES]
+
+    def run_pair_shingles():
+        fn = _PairShinglesFn(DedupConfig())
+        fn.start_bundle()
+        for doc in docs:
+            _drain(fn.process(doc, EveryoneReceives()))
+        _drain(fn.finish_bundle())
 
     def grouped(fn, key, make):
         def run():
@@ -273,26 +287,23 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
         fn = _ApplyFn()
         fn.start_bundle()
         for i, doc in enumerate(docs):
-            values = [("doc", doc)] + ([("dec", decision)] if i % 5 == 0 else [])
+            values = [("doc", _doc_row(doc))] + ([("dec", decision)] if i % 5 == 0 else [])
             _drain(fn.process((doc.id, values)))
         fn.finish_bundle()
 
-    def half_edge(i):
-        return ("s", shingles) if i == 0 else ("e", (smallest, nodes[i]))
-
-    def half(i):
-        return ("s", shingles) if i == 0 else ("h", (nodes[i], smallest, shingles))
+    def incoming(i):
+        return ("own", (smallest, shingles)) if i == 0 else ("in", (nodes[i], shingles))
 
     steps = {
         "features (batched MinHash, fingerprints), every document": run_features,
         "URL / exact keep-smallest, one group of all": grouped(
-            _KeepSmallestFn("exact_duplicate", 1.0), b"k", nodes.__getitem__
+            _KeepSmallestFn("exact_duplicate", 1.0, {"fingerprint": b""}), b"k", records.__getitem__
         ),
         "LSH bucket edges, one hot bucket of all": grouped(
             _BucketEdgesFn(100), b"k", nodes.__getitem__
         ),
-        "verify, half-edges: one document paired with all": grouped(_HalfEdgeFn(), "x", half_edge),
-        "verify, Jaccard: one document paired with all": grouped(_VerifyFn(0.8), "x", half),
+        "verify, shingle sets of paired documents: every document": run_pair_shingles,
+        "verify, Jaccard: one document paired with all": grouped(_VerifyFn(0.8), "x", incoming),
         "components, large-star: a centre linked to all": grouped(
             _StarStepFn(large_star, 1, False), smallest, nodes.__getitem__
         ),

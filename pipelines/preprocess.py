@@ -171,7 +171,7 @@ def build_pipeline(
         dedup_rejects = deduplicated["rejects"] | "CountDedupRejects" >> CountRejects(
             keep_rejects=keep
         )
-        counts.append(dedup_rejects["counts"])
+        counts += [dedup_rejects["counts"], deduplicated["counts"]]  # + dedup's shuffle bytes
         rejects.append(dedup_rejects["rejects"])
         if keep:  # the audit of near-duplicate clusters: kept id, removed id, Jaccard
             rejects.append(deduplicated["clusters"])
@@ -246,15 +246,33 @@ def _parser(option_classes) -> argparse.ArgumentParser:
 def unknown_arguments(argv: Sequence[str]) -> list[str]:
     """Flags no PipelineOptions class knows. Beam drops them with a warning, which would turn a
     typo such as --shard_tokens (ours use dashes) into a silently ignored setting."""
+    _import_runner_options(argv)
     every = {str(c): c for c in PipelineOptions.__subclasses__()}.values()
     _, unknown = _parser(every).parse_known_args(list(argv))
     return [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+
+
+def _import_runner_options(argv: Sequence[str]) -> None:
+    """Import the option class of a runner Beam does not import by itself (DaskOptions), so
+    that its flags are known: a run on it names it or passes one of its flags."""
+    if any("DaskRunner" in arg or arg.startswith("--dask_") for arg in argv):
+        try:
+            import pipelines.dask_runner  # noqa: F401
+        except ImportError as error:
+            raise ValueError(
+                f"the DaskRunner needs dask: pip install 'shardsmith[dask]' ({error})"
+            ) from None
 
 
 def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
     """(runner to pass to beam.Pipeline, is it a local Python run)."""
     standard = options.view_as(StandardOptions)
     name = standard.runner
+    if name in ("DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):
+        # Beam 2.77 knows no short name for it, and its own loses data (pipelines/dask_runner.py)
+        from pipelines.dask_runner import DaskRunner
+
+        return DaskRunner(), False
     if name is not None and name not in LOCAL_PYTHON_RUNNERS:
         return name, name == "PrismRunner"
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner

@@ -13,6 +13,7 @@ Counter names:
     failed_<reason>                                     a Failure (unparseable record, a stage error)
     docs_written, sequences_written, tokens_written,
     bytes_written, shards_written                       what the shards hold
+    dedup_shuffle_bytes_<stage>, dedup_input_bytes      what dedup shuffled (stats["dedup_shuffle"])
 
 The identity checked at the end (`read` counts documents plus records that could not be read):
     read = docs_read + read_failures = written + sum(dropped) + sum(failed)
@@ -29,6 +30,8 @@ from apache_beam.metrics import Metrics
 NAMESPACE = "pipelines"
 DROPPED = "dropped_"
 FAILED = "failed_"
+SHUFFLE_PREFIX = "dedup_shuffle_bytes_"
+DEDUP_INPUT_BYTES = "dedup_input_bytes"
 # Fraction of records that may fail to parse before the run is declared failed. Truncated files
 # and the odd bad record are normal in web-scale inputs; more than 1% usually means a wrong
 # --source or a broken input, which must not pass quietly.
@@ -96,6 +99,20 @@ def _by_prefix(counts: Mapping[str, int], prefix: str) -> dict[str, int]:
     return {k[len(prefix) :]: int(v) for k, v in sorted(counts.items()) if k.startswith(prefix)}
 
 
+def shuffle_summary(counts: Mapping[str, int]) -> dict:
+    """Dedup's shuffle account: bytes each stage sent through a GroupByKey, in all, and per byte
+    of text entering dedup (see pipelines/dedup/shuffle.py for how they are counted)."""
+    by_stage = _by_prefix(counts, SHUFFLE_PREFIX)
+    total = sum(by_stage.values())
+    input_bytes = int(counts.get(DEDUP_INPUT_BYTES, 0))
+    return {
+        "input_text_bytes": input_bytes,
+        "shuffle_bytes": total,
+        "shuffle_ratio": round(total / input_bytes, 4) if input_bytes else 0.0,
+        "shuffle_bytes_by_stage": by_stage,
+    }
+
+
 def build_stats(
     counts: Mapping[str, int],
     *,
@@ -129,6 +146,8 @@ def build_stats(
         "tokens_written": int(counts.get("tokens_written", 0)),
         "bytes_written": int(counts.get("bytes_written", 0)),
     }
+    if DEDUP_INPUT_BYTES in counts:
+        stats["dedup_shuffle"] = shuffle_summary(counts)
     stats.update(extra or {})
     return stats
 

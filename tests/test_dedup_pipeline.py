@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import random
@@ -12,8 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from apache_beam import pvalue
 
-from pipelines.dedup import shingles
+from pipelines.dedup import DedupConfig, shingles, transforms
 from pipelines.dedup.__main__ import main
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row, read_parquet_documents
 from pipelines.document import Document
@@ -303,6 +305,59 @@ def test_stats_count_every_removal_by_reason(corpus, default_run):
     # The components converged (the planted chain needs rounds that change edges; then none do).
     rounds = sorted(k for k, v in counters.items() if k.startswith("dedup_cc_round") and v)
     assert rounds == [f"dedup_cc_round{r:02d}_changes" for r in range(1, len(rounds) + 1)]
+
+
+@pytest.mark.slow
+def test_stats_account_for_the_bytes_each_stage_shuffles(corpus, default_run):
+    shuffle = default_run["stats"]["shuffle"]
+    text_bytes = sum(len(d.text.encode("utf-8")) for d in corpus.docs)
+    assert shuffle["input_text_bytes"] == text_bytes
+    by_stage = shuffle["shuffle_bytes_by_stage"]
+    assert {
+        "url",
+        "exact",
+        "lsh_buckets",
+        "candidate_edges",
+        "verify",
+        "components",
+        "apply",
+    } <= set(by_stage)
+    assert shuffle["shuffle_bytes"] == sum(by_stage.values())
+    assert shuffle["shuffle_ratio"] == pytest.approx(
+        shuffle["shuffle_bytes"] / text_bytes, abs=1e-4
+    )
+    # The text crosses one shuffle, apply's; every other stage together moves far less.
+    assert text_bytes < by_stage["apply"] < 1.1 * text_bytes
+    assert sum(by_stage.values()) - by_stage["apply"] < 0.5 * text_bytes
+    # Shingle sets travel only for documents in a candidate pair: well under one set for every
+    # document (4 bytes a shingle), which is what verification shuffled twice before.
+    every_set = sum(4 * len(shingles.shingle_set(d.text)) for d in corpus.docs)
+    assert by_stage["verify"] < every_set / 4
+    # (the 5 near-duplicates removed and their kept documents at least)
+    assert 6 <= default_run["stats"]["counters"]["dedup_pair_shingle_sets"] < len(corpus.docs) / 4
+
+
+def test_a_hot_bucket_centre_sends_its_shingle_set_once():
+    # A hot bucket chained to its smallest member: 30 edges (centre, leaf). The centre receives
+    # every leaf's set; its own set is built and sent once, not once per edge.
+    paragraphs = _paragraphs("2701-0.txt")[:31]
+    docs = [Document(f"books:hot:{i:02d}", "books", p) for i, p in enumerate(paragraphs)]
+    nodes = [(0, d.id) for d in docs]
+    roles = collections.defaultdict(list)  # the side input as the pipeline builds it
+    for edge in [(nodes[0], leaf) for leaf in nodes[1:]]:
+        for doc_id, entry in transforms._edge_roles(edge):
+            roles[doc_id].append(entry)
+    roles[nodes[0][1]].append(transforms.RECEIVES)  # the distinct receivers
+    fn = transforms._PairShinglesFn(DedupConfig(batch_docs=8))
+    fn.start_bundle()
+    out = [o for d in docs for o in fn.process(d, roles)]
+    out += [o.value for o in fn.finish_bundle() if not isinstance(o, pvalue.TaggedOutput)]
+    sent = [o for o in out if isinstance(o, tuple)]
+    assert len(sent) == 1 + 30  # the centre's own set, and one set per edge
+    senders = [node[1] for _, (_, (node, _)) in sent]
+    assert collections.Counter(senders) == collections.Counter(d.id for d in docs)
+    assert {key for key, _ in sent} == {docs[0].id}  # everything goes to the centre
+    assert [tag for _, (tag, _) in sent].count("own") == 1
 
 
 @pytest.mark.slow

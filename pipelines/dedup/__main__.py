@@ -28,9 +28,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
-from pipelines.dedup.shuffle import shuffle_summary
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
-from pipelines.stats import NAMESPACE
+from pipelines.stats import NAMESPACE, shuffle_summary
 
 
 def build_parser() -> argparse.ArgumentParser:

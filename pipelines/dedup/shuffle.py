@@ -8,23 +8,19 @@ framing (window, timestamp, key hash) is not counted. For a combine (Distinct, C
 the input is counted before any combiner lifting, an upper bound on what it shuffles.
 
 The counter `dedup_input_bytes` holds the UTF-8 bytes of the text entering dedup, so
-`shuffle_ratio` is the bytes shuffled per input byte. Each counting step also emits its
+`shuffle_ratio` (pipelines.stats.shuffle_summary, the stats.json section) is the bytes shuffled
+per input byte. Each counting step also emits its
 bundle's counts as data (tag "counts"), so that pipelines which write stats.json from data
 (pipelines.preprocess) have exact figures on every runner.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import apache_beam as beam
 from apache_beam import coders, pvalue
 from apache_beam.transforms.window import GlobalWindows
 
-from pipelines.stats import BundleCounts
-
-SHUFFLE_PREFIX = "dedup_shuffle_bytes_"
-INPUT_BYTES = "dedup_input_bytes"
+from pipelines.stats import SHUFFLE_PREFIX, BundleCounts
 
 
 class _CountBytesFn(beam.DoFn):
@@ -56,20 +52,3 @@ def counted(pcoll: beam.PCollection, label: str, stage: str, counts: list) -> be
     ).with_outputs("counts", main="main")
     counts.append(out.counts)
     return out.main
-
-
-def shuffle_summary(counts: Mapping[str, int]) -> dict:
-    """The stats.json section: bytes shuffled per stage, in all, and per input byte."""
-    by_stage = {
-        k[len(SHUFFLE_PREFIX) :]: int(v)
-        for k, v in sorted(counts.items())
-        if k.startswith(SHUFFLE_PREFIX)
-    }
-    total = sum(by_stage.values())
-    input_bytes = int(counts.get(INPUT_BYTES, 0))
-    return {
-        "input_text_bytes": input_bytes,
-        "shuffle_bytes": total,
-        "shuffle_ratio": round(total / input_bytes, 4) if input_bytes else 0.0,
-        "shuffle_bytes_by_stage": by_stage,
-    }

@@ -4,19 +4,28 @@
     result.main          # PCollection[Document]: the documents kept
     result["rejects"]    # PCollection[Reject]: each removed document, its reason and text
     result["clusters"]   # PCollection[ClusterMember]: who was removed in favour of whom
+    result["counts"]     # PCollection[dict]: per-bundle counts of the bytes shuffled (shuffle.py)
 
 The graph (every step is a Map over bounded batches or a GroupByKey whose groups are streamed;
 no step gathers documents, signatures or edges on one worker):
 
-    docs -> [Decontaminate] -> Features (batched: fingerprint, URL key, MinHash signature,
-            shingle set) -> small records keyed by id
-    URL:   GroupByKey(URL) -> keep smallest -> records without URL duplicates
-    exact: GroupByKey(text fingerprint) -> keep smallest -> survivors
+    docs -> [Decontaminate] -> Features (batched: fingerprint, URL key, MinHash band hashes)
+            -> a small record per document: (node, scope, fingerprint, URL key, band hashes)
+    URL:   GroupByKey(URL) of the records with a URL -> the smallest node's record goes on,
+           the others are decided (records without a URL go on without a shuffle)
+    exact: GroupByKey(text fingerprint) of the survivors -> the smallest node's record goes on
     near:  survivors -> one key per LSH band -> GroupByKey(bucket) -> candidate edges (all
            pairs, or chained to the smallest member in a hot bucket) -> Distinct
-           -> [verify: join each edge with both shingle sets by id, keep J >= threshold]
+           -> [verify: each edge's larger document sends its shingle set to the smaller one;
+              shingle sets are built, from the documents again, only for documents in an edge
+              (a side input says which); GroupByKey(smaller id) -> keep J >= threshold]
            -> ConnectedComponents (large-star/small-star) -> (member, smallest member)
     apply: GroupByKey(id) of documents with their decisions -> kept / Reject / ClusterMember
+
+The text crosses a shuffle once, in apply; the steps before it move ids, 16-byte fingerprints
+and band hashes, and shingle sets only of documents in a candidate pair (a hot bucket's centre
+receives its members' sets and sends its own once). `dedup_shuffle_bytes_<stage>` counts what
+each stage moves (bench/results/dedup.md: bytes shuffled per input byte).
 
 Each step sees only the documents the steps before it kept, so no document is removed in
 favour of one that an earlier step had already removed.
@@ -39,9 +48,9 @@ from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.decontaminate import CONTAMINATION, Decontaminate
 from pipelines.dedup.minhash import MinHasher, band_hashes
 from pipelines.dedup.shingles import jaccard, shingle_batch
-from pipelines.dedup.shuffle import INPUT_BYTES, counted
+from pipelines.dedup.shuffle import counted
 from pipelines.document import Document, Reject
-from pipelines.stats import BundleCounts
+from pipelines.stats import DEDUP_INPUT_BYTES, BundleCounts
 
 URL_DUPLICATE = "url_duplicate"
 EXACT_DUPLICATE = "exact_duplicate"
@@ -78,13 +87,14 @@ class ClusterMember:
 
 
 class _Record(NamedTuple):
-    """What the dedup steps need of a document (never its text)."""
+    """What the dedup steps need of a document (never its text). It crosses shuffles as a plain
+    tuple (a NamedTuple would be pickled with its class name)."""
 
     node: exact.Node
     scope: str  # "" when dedup runs across sources, else the document's source
-    fingerprint: bytes
-    url_key: str
-    signature: bytes  # uint32 MinHash values; b"" for a document without shingles
+    fingerprint: bytes  # b"" once the exact step is done with it
+    url_key: str  # "" once the URL step is done with it
+    bands: bytes  # uint64 LSH band hashes; b"" for a document without shingles
 
 
 class _Decision(NamedTuple):
@@ -94,26 +104,31 @@ class _Decision(NamedTuple):
     jaccard: float | None
 
 
-class _FeaturesFn(beam.DoFn):
-    """Documents -> (id, _Record), and (id, shingle set bytes) for verification, in batches.
+def _emit_windowed(outputs):
+    """finish_bundle must give its outputs a window; dedup runs in the global window."""
+    for out in outputs:
+        if isinstance(out, pvalue.TaggedOutput):
+            yield pvalue.TaggedOutput(out.tag, GlobalWindows.windowed_value(out.value))
+        else:
+            yield GlobalWindows.windowed_value(out)
 
-    A batch closes at batch_docs documents or batch_bytes of text, so memory is bounded by the
-    batch whatever the bundle; results are per document, so they do not depend on batching.
-    """
+
+class _DocBatcher(beam.DoFn):
+    """Buffers documents (with a payload each) into batches that close at batch_docs documents
+    or batch_bytes of text, so memory is bounded by the batch whatever the bundle; subclasses
+    turn a batch into outputs in _flush_batch. Results are per document, so batching does not
+    change them."""
 
     def __init__(self, config: DedupConfig) -> None:
         self._config = config
 
-    def setup(self) -> None:
-        self._hasher = MinHasher(self._config.num_perm, self._config.seed)
-
     def start_bundle(self) -> None:
-        self._batch: list[Document] = []
+        self._batch: list = []
         self._batch_chars = 0
         self._counts = BundleCounts()
 
-    def process(self, doc: Document):
-        self._batch.append(doc)
+    def _add(self, doc: Document, payload=None):
+        self._batch.append((doc, payload))
         self._batch_chars += len(doc.text)
         if (
             len(self._batch) >= self._config.batch_docs
@@ -122,69 +137,85 @@ class _FeaturesFn(beam.DoFn):
             yield from self._flush()
 
     def finish_bundle(self):
-        for out in self._flush():
-            if isinstance(out, pvalue.TaggedOutput):
-                yield pvalue.TaggedOutput(out.tag, GlobalWindows.windowed_value(out.value))
-            else:
-                yield GlobalWindows.windowed_value(out)
-        self._counts.drain()
+        yield from _emit_windowed(self._flush())
+        counts = self._counts.drain()
+        if counts:
+            yield pvalue.TaggedOutput("counts", GlobalWindows.windowed_value(counts))
 
     def _flush(self):
         batch, self._batch, self._batch_chars = self._batch, [], 0
-        if not batch:
-            return
+        if batch:
+            yield from self._flush_batch(batch)
+
+    def _flush_batch(self, batch):
+        raise NotImplementedError
+
+
+class _FeaturesFn(_DocBatcher):
+    """Documents -> a _Record (as a plain tuple) per document, in batches."""
+
+    def setup(self) -> None:
+        self._hasher = MinHasher(self._config.num_perm, self._config.seed)
+
+    def process(self, doc: Document):
+        yield from self._add(doc)
+
+    def _flush_batch(self, batch):
         cfg = self._config
-        signatures = shingles = None
+        bands = shingles = None
         if cfg.near:
-            shingles = shingle_batch([d.text for d in batch], kind=cfg.shingle, n=cfg.ngram)
-            signatures = self._hasher.signatures(shingles)
+            shingles = shingle_batch([d.text for d, _ in batch], kind=cfg.shingle, n=cfg.ngram)
+            bands = band_hashes(self._hasher.signatures(shingles), cfg.bands, cfg.rows)
         priority = cfg.source_priority
-        for i, doc in enumerate(batch):
+        for i, (doc, _) in enumerate(batch):
             self._counts.inc("dedup_docs_in")
-            self._counts.inc(INPUT_BYTES, len(doc.text.encode("utf-8", "surrogatepass")))
+            self._counts.inc(DEDUP_INPUT_BYTES, len(doc.text.encode("utf-8", "surrogatepass")))
             has_shingles = shingles is not None and shingles.offsets[i + 1] > shingles.offsets[i]
             if cfg.near and not has_shingles:
                 self._counts.inc("dedup_near_no_shingles")
-            record = _Record(
-                node=(exact.source_rank(doc.source, priority), doc.id),
-                scope=doc.source if cfg.scope == "source" else "",
-                fingerprint=exact.text_fingerprint(doc.text) if cfg.exact else b"",
-                url_key=exact.normalize_url(doc.url) if cfg.url and doc.url else "",
-                signature=signatures[i].tobytes() if has_shingles else b"",
+            yield tuple(
+                _Record(
+                    node=(exact.source_rank(doc.source, priority), doc.id),
+                    scope=doc.source if cfg.scope == "source" else "",
+                    fingerprint=exact.text_fingerprint(doc.text) if cfg.exact else b"",
+                    url_key=exact.normalize_url(doc.url) if cfg.url and doc.url else "",
+                    bands=bands[i].tobytes() if has_shingles else b"",
+                )
             )
-            yield doc.id, record
-            if has_shingles and cfg.verify:
-                yield pvalue.TaggedOutput("shingles", (doc.id, shingles.of(i).tobytes()))
 
 
 class _KeepSmallestFn(beam.DoFn):
-    """(group key, nodes) -> (removed id, _Decision) for every node but the smallest."""
+    """(group key, record tuples) -> main: the record of the group's smallest node (every copy
+    of it, for an id read twice), with `cleared` fields emptied; "decisions": (removed id,
+    _Decision) for every other member. Two passes over the group, which is never held."""
 
-    def __init__(self, reason: str, similarity: float | None) -> None:
+    def __init__(self, reason: str, similarity: float | None, cleared: dict) -> None:
         self._reason = reason
         self._similarity = similarity
+        self._cleared = cleared
 
     def process(self, element):
-        _, nodes = element
-        kept, removed = exact.keep_smallest(nodes)
-        for node in removed:
-            yield node[1], _Decision(self._reason, kept[1], kept[1], self._similarity)
+        _, records = element
+        kept = min(record[0] for record in records)
+        for record in records:
+            node = record[0]
+            if node == kept:
+                yield tuple(_Record._make(record)._replace(**self._cleared))
+            else:
+                yield pvalue.TaggedOutput(
+                    "decisions",
+                    (node[1], _Decision(self._reason, kept[1], kept[1], self._similarity)),
+                )
 
 
 class _BandKeysFn(beam.DoFn):
-    """(id, _Record) -> (bucket key, node), one per band, for documents with a signature."""
+    """_Record tuple -> (bucket key, node), one per band, for documents with shingles."""
 
-    def __init__(self, bands: int, rows: int) -> None:
-        self._bands, self._rows = bands, rows
-
-    def process(self, element):
-        _, record = element
-        if not record.signature:
+    def process(self, record):
+        record = _Record._make(record)
+        if not record.bands:
             return
-        signature = np.frombuffer(record.signature, dtype=np.uint32)[None, :]
-        for key in lsh.bucket_keys(
-            record.scope, band_hashes(signature, self._bands, self._rows)[0]
-        ):
+        for key in lsh.bucket_keys(record.scope, np.frombuffer(record.bands, dtype=np.uint64)):
             yield key, record.node
 
 
@@ -207,30 +238,52 @@ class _BucketEdgesFn(beam.DoFn):
         self._counts.drain()
 
 
-def _shingles_and(values: Iterable[tuple[str, object]], doc_id: str) -> bytes:
-    """The one shingle set ("s") in a joined group; the other values are streamed by the caller."""
+def _edge_roles(edge):
+    """A candidate edge (u, v), u < v, as side-input entries: v sends its shingle set to u."""
+    u, v = edge
+    yield v[1], u
+
+
+RECEIVES = "receives"  # the side-input entry of a document that other documents send sets to
+
+
+class _PairShinglesFn(_DocBatcher):
+    """Documents -> shingle sets of the documents in a candidate edge, keyed by the receiver:
+    (own id, ("own", (node, set))) for a document others send to, (u id, ("in", (node, set)))
+    for each smaller neighbour u it sends to. `roles` (a multimap side input) holds, per
+    document in an edge, RECEIVES and/or the nodes it sends to; other documents cost one
+    lookup and are not shingled."""
+
+    def process(self, doc: Document, roles):
+        entries = list(roles[doc.id])  # at most bands x bucket cap entries
+        if entries:
+            yield from self._add(doc, entries)
+
+    def _flush_batch(self, batch):
+        cfg = self._config
+        shingles = shingle_batch([d.text for d, _ in batch], kind=cfg.shingle, n=cfg.ngram)
+        for i, (doc, entries) in enumerate(batch):
+            self._counts.inc("dedup_pair_shingle_sets")
+            node = (exact.source_rank(doc.source, cfg.source_priority), doc.id)
+            value = (node, shingles.of(i).tobytes())
+            for entry in entries:
+                if entry == RECEIVES:
+                    yield doc.id, ("own", value)
+                else:
+                    yield entry[1], ("in", value)
+
+
+def _own_shingles(values: Iterable[tuple[str, object]], doc_id: str):
+    """The receiver's own (node, set) in a verify group; the senders' are streamed by the caller."""
     for tag, value in values:
-        if tag == "s":
+        if tag == "own":
             return value
     raise AssertionError(f"document {doc_id!r} is in a candidate pair but has no shingle set")
 
 
-class _HalfEdgeFn(beam.DoFn):
-    """(u id, [("s", shingles of u), ("e", (u, v)), ...]) -> (v id, (u, v, shingles of u))."""
-
-    def process(self, element):
-        doc_id, values = element
-        if not any(tag == "e" for tag, _ in values):
-            return
-        shingles = _shingles_and(values, doc_id)
-        for tag, value in values:
-            if tag == "e":
-                yield value[1][1], (value[0], value[1], shingles)
-
-
 class _VerifyFn(beam.DoFn):
-    """(v id, [("s", shingles of v), ("h", (u, v, shingles of u)), ...]) -> (u, v, J) for J >=
-    threshold."""
+    """(u id, [("own", (u, set of u)), ("in", (v, set of v)), ...]) -> (u, v, J) for every
+    sender v with J >= threshold. Two passes over the group, which is never held."""
 
     def __init__(self, threshold: float) -> None:
         self._threshold = threshold
@@ -240,13 +293,12 @@ class _VerifyFn(beam.DoFn):
 
     def process(self, element):
         doc_id, values = element
-        if not any(tag == "h" for tag, _ in values):
-            return
-        mine = np.frombuffer(_shingles_and(values, doc_id), dtype=np.uint32)
+        u, mine = _own_shingles(values, doc_id)
+        mine = np.frombuffer(mine, dtype=np.uint32)
         for tag, value in values:
-            if tag != "h":
+            if tag != "in":
                 continue
-            u, v, theirs = value
+            v, theirs = value
             similarity = jaccard(np.frombuffer(theirs, dtype=np.uint32), mine)
             self._counts.inc("dedup_pairs_verified")
             if similarity >= self._threshold:
@@ -257,8 +309,14 @@ class _VerifyFn(beam.DoFn):
         self._counts.drain()
 
 
+def _doc_row(doc: Document) -> tuple:
+    """A Document as a plain tuple for the apply shuffle (a dataclass would be pickled with its
+    class and field names, ~130 bytes a document)."""
+    return doc.id, doc.source, doc.text, doc.url, doc.title, dict(doc.meta)
+
+
 class _ApplyFn(beam.DoFn):
-    """(id, [("doc", Document), ("dec", _Decision), ("rej", Reject), ("match", (J, id))])
+    """(id, [("doc", _doc_row), ("dec", _Decision), ("rej", Reject), ("match", (J, id))])
     -> main: Document | "rejects": Reject | "clusters": ClusterMember."""
 
     def start_bundle(self) -> None:
@@ -269,7 +327,7 @@ class _ApplyFn(beam.DoFn):
         docs, decisions, rejects, match = [], {}, [], None
         for tag, value in values:
             if tag == "doc":
-                docs.append(value)
+                docs.append(Document(*value))
             elif tag == "dec":
                 decisions[value.reason] = value
             elif tag == "rej":
@@ -337,31 +395,28 @@ def _join(
     return counted(flat, label, stage, counts) | f"{label}/Group" >> beam.GroupByKey()
 
 
-def _without(label: str, records, decisions, stage, counts):
-    """The records that no decision removed (a join on the document id)."""
-
-    def keep(element):
-        doc_id, values = element
-        values = list(values)  # one record and at most one decision per id
-        if not any(tag == "dec" for tag, _ in values):
-            for tag, value in values:
-                if tag == "rec":
-                    yield doc_id, value
-
-    return _join(
-        label, {"rec": records, "dec": decisions}, stage, counts
-    ) | f"{label}/Keep" >> beam.FlatMap(keep)
+def _keep_smallest(label, stage, records, key_fn, reason, similarity, cleared, counts):
+    """(survivors, decisions) of one keep-smallest step: records with a key are grouped by it,
+    the smallest of each group goes on; records without one go on without a shuffle."""
+    keyed = records | f"{label}/Key" >> beam.FlatMap(key_fn).with_outputs("keyed", "unkeyed")
+    grouped = counted(keyed.keyed, label, stage, counts) | f"{label}/Group" >> beam.GroupByKey()
+    kept = grouped | f"{label}/KeepSmallest" >> beam.ParDo(
+        _KeepSmallestFn(reason, similarity, cleared)
+    ).with_outputs("decisions", main="kept")
+    survivors = (keyed.unkeyed, kept.kept) | f"{label}/Survivors" >> beam.Flatten()
+    return survivors, kept.decisions
 
 
-def _url_key(element):
-    _, record = element
-    if record.url_key:
-        yield f"{record.scope}\x00{record.url_key}", record.node
+def _url_key(record):
+    if record[3]:
+        yield pvalue.TaggedOutput("keyed", (f"{record[1]}\x00{record[3]}", record))
+    else:
+        yield pvalue.TaggedOutput("unkeyed", record)
 
 
-def _fingerprint_key(element):
-    _, record = element
-    yield record.scope.encode("utf-8") + b"\x00" + record.fingerprint, record.node
+def _fingerprint_key(record):
+    key = record[1].encode("utf-8", "surrogatepass") + b"\x00" + record[2]
+    yield pvalue.TaggedOutput("keyed", (key, record))
 
 
 def _best_matches(edge):
@@ -370,9 +425,22 @@ def _best_matches(edge):
     yield v[1], (similarity, u[1])
 
 
+class DedupOutputs(NamedTuple):
+    """Deduplicate's outputs, by attribute or by name: result.main, result["rejects"]."""
+
+    main: beam.PCollection
+    rejects: beam.PCollection
+    clusters: beam.PCollection
+    counts: beam.PCollection
+
+    def __getitem__(self, key):
+        return getattr(self, key) if isinstance(key, str) else tuple.__getitem__(self, key)
+
+
 class Deduplicate(beam.PTransform):
     """PCollection[Document] -> main (kept Documents), "rejects" (Reject), "clusters"
-    (ClusterMember). See the module docstring for the steps and DedupConfig for settings."""
+    (ClusterMember), "counts" (per-bundle dicts of shuffle and input bytes, to merge into a
+    run's stats). See the module docstring for the steps and DedupConfig for settings."""
 
     def __init__(self, config: DedupConfig | None = None) -> None:
         super().__init__()
@@ -390,60 +458,45 @@ class Deduplicate(beam.PTransform):
             pre_rejects = cut.rejects | "KeyRejects" >> beam.Map(lambda r: (r.doc_id, r))
 
         features = docs | "Features" >> beam.ParDo(_FeaturesFn(cfg)).with_outputs(
-            "shingles", main="records"
+            "counts", main="records"
         )
+        counts.append(features.counts)
         survivors = features.records
         if cfg.url:
-            url_decisions = (
-                counted(survivors | "URL/Key" >> beam.FlatMap(_url_key), "URL", "url", counts)
-                | "URL/Group" >> beam.GroupByKey()
-                | "URL/KeepSmallest" >> beam.ParDo(_KeepSmallestFn(URL_DUPLICATE, None))
+            survivors, url_decisions = _keep_smallest(
+                "URL", "url", survivors, _url_key, URL_DUPLICATE, None, {"url_key": ""}, counts
             )
             decisions.append(url_decisions)
-            survivors = _without("URL/Survivors", survivors, url_decisions, "url_survivors", counts)
         if cfg.exact:
-            exact_decisions = (
-                counted(
-                    survivors | "Exact/Key" >> beam.FlatMap(_fingerprint_key),
-                    "Exact",
-                    "exact",
-                    counts,
-                )
-                | "Exact/Group" >> beam.GroupByKey()
-                | "Exact/KeepSmallest" >> beam.ParDo(_KeepSmallestFn(EXACT_DUPLICATE, 1.0))
+            survivors, exact_decisions = _keep_smallest(
+                "Exact",
+                "exact",
+                survivors,
+                _fingerprint_key,
+                EXACT_DUPLICATE,
+                1.0,
+                {"fingerprint": b"", "url_key": ""},
+                counts,
             )
             decisions.append(exact_decisions)
-            survivors = _without(
-                "Exact/Survivors", survivors, exact_decisions, "exact_survivors", counts
-            )
 
-        joined = {"doc": docs | "KeyDocs" >> beam.Map(lambda d: (d.id, d))}
+        joined = {"doc": docs | "KeyDocs" >> beam.Map(lambda d: (d.id, _doc_row(d)))}
         if cfg.near:
-            edges = (
-                counted(
-                    survivors | "Near/BandKeys" >> beam.ParDo(_BandKeysFn(cfg.bands, cfg.rows)),
-                    "Near/Buckets",
-                    "lsh_buckets",
-                    counts,
-                )
+            buckets = survivors | "Near/BandKeys" >> beam.ParDo(_BandKeysFn())
+            candidates = (
+                counted(buckets, "Near/Buckets", "lsh_buckets", counts)
                 | "Near/Buckets" >> beam.GroupByKey()
+                | "Near/Candidates" >> beam.ParDo(_BucketEdgesFn(cfg.max_pairs_members))
             )
             edges = (
-                counted(
-                    edges | "Near/Candidates" >> beam.ParDo(_BucketEdgesFn(cfg.max_pairs_members)),
-                    "Near/Distinct",
-                    "candidate_edges",
-                    counts,
-                )
+                counted(candidates, "Near/DistinctEdges", "candidate_edges", counts)
                 | "Near/DistinctEdges" >> beam.Distinct()
             )
             if cfg.verify:
-                edges = self._verified(edges, features.shingles, cfg.threshold, counts)
+                edges = self._verified(edges, docs, cfg, counts)
+                matches = edges | "Near/MatchBoth" >> beam.FlatMap(_best_matches)
                 joined["match"] = counted(
-                    edges | "Near/MatchBoth" >> beam.FlatMap(_best_matches),
-                    "Near/BestMatch",
-                    "best_match",
-                    counts,
+                    matches, "Near/BestMatch", "best_match", counts
                 ) | "Near/BestMatch" >> beam.CombinePerKey(max)
                 edges = edges | "Near/DropJaccard" >> beam.Map(lambda e: (e[0], e[1]))
             decisions.append(
@@ -459,16 +512,38 @@ class Deduplicate(beam.PTransform):
             joined["dec"] = decisions | "AllDecisions" >> beam.Flatten()
         if pre_rejects is not None:
             joined["rej"] = pre_rejects
-        return _join("Apply", joined, "apply", counts) | "Apply/Decide" >> beam.ParDo(
+        applied = _join("Apply", joined, "apply", counts) | "Apply/Decide" >> beam.ParDo(
             _ApplyFn()
         ).with_outputs("rejects", "clusters", main="main")
+        return DedupOutputs(
+            applied.main,
+            applied.rejects,
+            applied.clusters,
+            counts | "ShuffleCounts" >> beam.Flatten(),
+        )
 
     @staticmethod
-    def _verified(edges, shingles, threshold: float, counts):
-        by_u = edges | "Verify/KeyByU" >> beam.Map(lambda e: (e[0][1], e))
-        half = _join(
-            "Verify/U", {"s": shingles, "e": by_u}, "verify_u", counts
-        ) | "Verify/HalfEdges" >> beam.ParDo(_HalfEdgeFn())
-        return _join(
-            "Verify/V", {"s": shingles, "h": half}, "verify_v", counts
-        ) | "Verify/Jaccard" >> beam.ParDo(_VerifyFn(threshold))
+    def _verified(edges, docs, cfg: DedupConfig, counts):
+        """Candidate edges -> (u, v, J) for the pairs at or above the threshold."""
+        senders = edges | "Verify/Senders" >> beam.FlatMap(_edge_roles)
+        receiver_ids = edges | "Verify/ReceiverIds" >> beam.Map(lambda e: e[0][1])
+        receivers = (
+            counted(receiver_ids, "Verify/DistinctReceivers", "verify_roles", counts)
+            | "Verify/DistinctReceivers" >> beam.Distinct()
+            | "Verify/Receivers" >> beam.Map(lambda doc_id: (doc_id, RECEIVES))
+        )
+        roles = counted(
+            (senders, receivers) | "Verify/Roles" >> beam.Flatten(),
+            "Verify/Roles",
+            "verify_roles",
+            counts,
+        )
+        shingles = docs | "Verify/PairShingles" >> beam.ParDo(
+            _PairShinglesFn(cfg), beam.pvalue.AsMultiMap(roles)
+        ).with_outputs("counts", main="shingles")
+        counts.append(shingles.counts)
+        return (
+            counted(shingles.shingles, "Verify/Group", "verify", counts)
+            | "Verify/Group" >> beam.GroupByKey()
+            | "Verify/Jaccard" >> beam.ParDo(_VerifyFn(cfg.threshold))
+        )
