@@ -451,14 +451,15 @@ def _remove_work_area(output: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
-    root = logging.getLogger()
-    root_level = root.level
+    root, beam_logger = logging.getLogger(), logging.getLogger("apache_beam")
+    levels = root.level, beam_logger.level
     handler = add_stderr_handler(verbose, logging.INFO)
     try:
         return _main(argv, verbose)
-    finally:
+    finally:  # as it was: main() may be called from a program with logging of its own
         root.removeHandler(handler)
-        root.setLevel(root_level)
+        root.setLevel(levels[0])
+        beam_logger.setLevel(levels[1])
 
 
 def _main(argv: list[str], verbose: bool) -> int:

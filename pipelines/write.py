@@ -759,7 +759,7 @@ class SpillDoFn(beam.DoFn):
     def teardown(self) -> None:
         for writer in getattr(self, "writers", {}).values():
             writer.discard()
-        if not self.spill_dir.is_local:
+        if hasattr(self, "local_dir") and not self.spill_dir.is_local:
             shutil.rmtree(self.local_dir, ignore_errors=True)
 
 
