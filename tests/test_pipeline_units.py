@@ -286,6 +286,13 @@ def test_options_parse_with_beam_options_and_per_source_defaults():
         PreprocessConfig.from_options(PipelineOptions(argv[:3]))
     with pytest.raises(ValueError, match="unknown source"):
         PreprocessConfig(source="nope", input="x", output="y", tokenizer="t", dedup=False)
+    safety = PreprocessConfig.from_options(
+        PipelineOptions(argv + ["--overwrite", "--max-expansion=20", "--verbose"])
+    )
+    assert safety.overwrite and safety.max_expansion == 20 and safety.verbose
+    assert not config.overwrite and config.max_expansion == 100  # refuse; bound bombs
+    with pytest.raises(ValueError, match="max_expansion"):
+        PreprocessConfig.from_options(PipelineOptions(argv + ["--max-expansion=-1"]))
 
 
 def test_help_lists_our_options_and_points_to_beams(capsys):
