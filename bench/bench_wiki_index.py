@@ -121,7 +121,11 @@ def main() -> None:
         tasks, plan_s, plan_rss = measure(directory, "plan")
         _, bz2_s, bz2_rss = measure(directory, "bz2")
         rows = [
-            (f"`wikipedia.plan()` ({tasks:,} tasks of {TASK_MB:g} MB)", plan_s, plan_rss),
+            (
+                f"`wikipedia.plan()` of this checkout ({tasks:,} tasks of {TASK_MB:g} MB)",
+                plan_s,
+                plan_rss,
+            ),
             ("only decompressing the index (bz2, no parsing)", bz2_s, bz2_rss),
         ]
         if args.baseline_root:
