@@ -25,6 +25,7 @@ from train.metrics import lookup_peak_tflops  # noqa: E402
 from train.models.bert import flops_per_token as bert_flops_per_token  # noqa: E402
 from train.models.gpt import flops_per_token as gpt_flops_per_token  # noqa: E402
 from train.models.presets import count_params, get_preset  # noqa: E402
+from train.plan import FITS_WITH, GIB, Layout, plan  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 SHEET = REPO / "recipes" / "SCALING.md"
@@ -267,6 +268,24 @@ RUNS = (
     Run("GPT-2 345M", "gpt2_345m.sh", "gpt2-355m", 1024, 512, 300_000, MEGATRON_GPT),
     Run("Megatron 8.3B", "megatron_8.3b.sh", "megatron-8.3b-24h", 1024, 512, 300_000, MEGATRON_GPT),
 )
+# The GPT runs' layouts as their recipes launch them (one machine of 8 GPUs, and the cluster
+# defaults), sized by train.plan: (run, where, layout). The trainer puts FSDP2 over the
+# data-parallel ranks under tensor parallelism and DDP otherwise (its default --parallel).
+LAYOUTS = (
+    ("GPT-2 345M", "one machine, 8 GPUs", Layout(dp=8, micro_batch=8, parallel="ddp")),
+    ("GPT-2 345M", "8 nodes x 8 GPUs", Layout(dp=64, micro_batch=8, parallel="ddp")),
+    (
+        "Megatron 8.3B",
+        "one machine, 8 GPUs",
+        Layout(tp=8, dp=1, micro_batch=8, activation_checkpointing="full"),
+    ),
+    (
+        "Megatron 8.3B",
+        "64 nodes x 8 GPUs",
+        Layout(tp=8, dp=64, micro_batch=8, activation_checkpointing="full"),
+    ),
+)
+GPU_MEMORY_GIB = 80  # A100 80GB, H100 SXM 80GB
 # BERT predicts 15% of positions (--mask-prob); the trainer's MFU counts the MLM head there only.
 BERT_MLM_FRACTION = 0.15
 # Megatron-LM's 8.3B run: 512 V100s for 9.2 days, 12 ZettaFLOPs (Shoeybi et al. 2019, abstract).
@@ -454,6 +473,28 @@ def training_section(results: Path) -> list[str]:
     for run in RUNS:
         hours = [gpu_hours(flops[run.name], peaks[gpu], ASSUMED_MFU.value) for gpu, _ in GPUS]
         out.append(f"| {run.name} | " + " | ".join(_sig(h) for h in hours) + " |")
+
+    out += [
+        "",
+        "Memory per GPU of the GPT runs' layouts, from `train/plan.py` (fp32 master weights, "
+        "gradients and AdamW moments, sharded by FSDP; bf16 activations after Korthikanti et "
+        "al. 2022; scaled_dot_product_attention keeps no attention scores). The planner calls "
+        f"a layout fitting when it needs at most {FITS_WITH:.0%} of the GPU:",
+        "",
+        "| run | where | tp x dp | micro batch | activation checkpointing | GiB per GPU | "
+        f"fits {GPU_MEMORY_GIB} GiB |",
+        "|---|---|---|---:|---|---:|---|",
+    ]
+    run_presets = {run.name: run.preset for run in RUNS}
+    for name, where, layout in LAYOUTS:
+        config = get_preset(run_presets[name]).config
+        total = plan(config, dataclasses.replace(layout, seq_len=config.block_size)).total
+        fits = "yes" if total <= FITS_WITH * GPU_MEMORY_GIB * GIB else "no"
+        out.append(
+            f"| {name} | {where} | {layout.tp} x {layout.dp} ({layout.parallel}) | "
+            f"{layout.micro_batch} | {layout.activation_checkpointing} | {total / GIB:.1f} | "
+            f"{fits} |"
+        )
 
     measured = measured_mfus(results)
     out += ["", "### Measured MFU (`bench/gpu.sh`)", ""]

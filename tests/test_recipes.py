@@ -162,12 +162,18 @@ def test_recipe_commands_parse(commands, recipe, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_recipes_train_what_the_sheet_prices(commands, mode):
     """Each pretrain command's preset, sequence length, batch and steps trained equal a run of
-    make_scaling.RUNS, in order; and a resumed phase has samples left to draw (the trainer
-    refuses a run whose --max-steps x --global-batch is below the samples already consumed)."""
+    make_scaling.RUNS, and each GPT layout one the sheet sizes; and a resumed phase has samples
+    left to draw (the trainer refuses a run whose --max-steps x --global-batch is below the
+    samples already consumed)."""
     trained = []
+    layouts = {
+        (name, layout.tp, layout.dp, layout.micro_batch, layout.activation_checkpointing,
+         layout.parallel)
+        for name, _, layout in make_scaling.LAYOUTS
+    }  # fmt: skip
     for recipe in RECIPE_FILES:
         done = consumed = 0
-        for config, _ in pretrain_runs(commands[(recipe, mode)], mode):
+        for config, world in pretrain_runs(commands[(recipe, mode)], mode):
             start = done if config.resume else 0
             consumed = consumed if config.resume else 0
             end = config.stop_at or config.max_steps
@@ -180,6 +186,12 @@ def test_recipes_train_what_the_sheet_prices(commands, mode):
             )
             trained.append((recipe, config.preset, config.seq_len, config.global_batch, steps))
             done = end
+            if config.model != "bert":  # the sheet sizes GPT layouts' memory (train.plan)
+                run = next(r for r in make_scaling.RUNS if r.preset == config.preset)
+                dp_state = "fsdp" if config.parallel == "tp" else config.parallel
+                layout = (run.name, config.tp, world // config.tp, config.micro_batch,
+                          config.activation_checkpointing, dp_state)  # fmt: skip
+                assert layout in layouts, f"{recipe} ({mode}): {layout} is not in the sheet"
     expected = [(r.recipe, r.preset, r.seq_len, r.global_batch, r.steps) for r in make_scaling.RUNS]
     assert sorted(trained) == sorted(expected)
 
