@@ -55,10 +55,12 @@ PHASE1_IN_PHASE2_BATCHES=$((PHASE1_STEPS * PHASE1_BATCH / PHASE2_BATCH))
 COMMON=(--model bert --preset bert-large --data "$DATA" --optimizer lamb --decay linear
   --min-lr 0 --precision "$PRECISION" --out "$RUN" --save-interval 200 --async-checkpoint)
 
-# phase 1: seq 128
-launch "$GPUS" train/pretrain.py "${COMMON[@]}" \
-  --seq-len 128 --global-batch "$PHASE1_BATCH" --micro-batch 64 \
-  --max-steps "$PHASE1_STEPS" --lr 6e-3 --warmup-steps 2001   # 0.2843 x 7038
+# phase 1: seq 128 (START_PHASE=2 skips it: to continue a phase 2 that stopped, with RESUME=1)
+if [[ "${START_PHASE:-1}" == 1 ]]; then
+  launch "$GPUS" train/pretrain.py "${COMMON[@]}" "${RESUME_FLAG[@]}" \
+    --seq-len 128 --global-batch "$PHASE1_BATCH" --micro-batch 64 \
+    --max-steps "$PHASE1_STEPS" --lr 6e-3 --warmup-steps 2001 # 0.2843 x 7038
+fi
 
 # phase 2: seq 512, from phase 1's last checkpoint
 launch "$GPUS" train/pretrain.py "${COMMON[@]}" \

@@ -33,7 +33,7 @@ launch "$GPUS" train/pretrain.py --preset gpt2-355m --data "$DATA" --out "$RUN" 
   --seq-len 1024 --global-batch 512 --micro-batch 8 --max-steps 300000 \
   --optimizer adamw --lr 1.5e-4 --min-lr 1e-5 --warmup-steps 3000 --decay cosine \
   --weight-decay 0.01 --beta2 0.999 --eps 1e-8 --clip-grad 1.0 --dropout 0.1 \
-  --precision "$PRECISION" --save-interval 2000 --async-checkpoint
+  --precision "$PRECISION" --save-interval 2000 --async-checkpoint "${RESUME_FLAG[@]}"
 
 # Evaluation on one node: sliding 1024-token windows moving by 512 over WikiText-103 test;
 # LAMBADA's last word from OpenAI's lambada_test.jsonl.

@@ -43,7 +43,8 @@ launch "$GPUS" train/pretrain.py --preset megatron-8.3b-24h --data "$DATA" --out
   --seq-len 1024 --global-batch 512 --micro-batch 8 --max-steps 300000 \
   --optimizer adamw --lr 1.5e-4 --min-lr 1e-5 --warmup-steps 3000 --decay cosine \
   --weight-decay 0.01 --beta2 0.999 --eps 1e-8 --clip-grad 1.0 --dropout 0.1 \
-  --precision "$PRECISION" --save-interval 1000 --async-checkpoint --dist-timeout 30
+  --precision "$PRECISION" --save-interval 1000 --async-checkpoint --dist-timeout 30 \
+  "${RESUME_FLAG[@]}"
 
 # Evaluation on one node: train/evaluate.py loads the run's latest checkpoint whole, whatever
 # layout trained it.

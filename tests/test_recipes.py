@@ -46,11 +46,11 @@ def _load(name: str, path: Path):
 make_scaling = _load("make_scaling", RECIPES / "make_scaling.py")
 
 
-def dry_run(recipe: str, mode: str) -> list[list[str]]:
-    """The commands `recipe` runs in `mode`, as argv lists."""
+def dry_run(recipe: str, mode: str, **env: str) -> list[list[str]]:
+    """The commands `recipe` runs in `mode` (and the variables `env`), as argv lists."""
     result = subprocess.run(
         ["bash", str(RECIPES / recipe)],
-        env={"PATH": "/usr/bin:/bin", "DRY_RUN": "1", "MODE": mode},
+        env={"PATH": "/usr/bin:/bin", "DRY_RUN": "1", "MODE": mode, **env},
         capture_output=True,
         text=True,
         timeout=60,
@@ -194,6 +194,17 @@ def test_recipes_train_what_the_sheet_prices(commands, mode):
                 assert layout in layouts, f"{recipe} ({mode}): {layout} is not in the sheet"
     expected = [(r.recipe, r.preset, r.seq_len, r.global_batch, r.steps) for r in make_scaling.RUNS]
     assert sorted(trained) == sorted(expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_resume_continues_every_training_command(mode):
+    """RESUME=1 continues a stopped run (a new job on a run with checkpoints is refused);
+    START_PHASE=2 goes straight to BERT's phase 2."""
+    for recipe in {run.recipe for run in make_scaling.RUNS}:
+        resumed = pretrain_runs(dry_run(recipe, mode, RESUME="1"), mode)
+        assert resumed and all(config.resume for config, _ in resumed), recipe
+    phases = pretrain_runs(dry_run("bert_large_lamb.sh", mode, START_PHASE="2", RESUME="1"), mode)
+    assert [config.seq_len for config, _ in phases] == [512]
 
 
 def test_scaling_sheet_is_current():
