@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 import torch
+import torch.distributed.checkpoint as dcp
 from torch import nn
 
 from train import checkpoint as ckpt
@@ -45,47 +46,53 @@ def load_model(path: str, device: torch.device, tokenizer: str | None = None) ->
 
 
 def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
+    """The model of a checkpoint (or of a run's latest), read from its DCP shards: only the
+    model's entries, whatever layout it was saved in (the optimizer state is never read)."""
+    from train.export import model_config_of
     from train.models.bert import Bert, BertConfig
-    from train.models.gpt import GPT, GPTConfig
+    from train.models.gpt import GPT
 
-    checkpoint = path if ckpt.is_checkpoint(path) else ckpt.latest_checkpoint(path)
+    is_checkpoint = os.path.exists(os.path.join(path, "meta.json"))
+    checkpoint = path if is_checkpoint else ckpt.latest_checkpoint(path)
     if checkpoint is None:
         raise LoadError(f"{path}: no checkpoint (and no config.json of an HF model)")
     try:
-        model_state, trainer_state = ckpt.read_model_state(checkpoint)
+        ckpt.verify_checkpoint(checkpoint)
+        trainer_state = ckpt.read_trainer_state(checkpoint)
+        config = model_config_of(trainer_state)
     except ckpt.CheckpointError as e:
         raise LoadError(str(e)) from None
-    config = trainer_state.get("config") or {}
-    kind = config.get("model")
+    except (TypeError, ValueError) as e:
+        raise LoadError(f"{checkpoint}/trainer.pt: bad model_config ({e})") from None
+    model = Bert(config) if isinstance(config, BertConfig) else GPT(config)
+    state = {"model": model.state_dict()}
     try:
-        if kind == "gpt":
-            model = GPT(GPTConfig(**trainer_state["model_config"]))
-        elif kind == "bert":
-            model = Bert(BertConfig(**trainer_state["model_config"]))
-        else:
-            raise LoadError(f"{checkpoint}: trainer state names no model kind (gpt or bert)")
-        model.load_state_dict(model_state)
-    except (TypeError, KeyError, RuntimeError) as e:
+        dcp.load(state, checkpoint_id=checkpoint, no_dist=True)
+        model.load_state_dict(state["model"])
+    except (RuntimeError, KeyError, ValueError) as e:
         raise LoadError(f"{checkpoint}: model state does not fit its own config ({e})") from None
     info = trainer_state.get("tokenizer") or {}
     return LoadedModel(
         model=model,
-        kind=kind,
-        tokenizer_path=tokenizer or _run_tokenizer(config.get("data") or []),
+        kind="bert" if isinstance(config, BertConfig) else "gpt",
+        tokenizer_path=tokenizer or _run_tokenizer(trainer_state["config"]),
         vocab_size=info.get("vocab_size"),
         special_ids=dict(info.get("special_ids") or {}),
         source=checkpoint,
     )
 
 
-def _run_tokenizer(data: list[str]) -> str | None:
-    """The tokenizer file of the first shard set the run trained on, if it still exists."""
+def _run_tokenizer(config: dict) -> str | None:
+    """The tokenizer the run trained with: its --tokenizer file, else the first shard set's
+    (if it still exists)."""
     from dataset_format import FormatError, ShardSet
     from train.data import parse_data_spec
 
+    if isinstance(config.get("tokenizer"), str) and os.path.isfile(config["tokenizer"]):
+        return config["tokenizer"]
     try:
-        sources = parse_data_spec(data)
-        return ShardSet(sources[0].path).tokenizer_path if sources else None
+        sources = parse_data_spec(config.get("data") or [])
+        return ShardSet(sources[0][1]).tokenizer_path if sources else None
     except (ValueError, FormatError, OSError):
         return None
 
@@ -102,7 +109,9 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
 
     try:
         with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-            model_type = json.load(f).get("model_type")
+            hf_config = json.load(f)
+        model_type = hf_config.get("model_type")
+        architectures = hf_config.get("architectures") or []
     except (OSError, ValueError, AttributeError) as e:
         raise LoadError(f"{path}/config.json: unreadable ({e})") from None
     # use_safetensors=None: safetensors when present, else pytorch_model.bin, which
@@ -112,7 +121,13 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
             model = hf.gpt_from_hf(transformers.GPT2LMHeadModel.from_pretrained(path))
             kind = "gpt"
         elif model_type == "bert":
-            model = hf.bert_from_hf(transformers.BertForPreTraining.from_pretrained(path))
+            # a masked-LM-only BERT has no NSP head to load
+            bert_class = (
+                transformers.BertForMaskedLM
+                if "BertForMaskedLM" in architectures
+                else transformers.BertForPreTraining
+            )
+            model = hf.bert_from_hf(bert_class.from_pretrained(path))
             kind = "bert"
         else:
             raise LoadError(f"{path}/config.json: model_type {model_type!r}; gpt2 or bert only")
@@ -121,16 +136,27 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
     tokenizer_path = tokenizer
     if tokenizer_path is None and os.path.exists(os.path.join(path, "tokenizer.json")):
         tokenizer_path = os.path.join(path, "tokenizer.json")
+    elif tokenizer_path is None and os.path.exists(os.path.join(path, "merges.txt")):
+        tokenizer_path = path  # GPT-2's vocab.json + merges.txt
     return LoadedModel(model, kind, tokenizer_path, None, {}, path)
 
 
 def load_tokenizer(path: str | None):
-    """An HF ``tokenizers.Tokenizer`` without padding or truncation (scores see every token)."""
+    """An HF ``tokenizers.Tokenizer`` without padding or truncation (scores see every token):
+    a ``tokenizer.json``, or a directory with GPT-2's ``vocab.json`` + ``merges.txt``."""
     if path is None:
         raise LoadError("no tokenizer: pass --tokenizer FILE (tokenizer.json)")
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     try:
+        if os.path.isdir(path):
+            bpe = models.BPE.from_file(
+                os.path.join(path, "vocab.json"), os.path.join(path, "merges.txt")
+            )
+            tokenizer = Tokenizer(bpe)
+            tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            tokenizer.decoder = decoders.ByteLevel()
+            return tokenizer
         tokenizer = Tokenizer.from_file(path)
     except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception on a bad file
         raise LoadError(f"{path}: not a tokenizer.json ({e})") from None

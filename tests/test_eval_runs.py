@@ -1,0 +1,155 @@
+"""train/evaluate.py and tools/generate on real training runs (slow: they train and launch).
+
+Runs: the tiny GPT and BERT presets trained for a few steps on real shard sets (Moby-Dick in
+GPT-2 BPE / BERT WordPiece, tests/shard_fixtures.py). Evaluation text: a slice of the real
+WikiText-2 test file in ../shared/corpora.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import CORPORA, REPO
+from tests.shard_fixtures import make_bert_shards, make_gpt_shards
+from train.config import parse_args
+from train.eval.load import load_model
+from train.eval.run import evaluate_wikitext
+from train.loop import main as train_main
+
+pytestmark = pytest.mark.slow
+
+SMALL = [
+    "--seq-len", "32", "--global-batch", "4", "--micro-batch", "2", "--split", "90,5,5",
+    "--eval-iters", "0", "--no-progress", "--log-interval", "1000", "--lr", "3e-3",
+    "--warmup-steps", "1", "--max-steps", "6",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def gpt_run(tmp_path_factory) -> str:
+    data = make_gpt_shards(tmp_path_factory.mktemp("eval-gpt-data"), 200)
+    out = tmp_path_factory.mktemp("eval-gpt-run")
+    train_main(parse_args(["--data", data, "--out", str(out), "--preset", "gpt-tiny", *SMALL]))
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def bert_run(tmp_path_factory) -> tuple[str, str]:
+    data = make_bert_shards(tmp_path_factory.mktemp("eval-bert-data"), 300)
+    out = tmp_path_factory.mktemp("eval-bert-run")
+    train_main(parse_args(["--data", data, "--out", str(out), "--preset", "bert-tiny", *SMALL]))
+    return str(out), data
+
+
+@pytest.fixture(scope="module")
+def wikitext_slice(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("wikitext") / "wiki.test.tokens"
+    raw = (CORPORA / "wikitext" / "wikitext-2" / "wiki.test.tokens").read_text(encoding="utf-8")
+    path.write_text(raw[:8_000], encoding="utf-8")
+    return str(path)
+
+
+def _evaluate(*args: str, nproc: int = 1) -> dict:
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+        if nproc > 1
+        else [sys.executable]
+    )
+    done = subprocess.run(
+        [*launcher, "train/evaluate.py", "--no-progress", "--device", "cpu", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_wikitext_cli_on_a_run_equals_the_library(gpt_run, wikitext_slice):
+    report = _evaluate(
+        "--checkpoint", gpt_run, "--task", "wikitext103", "--data", wikitext_slice,
+        "--context", "32", "--stride", "16",
+    )  # fmt: skip
+    loaded = load_model(gpt_run, torch.device("cpu"))
+    with open(wikitext_slice, encoding="utf-8") as f:
+        expected = evaluate_wikitext(loaded, f.read(), context=32, stride=16, batch_size=4)
+    assert report["scored_tokens"] == expected.scored_tokens
+    assert report["ppl"] == pytest.approx(expected.ppl, rel=1e-6)
+    assert report["adjusted_ppl"] == pytest.approx(expected.adjusted_ppl, rel=1e-6)
+    assert report["checkpoint"].endswith("step-00000006")
+
+
+def test_two_ranks_give_the_one_process_result(gpt_run, wikitext_slice):
+    args = ("--checkpoint", gpt_run, "--task", "wikitext103", "--data", wikitext_slice,
+            "--context", "32", "--stride", "8", "--batch-size", "3")  # fmt: skip
+    one, two = _evaluate(*args), _evaluate(*args, nproc=2)
+    assert two["processes"] == 2 and one["processes"] == 1
+    assert two["scored_tokens"] == one["scored_tokens"]
+    assert two["loss"] == pytest.approx(one["loss"], rel=1e-6)
+
+
+def test_exported_hf_model_scores_like_the_run(gpt_run, wikitext_slice, tmp_path):
+    pytest.importorskip("transformers")
+    from train import checkpoint as ckpt
+    from train.export import export_hf
+
+    hf_dir = tmp_path / "hf"
+    export_hf(ckpt.latest_checkpoint(gpt_run), str(hf_dir))
+    loaded = load_model(gpt_run, torch.device("cpu"))
+    common = ("--task", "wikitext103", "--data", wikitext_slice, "--context", "32",
+              "--tokenizer", loaded.tokenizer_path)  # fmt: skip
+    ours = _evaluate("--checkpoint", gpt_run, *common)
+    theirs = _evaluate("--checkpoint", str(hf_dir), *common)
+    assert theirs["ppl"] == pytest.approx(ours["ppl"], rel=1e-4)
+
+
+def test_generate_prints_the_prompt_and_its_continuation(gpt_run):
+    def generate(*flags: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "tools/generate", gpt_run, "--prompt", "Call me Ishmael.", *flags],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    greedy = generate("--max-new-tokens", "12")
+    assert greedy.startswith("Call me Ishmael.") and len(greedy) > len("Call me Ishmael.\n")
+    assert generate("--max-new-tokens", "12", "--no-cache") == greedy
+    sampled = generate("--max-new-tokens", "12", "--temperature", "1.0", "--top-k", "20")
+    assert sampled == generate("--max-new-tokens", "12", "--temperature", "1.0", "--top-k", "20")
+
+
+def test_bert_masked_lm_is_deterministic_and_counts_masked_tokens(bert_run):
+    run, data = bert_run
+    args = ("--checkpoint", run, "--task", "bert-mlm", "--data", data, "--samples", "24",
+            "--seq-len", "32", "--batch-size", "5")  # fmt: skip
+    first = _evaluate(*args)
+    assert first["samples"] == 24 and first["predicted_tokens"] > 24
+    assert 0.0 <= first["mlm_accuracy"] <= 1.0 and first["mlm_ppl"] > 1.0
+    again, two_ranks = _evaluate(*args), _evaluate(*args, nproc=2)
+    for report in (again, two_ranks):  # the same masks: the same counts, whatever the ranks
+        assert report["predicted_tokens"] == first["predicted_tokens"]
+        assert report["mlm_accuracy"] == first["mlm_accuracy"]
+        assert report["mlm_loss"] == pytest.approx(first["mlm_loss"], rel=1e-6)
+
+
+def test_wrong_task_for_the_model_is_one_line(gpt_run, wikitext_slice):
+    done = subprocess.run(
+        [sys.executable, "train/evaluate.py", "--checkpoint", gpt_run, "--task", "bert-mlm",
+         "--data", wikitext_slice],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "needs a BERT model" in done.stderr
+    assert os.path.basename(gpt_run) in done.stderr
