@@ -168,3 +168,51 @@ def test_worker_package_builds_like_the_stager_and_installs(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith(str(site))  # imported from the package, not the repo
+
+
+def _extra(name: str) -> list[str]:
+    import tomllib
+
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]["optional-dependencies"][name]
+
+
+def _build_in(python: Path, out: Path) -> subprocess.CompletedProcess:
+    """Build the worker package as Beam's stager does, with `python`'s own setuptools."""
+    code = (
+        "import sys; from apache_beam.runners.portability.stager import Stager;"
+        f"print(Stager._build_setup_package({str(REPO / 'pyproject.toml')!r}, {str(out)!r}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.slow
+def test_the_worker_package_builds_with_the_dataflow_extras_setuptools(tmp_path):
+    """A fresh venv, as a new launcher machine has: its bundled setuptools cannot build the
+    worker package (the stager ignores [build-system] requires); with the `dataflow` extra's
+    setuptools pin installed, it can. Beam and the rest come from this venv via a .pth placed
+    after the fresh venv's own site-packages, so the fresh setuptools is the one imported."""
+    import site
+    import sysconfig
+
+    (pin,) = [r for r in _extra("dataflow") if r.startswith("setuptools")]
+    lowest = pin.split(">=")[1]
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    fresh_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    ours = [p for p in site.getsitepackages() if p.startswith(sys.prefix)] or [
+        sysconfig.get_paths()["purelib"]]
+    (Path(fresh_site) / "zz-launcher-env.pth").write_text("\n".join(ours) + "\n")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps",
+                    "setuptools<77"], check=True)
+    old = _build_in(python, tmp_path / "old")
+    assert old.returncode != 0 and "license" in (old.stdout + old.stderr).lower()
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps",
+                    f"setuptools~={lowest}.0"], check=True)
+    new = _build_in(python, tmp_path / "new")
+    assert new.returncode == 0, new.stderr[-2000:]
+    assert Path(new.stdout.strip().splitlines()[-1]).name.startswith("shardsmith-")
