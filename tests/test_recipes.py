@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from apache_beam.options.pipeline_options import PipelineOptions
 from torch.distributed.run import get_args_parser as torchrun_parser
 
@@ -29,6 +30,7 @@ from pipelines.preprocess import unknown_arguments
 from tests.conftest import REPO
 from train.config import parse_args as pretrain_args
 from train.eval.run import build_parser as evaluate_parser
+from train.loop import Runtime, model_positions, resolve_config
 
 RECIPES = REPO / "recipes"
 RECIPE_FILES = sorted(p.name for p in RECIPES.glob("*.sh") if p.name != "lib.sh")
@@ -145,12 +147,20 @@ def test_recipe_commands_parse(commands, recipe, mode):
             script, args, world = check_torchrun(argv[1:], mode)
             if script == "train/pretrain.py":
                 config = pretrain_args(args)  # exits on a bad flag or value
-                micro = config.micro_batch
-                data_parallel = world // config.tp
-                assert config.global_batch % (micro * data_parallel) == 0, (
-                    f"{recipe}: global batch {config.global_batch} is not a multiple of micro "
-                    f"batch {micro} x {data_parallel} data-parallel ranks"
+                # The trainer's own resolution on this many GPUs: batch over the ranks, sequence
+                # length against the model's positions, warmup within the decay horizon.
+                assert world % config.tp == 0
+                runtime = Runtime(
+                    rank=0,
+                    world_size=world,
+                    local_rank=0,
+                    device=torch.device("cuda"),
+                    mesh=None,
+                    dp_rank=0,
+                    dp_size=world // config.tp,
+                    tp=config.tp,
                 )
+                resolve_config(config, runtime, model_positions)
             elif script == "train/evaluate.py":
                 evaluate_parser().parse_args(args)
             else:
