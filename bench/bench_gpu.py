@@ -1,4 +1,6 @@
-"""GPU throughput and MFU of the trainer for GPT-2 124M and 355M (bf16, torch.compile).
+"""GPU throughput and MFU of the trainer for GPT-2 124M and 355M (bf16, torch.compile), and
+two layout cases on the last preset: FSDP2 with full activation checkpointing, and tensor +
+sequence parallelism (tp=2, needs two GPUs; skipped on one).
 
     bench/gpu.sh                      # what to run on a GPU machine (< 5 minutes on one GPU)
     python bench/bench_gpu.py [--presets gpt2-124m gpt2-355m] [--steps 20] [--warmup 8]
@@ -68,10 +70,72 @@ def build_synthetic_shards(directory: str, tokens: int, seed: int = 0) -> None:
     )
 
 
+# Layout cases after the plain presets: (label, extra trainer flags, processes). One GPU runs
+# FSDP2+AC in one process (full recomputation; FSDP2 over one rank shards nothing, so this
+# measures what checkpointing costs); TP+SP needs two GPUs (two ranks cannot share one under
+# NCCL) and is reported as skipped on a one-GPU machine.
+CASES = {
+    "fsdp+ac": (["--parallel", "fsdp", "--activation-checkpointing", "full"], 1),
+    "tp+sp": (["--parallel", "tp", "--tp", "2", "--sequence-parallel"], 2),
+}
+
+
+def measure_case(case: str, preset: str, shards: str, run_dir: str, args) -> dict:
+    """A layout case through torchrun (train/pretrain.py), as a user would launch it."""
+    import subprocess
+
+    flags, processes = CASES[case]
+    available = torch.cuda.device_count() if args.device == "cuda" else processes
+    label = f"{preset} {case}"
+    if available < processes:
+        return {"preset": label, "skipped": f"needs {processes} GPUs, {available} visible"}
+    micro = args.micro_batch or MICRO_BATCH.get(preset, 8)
+    argv = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        f"--nproc_per_node={processes}", str(REPO / "train" / "pretrain.py"),
+        "--data", shards, "--preset", preset, "--out", run_dir,
+        "--max-steps", str(args.warmup + args.steps), "--global-batch", str(micro),
+        "--micro-batch", str(micro), "--seq-len", str(args.seq_len),
+        "--precision", args.precision, "--device", args.device, "--eval-iters", "0",
+        "--no-save", "--no-progress", "--split", "100,0,0", "--warmup-steps", "2", *flags,
+    ]  # fmt: skip
+    if args.compile:
+        argv.append("--compile")
+    if args.peak_tflops:
+        argv += ["--peak-tflops", str(args.peak_tflops)]
+    started = time.perf_counter()
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    if result.returncode != 0:
+        return {"preset": label, "skipped": "failed: " + result.stderr.strip()[-300:]}
+    return summarise(label, preset, micro, run_dir, args, time.perf_counter() - started)
+
+
+def summarise(label: str, preset: str, micro: int, run_dir: str, args, wall: float) -> dict:
+    from train.models.presets import count_params, get_preset
+
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        train = [r for r in map(json.loads, f) if r["kind"] == "train"]
+    measured = train[args.warmup :]
+    mfus = [r["mfu"] for r in measured if r.get("mfu") is not None]
+    return {
+        "preset": label,
+        "params_m": count_params(get_preset(preset).config) / 1e6,
+        "micro_batch": micro,
+        "seq_len": args.seq_len,
+        "tokens_per_s": statistics.median(r["tokens_per_s"] for r in measured),
+        "tflops": statistics.median(r["tflops"] for r in measured),
+        "mfu": statistics.median(mfus) if mfus else None,
+        "step_ms": 1000 * statistics.median(r["step_time_s"] for r in measured),
+        "first_steps_s": sum(r["step_time_s"] for r in train[: args.warmup]),
+        "peak_mem_gb": None,  # another process's; see the plain rows
+        "final_loss": train[-1]["loss"],
+        "wall_s": wall,
+    }
+
+
 def measure(preset: str, shards: str, run_dir: str, args) -> dict:
     from train.config import TrainConfig
     from train.loop import main
-    from train.models.presets import count_params, get_preset
 
     micro = args.micro_batch or MICRO_BATCH.get(preset, 8)
     seq_len = args.seq_len
@@ -100,27 +164,10 @@ def measure(preset: str, shards: str, run_dir: str, args) -> dict:
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     main(config)
-    wall = time.perf_counter() - started
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        train = [r for r in map(json.loads, f) if r["kind"] == "train"]
-    measured = train[args.warmup :]
-    mfus = [r["mfu"] for r in measured if r.get("mfu") is not None]
-    return {
-        "preset": preset,
-        "params_m": count_params(get_preset(preset).config) / 1e6,
-        "micro_batch": micro,
-        "seq_len": seq_len,
-        "tokens_per_s": statistics.median(r["tokens_per_s"] for r in measured),
-        "tflops": statistics.median(r["tflops"] for r in measured),
-        "mfu": statistics.median(mfus) if mfus else None,
-        "step_ms": 1000 * statistics.median(r["step_time_s"] for r in measured),
-        "first_steps_s": sum(r["step_time_s"] for r in train[: args.warmup]),
-        "peak_mem_gb": torch.cuda.max_memory_allocated() / 2**30
-        if torch.cuda.is_available()
-        else None,
-        "final_loss": train[-1]["loss"],
-        "wall_s": wall,
-    }
+    row = summarise(preset, preset, micro, run_dir, args, time.perf_counter() - started)
+    if torch.cuda.is_available():
+        row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    return row
 
 
 def table(rows: list[dict], args, device_name: str) -> str:
@@ -136,6 +183,9 @@ def table(rows: list[dict], args, device_name: str) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        if "skipped" in r:
+            lines.append(f"| {r['preset']} | skipped: {r['skipped']} |" + " |" * 8)
+            continue
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
         memory = f"{r['peak_mem_gb']:.1f} GiB" if r["peak_mem_gb"] is not None else "n/a"
         lines.append(
@@ -157,6 +207,10 @@ def table(rows: list[dict], args, device_name: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--presets", nargs="+", default=["gpt2-124m", "gpt2-355m"])
+    parser.add_argument(
+        "--cases", nargs="*", default=list(CASES), choices=list(CASES),
+        help="layout cases run on the last preset (through torchrun)",
+    )  # fmt: skip
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=1024)
@@ -193,6 +247,11 @@ def main() -> None:
             gc.collect()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
+        for case in args.cases:
+            row = measure_case(case, args.presets[-1], shards,
+                               os.path.join(tmp, case.replace("+", "-")), args)  # fmt: skip
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     text = table(rows, args, device_name or "cpu")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:

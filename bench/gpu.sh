@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # GPU benchmark of the trainer: tokens/s and MFU of GPT-2 124M and 355M, bf16, torch.compile,
+# plus gpt2-355m with FSDP2 + full activation checkpointing, and TP+SP (tp=2: two GPUs),
 # one GPU, synthetic data; < 5 minutes on an A100/H100/H200 (most of it compilation).
 #
 #   bench/gpu.sh            writes the table to $OUT/gpu.md when $OUT is set (device runner),

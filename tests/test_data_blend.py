@@ -13,12 +13,13 @@ from train.data import blend as blend_module
 
 
 def greedy_reference(weights, size):
-    """The rule as stated: sample i from the dataset with the largest weight*(i+1) - drawn."""
+    """The rule as stated (megatron-core's build_blending_indices): sample i from the dataset
+    with the largest weight * max(i, 1) - drawn."""
     weights = [w / sum(weights) for w in weights]
     drawn = [0] * len(weights)
     choice, index_in_dataset = [], []
     for i in range(size):
-        errors = [w * (i + 1) - n for w, n in zip(weights, drawn)]
+        errors = [w * max(i, 1) - n for w, n in zip(weights, drawn)]
         best = errors.index(max(errors))  # ties to the lowest index
         choice.append(best)
         index_in_dataset.append(drawn[best])
@@ -68,9 +69,10 @@ def test_every_prefix_holds_each_share_within_one_sample(weights):
     dataset_index, _ = blending_indices(weights, size)
     w = np.asarray(weights, dtype=np.float64) / np.sum(weights)
     n = np.arange(1, size + 1)
+    target = np.maximum(n - 1, 1)  # what the rule aims at when it picks the n-th sample
     for d in range(w.size):
         drawn = np.cumsum(dataset_index == d)
-        assert np.abs(drawn - w[d] * n).max() <= 1.0
+        assert np.abs(drawn - w[d] * target).max() <= 1.0
 
 
 def test_bad_weights():

@@ -47,14 +47,14 @@ def test_bad_specs_are_rejected_clearly(tokens, message):
 @pytest.mark.parametrize(
     "n, split, expected",
     [
-        # Values worked out by hand from Megatron's get_train_valid_test_split_ arithmetic.
+        # Values worked out by hand from megatron-core's book-ends: round(cumulative share * n).
         (1000, "969,30,1", [(0, 969), (969, 999), (999, 1000)]),
         (10, "969,30,1", [(0, 10), (10, 10), (10, 10)]),
         (100, "98,2,0", [(0, 98), (98, 100), (100, 100)]),
         (100, "1", [(0, 100), (100, 100), (100, 100)]),
         (10, "8/1/1", [(0, 8), (8, 9), (9, 10)]),
-        # 7 / 3 rounds to 2 per part; the missing document goes to train, shifting the rest.
-        (7, "1,1,1", [(0, 3), (3, 5), (5, 7)]),
+        # book-ends 7/3 and 14/3 round to 2 and 5 (the old per-part rounding gave (0, 3) first)
+        (7, "1,1,1", [(0, 2), (2, 5), (5, 7)]),
         (0, "969,30,1", [(0, 0), (0, 0), (0, 0)]),
     ],
 )

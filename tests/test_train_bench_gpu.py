@@ -24,3 +24,8 @@ def test_gpu_benchmark_smoke_writes_its_table(tmp_path):
     assert cells[2] == "2 x 64"
     assert float(cells[3].replace(",", "")) > 0  # tokens/s
     assert cells[5] == "n/a"  # no MFU on CPU: no peak to compare with
+    # the layout cases ran too (torchrun, 1 and 2 gloo processes on CPU)
+    for case in ("gpt-tiny fsdp+ac", "gpt-tiny tp+sp"):
+        row = next(line for line in table.splitlines() if line.startswith(f"| {case} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert float(cells[3].replace(",", "")) > 0, row

@@ -24,3 +24,11 @@ def test_fsdp_accumulation_keeps_no_unsharded_gradients(tmp_path):
     off (the loop's former no_sync) it keeps unsharded ones and .grad stays unset."""
     sharded = probe("fsdp-accumulation", tmp_path)["sharded_after_first_micro_batch"]
     assert sharded and all(sharded.values()), sharded
+
+
+def test_meta_device_build_gives_the_eager_weights_shard_by_shard(tmp_path):
+    found = probe("meta-init", tmp_path)
+    for layout in ("fsdp", "tp"):
+        wrong = [name for name, ok in found[layout].items() if not ok]
+        assert found[layout] and not wrong, (layout, wrong)
+        assert found[f"{layout}/tied"]  # the LM head is the embedding again

@@ -406,10 +406,10 @@ def build_training_model(
     padded = padded or pad_vocab_size(
         vocab_size, multiple=config.make_vocab_size_divisible_by, tensor_parallel=runtime.tp
     )
-    # The same seed on every rank: identical initial weights everywhere, as a one-process
-    # run with this seed would have (DDP also broadcasts rank 0's; FSDP/TP shard in place).
-    seed_everything(config.seed)
-    with runtime.device:
+    # On the meta device: nothing is allocated until parallelize() has sharded the model and
+    # materialises each rank's pieces, initialised from --seed exactly as an unsharded model
+    # would be (the same initial weights under any parallelism).
+    with torch.device("meta"):
         return build_model(model_config, vocab_size=padded)
 
 
@@ -682,6 +682,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
             parallel_loss=uses_parallel_loss(config, runtime),
             activation_checkpointing=config.activation_checkpointing,
             ac_every=config.ac_every,
+            init_seed=config.seed,
         )  # fmt: skip
     except ValueError as e:
         fail(f"--parallel {config.parallel}: {e}")

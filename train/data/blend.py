@@ -1,7 +1,8 @@
 """Weighted blending of datasets with Megatron's deterministic greedy schedule, in numpy.
 
-Sample i of the blend comes from the dataset whose error `weight * (i + 1) - drawn_so_far` is
-largest (ties to the lowest index), so every prefix of the blend holds each dataset within one
+Sample i of the blend comes from the dataset whose error `weight * max(i, 1) - drawn_so_far` is
+largest (ties to the lowest index): megatron-core's `build_blending_indices`, so a blend picks
+the same dataset for every sample as there; every prefix holds each dataset within about one
 sample of its share. The rule is sequential; Megatron runs it in C++. Here it runs in parallel
 over time instead: the range is cut into segments and all segments are stepped together, one
 numpy operation per dataset per step across every segment. A segment cannot know its true
@@ -16,18 +17,28 @@ the plain loop (`greedy_blend_loop`), which also serves for short blends.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 from collections.abc import Callable
 
 import numpy as np
 
 from dataset_format import ShardSet
+from train.data.indices import (
+    ensure_index_files,
+    index_cache_directory,
+    open_index_files,
+    shard_set_location,
+)
 from train.data.spec import SPLIT_NAMES, Dataset, DataSource
 
 SEGMENT_LENGTH = 2048
 WARMUP_STEPS = 128
 # Megatron asks each dataset for a little more than its share, so rounding never runs one dry.
 OVERSAMPLE = 1.005
+BLEND_VERSION = 1  # part of the blend cache key: bump when the arrays for the same inputs change
 
 
 def normalized_weights(weights) -> np.ndarray:
@@ -50,7 +61,7 @@ def greedy_blend_loop(
     counts = list(counts)
     others = range(1, len(w))
     for i in range(start, stop):
-        step = i + 1.0
+        step = max(float(i), 1.0)
         best, best_error = 0, w[0] * step - counts[0]
         for d in others:
             error = w[d] * step - counts[d]
@@ -80,14 +91,15 @@ def _step_segments(
     """Run the rule `steps` times for every segment at once; returns choices (steps x segments).
 
     first_step[k] is segment k's first sample index, counts[d, k] its counts drawn so far.
-    Errors are computed as `weight * (i + 1.0) - count` in float64 like the loop, so ties and
-    roundings fall the same way (counts stay exact in float64 below 2**53).
+    Errors are computed as `weight * max(i, 1.0) - count` in float64 like the loop, so ties
+    and roundings fall the same way (counts stay exact in float64 below 2**53).
     """
     num_datasets, num_segments = counts.shape
     drawn = counts.astype(np.float64)
     drawn_flat = drawn.reshape(-1)
     choices = np.empty((steps, num_segments), dtype=np.int16)
-    step = first_step.astype(np.float64) + 1.0
+    sample = first_step.astype(np.float64)
+    step = np.empty(num_segments, dtype=np.float64)
     columns = np.arange(num_segments)
     best = np.empty(num_segments, dtype=np.intp)
     best_error = np.empty(num_segments, dtype=np.float64)
@@ -95,6 +107,7 @@ def _step_segments(
     better = np.empty(num_segments, dtype=bool)
     flat = np.empty(num_segments, dtype=np.intp)
     for t in range(steps):
+        np.maximum(sample, 1.0, out=step)
         best.fill(0)
         np.multiply(step, weights[0], out=best_error)
         best_error -= drawn[0]
@@ -108,7 +121,7 @@ def _step_segments(
         np.multiply(best, num_segments, out=flat)
         flat += columns
         drawn_flat[flat] += 1.0
-        step += 1.0
+        sample += 1.0
     return choices
 
 
@@ -165,16 +178,45 @@ def _blend_in_segments(w: np.ndarray, size: int, dataset_index: np.ndarray) -> N
         )
 
 
-class BlendedDataset:
-    """Samples of several datasets interleaved by the greedy schedule of their weights."""
+def blend_cache_stem(weights: np.ndarray, size: int) -> str:
+    """File stem of a blend's cached indices: they depend on the weights and the size only."""
+    description = {"blend_version": BLEND_VERSION, "weights": [repr(float(w)) for w in weights],
+                   "size": int(size)}  # fmt: skip
+    text = json.dumps(description, sort_keys=True)
+    return "blend-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
-    def __init__(self, datasets: list[Dataset], weights, size: int):
+
+class BlendedDataset:
+    """Samples of several datasets interleaved by the greedy schedule of their weights.
+
+    With ``cache_directory`` the two index arrays are built once (local rank 0 of each node)
+    and memory-mapped from ``.npy`` files there, like the GPT indices, instead of every rank
+    building them in RAM at start.
+    """
+
+    def __init__(
+        self, datasets: list[Dataset], weights, size: int, cache_directory: str | None = None
+    ):
         if len(datasets) != len(np.atleast_1d(weights)):
             raise ValueError(f"{len(datasets)} datasets but {len(np.atleast_1d(weights))} weights")
         self.datasets = list(datasets)
         self.weights = normalized_weights(weights)
         self.size = int(size)
-        self.dataset_index, self.dataset_sample_index = blending_indices(self.weights, self.size)
+        if cache_directory is None:
+            self.dataset_index, self.dataset_sample_index = blending_indices(
+                self.weights, self.size
+            )
+        else:
+            names = ("dataset_index", "dataset_sample_index")
+            paths = ensure_index_files(
+                cache_directory,
+                blend_cache_stem(self.weights, self.size),
+                names,
+                lambda: dict(zip(names, blending_indices(self.weights, self.size))),
+            )
+            arrays = open_index_files(paths)
+            self.dataset_index = arrays["dataset_index"]
+            self.dataset_sample_index = arrays["dataset_sample_index"]
         needed = np.bincount(self.dataset_index, minlength=len(self.datasets))
         for d, dataset in enumerate(self.datasets):
             if needed[d] > len(dataset):
@@ -195,8 +237,12 @@ class BlendedDataset:
 
 
 def samples_per_dataset(weights, num_samples: int) -> list[int]:
-    """How many samples to build of each dataset for a blend of `num_samples` (Megatron's 0.5%)."""
-    return [math.ceil(num_samples * float(w) * OVERSAMPLE) for w in normalized_weights(weights)]
+    """How many samples to build of each dataset for a blend of `num_samples`: megatron-core's
+    ceil(ceil(num_samples * weight) * 1.005), the 0.5% margin on the rounded share."""
+    return [
+        int(math.ceil(math.ceil(num_samples * float(w)) * OVERSAMPLE))
+        for w in normalized_weights(weights)
+    ]
 
 
 def check_num_samples(num_samples: dict[str, int]) -> None:
@@ -234,7 +280,12 @@ def build_split_datasets(
             build_split(shard_set, path, split_name, count)
             for shard_set, (_, path), count in zip(shard_sets, sources, counts)
         ]
-        datasets[split_name] = (
-            parts[0] if len(parts) == 1 else BlendedDataset(parts, weights, wanted)
+        if len(parts) == 1:
+            datasets[split_name] = parts[0]
+            continue
+        location = shard_set_location(shard_sets[0])
+        directory = location if os.path.isdir(location) else os.path.dirname(location)
+        datasets[split_name] = BlendedDataset(
+            parts, weights, wanted, cache_directory=index_cache_directory(directory, None)
         )
     return datasets

@@ -3,7 +3,8 @@
 Three arrays describe a GPT split (Megatron-LM's names and meaning):
 
 - document index: the split's document ids repeated for as many epochs as the requested
-  samples need, each epoch in its own shuffled order;
+  samples need, shuffled as megatron-core does: all epochs in one pass, or, when the last epoch
+  is used for less than 80% of its samples, all but the last in one pass and the last apart;
 - sample index: row k = (position in the document index, token offset in that document) where
   sample k starts; sample k runs to where sample k+1 starts, inclusive, so consecutive samples
   of `seq_len + 1` tokens overlap by one token (the last label of one is the first input of the
@@ -34,7 +35,7 @@ from dataset_format.shardset import default_cache_dir
 logger = logging.getLogger(__name__)
 
 # Part of every cache key: bump when the arrays built for the same inputs change.
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: megatron-core's document index (epochs shuffled together)
 CACHE_SUBDIR = "index-cache"
 # Megatron's rule: a last epoch that is used for less than this share of its samples is
 # shuffled on its own, so its few samples are not spread over the whole run.
@@ -57,15 +58,21 @@ def num_epochs_needed(tokens_per_epoch: int, seq_len: int, num_samples: int) -> 
 
 
 def build_document_index(
-    documents: np.ndarray, num_epochs: int, rng: np.random.RandomState
+    documents: np.ndarray,
+    num_epochs: int,
+    rng: np.random.RandomState,
+    separate_final_epoch: bool = False,
 ) -> np.ndarray:
-    """`documents` repeated `num_epochs` times, each copy shuffled on its own."""
+    """`documents` repeated `num_epochs` times and shuffled in one pass (megatron-core's
+    `_build_document_index`); with `separate_final_epoch` the first `num_epochs - 1` copies are
+    shuffled together, then the last copy on its own, so a barely used last epoch's documents
+    are not spread over the whole run. Draws from `rng` exactly as megatron-core does."""
+    if separate_final_epoch and num_epochs > 1:
+        first = build_document_index(documents, num_epochs - 1, rng)
+        return np.concatenate([first, build_document_index(documents, 1, rng)])
     dtype = _index_dtype(int(documents.max()) if documents.size else 0)
-    document_index = np.empty(num_epochs * documents.size, dtype=dtype)
-    for epoch in range(num_epochs):
-        document_index[epoch * documents.size : (epoch + 1) * documents.size] = rng.permutation(
-            documents
-        )
+    document_index = np.tile(documents.astype(dtype), num_epochs)
+    rng.shuffle(document_index)
     return document_index
 
 
@@ -113,7 +120,9 @@ def build_gpt_indices(
     """The three arrays for a split whose documents are `first_document + range(len(lengths))`.
 
     The sample index covers every sample of the epochs built (at least `num_samples`); with
-    more than one epoch, a barely used last epoch is shuffled apart as Megatron does.
+    more than one epoch, a barely used last epoch is shuffled apart (documents and samples) as
+    megatron-core does. Same seed, lengths and request: the same three arrays as
+    megatron-core's GPTDataset, so runs can switch between the two sample for sample.
     """
     if seq_len <= 0:
         raise ValueError(f"seq_len must be positive, got {seq_len}")
@@ -124,16 +133,18 @@ def build_gpt_indices(
     num_epochs = num_epochs_needed(tokens_per_epoch, seq_len, num_samples)
     rng = np.random.RandomState(seed % 2**32)
     documents = np.arange(first_document, first_document + document_lengths.size, dtype=np.int64)
-    document_index = build_document_index(documents, num_epochs, rng)
-    lengths_in_order = document_lengths[document_index - first_document]
-    sample_index = build_sample_index(lengths_in_order, seq_len)
-    total_samples = sample_index.shape[0] - 1
-    first_part = total_samples
+    separate_final_epoch = False
     if num_epochs > 1:
         before_last = ((num_epochs - 1) * tokens_per_epoch - 1) // seq_len
         per_epoch = (tokens_per_epoch - 1) // seq_len
-        if num_samples - before_last < int(SEPARATE_LAST_EPOCH_BELOW * per_epoch):
-            first_part = before_last
+        separate_final_epoch = num_samples - before_last < int(
+            SEPARATE_LAST_EPOCH_BELOW * per_epoch
+        )
+    document_index = build_document_index(documents, num_epochs, rng, separate_final_epoch)
+    lengths_in_order = document_lengths[document_index - first_document]
+    sample_index = build_sample_index(lengths_in_order, seq_len)
+    total_samples = sample_index.shape[0] - 1
+    first_part = before_last if separate_final_epoch else total_samples
     shuffle_index = build_shuffle_index(total_samples, first_part, rng)
     return {
         "document_index": document_index,

@@ -234,24 +234,19 @@ def _parse_split(split: str) -> list[float]:
 
 
 def split_documents(num_documents: int, split: str = "969,30,1") -> dict[str, tuple[int, int]]:
-    """Megatron's train/valid/test document ranges: round each share, give the rest to train.
-
-    Same arithmetic as Megatron-LM's `get_train_valid_test_split_`, so the same data and split
-    string give the same documents in each split as there; where that would leave train a
-    negative size (a tiny train share rounded against it), the shortfall is taken from the
-    next splits instead.
+    """megatron-core's train/valid/test document ranges: the shares are normalised, summed into
+    book-ends [0, s0, s0 + s1, 1], and each book-end times the document count is rounded
+    (Python's round, half to even), so the same data and split string give the same documents
+    in each split as megatron-core's BlendedMegatronDatasetBuilder. (Megatron-LM's older
+    `get_train_valid_test_split_` rounded each share and moved the difference onto every
+    boundary; its ranges can differ by a document.)
     """
     if num_documents < 0:
         raise ValueError(f"num_documents must be >= 0, got {num_documents}")
     parts = _parse_split(split)
-    total = sum(parts)
-    sizes = [int(round(part / total * float(num_documents))) for part in parts]
-    sizes[0] -= sum(sizes) - num_documents
-    for i in range(len(sizes) - 1):
-        if sizes[i] < 0:
-            sizes[i + 1] += sizes[i]
-            sizes[i] = 0
-    bounds = [0]
-    for size in sizes:
-        bounds.append(bounds[-1] + size)
+    total = float(sum(parts))
+    ends = [0.0]
+    for part in parts:
+        ends.append(ends[-1] + part / total)
+    bounds = [int(round(end * float(num_documents))) for end in ends]
     return {name: (bounds[i], bounds[i + 1]) for i, name in enumerate(SPLIT_NAMES)}

@@ -38,6 +38,7 @@ from torch.distributed.tensor.parallel import (
 from torch.nn.parallel import DistributedDataParallel
 
 from train.parallel.activation_checkpoint import apply_activation_checkpointing
+from train.parallel.init import materialize
 
 
 def build_mesh(device_type: str, world_size: int, tp: int) -> DeviceMesh:
@@ -161,8 +162,9 @@ def _apply_sequence_parallel(model: nn.Module, tp_mesh: DeviceMesh, parallel_los
     sequence_shard = Shard(1)
     block_plan = {
         "ln_1": SequenceParallel(),
+        # attn(x, cache): the KV cache (generation only) is no tensor input to lay out
         "attn": PrepareModuleInput(
-            input_layouts=(sequence_shard,), desired_input_layouts=(Replicate(),),
+            input_layouts=(sequence_shard, None), desired_input_layouts=(Replicate(), None),
             use_local_output=True,
         ),
         "attn.q_proj": ColwiseParallel(),
@@ -243,12 +245,24 @@ def parallelize(
     parallel_loss: bool = False,
     activation_checkpointing: str = "none",
     ac_every: int = 0,
+    init_seed: int | None = None,
 ) -> nn.Module:
     """Apply ``strategy`` ("ddp", "fsdp", "tp"), activation checkpointing, and optionally
     compile, in torchtitan's order (TP, AC, compile, FSDP). Returns the module to call in
-    training (the DDP wrapper, or ``model`` itself, changed in place)."""
+    training (the DDP wrapper, or ``model`` itself, changed in place).
+
+    With ``init_seed`` the model was built on the meta device: once sharded it is allocated on
+    ``device`` and initialised shard by shard (:func:`train.parallel.init.materialize`), before
+    DDP, which needs real weights to wrap.
+    """
+
+    def allocate() -> None:
+        if init_seed is not None:
+            materialize(model, device, init_seed)
+
     if mesh is None or mesh.size() == 1:
         apply_activation_checkpointing(model, activation_checkpointing, ac_every)
+        allocate()
         if compile_model:
             apply_compile(model, per_block=False)
         return model
@@ -262,13 +276,17 @@ def parallelize(
             apply_compile(model, per_block=True)
         if dp_mesh.size() > 1:
             apply_fsdp(model, dp_mesh, param_dtype=param_dtype)
+        allocate()
         return model
     apply_activation_checkpointing(model, activation_checkpointing, ac_every)
     if strategy == "fsdp":
         if compile_model:
             apply_compile(model, per_block=True)
-        return apply_fsdp(model, dp_mesh, param_dtype=param_dtype)
+        apply_fsdp(model, dp_mesh, param_dtype=param_dtype)
+        allocate()
+        return model
     if strategy == "ddp":
+        allocate()
         if compile_model:
             apply_compile(model, per_block=False)
         return apply_ddp(model, dp_mesh, device)
