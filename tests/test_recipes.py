@@ -267,15 +267,18 @@ def test_measured_gpu_mfu_is_used_when_gpu_md_exists(results_copy):
         "final_loss": 10.8,
         "wall_s": 90.0,
     }
+    # bench/gpu.sh's layout cases: one measured under another label, one skipped
+    case = {**row, "preset": "gpt2-355m fsdp+ac", "mfu": 0.31}
+    skipped = {"preset": "gpt2-355m tp+sp", "skipped": "needs 2 GPUs, 1 visible"}
     args = argparse.Namespace(steps=20, warmup=8)
     (results_copy / "gpu.md").write_text(
-        bench_gpu.table([row], args, "NVIDIA H100 80GB HBM3"), encoding="utf-8"
+        bench_gpu.table([row, case, skipped], args, "NVIDIA H100 80GB HBM3"), encoding="utf-8"
     )
     sheet = make_scaling.render(results_copy)
     assert "gpu.md is not there" not in sheet
     run = next(r for r in make_scaling.RUNS if r.preset == "gpt2-355m")
     flops = run.steps * run.global_batch * run.seq_len * make_scaling.run_flops_per_token(run)
     hours = flops / (0.44 * 989e12) / 3600
-    line = next(x for x in sheet.splitlines() if x.startswith("| GPT-2 345M | NVIDIA H100"))
+    (line,) = [x for x in sheet.splitlines() if x.startswith("| GPT-2 345M | NVIDIA H100")]
     assert "| 989 | 44.0% ([gpu.md:" in line
     assert line.endswith(f"| {make_scaling._sig(hours)} |")
