@@ -211,3 +211,15 @@ def test_non_monotonic_document_index_is_one_line(shard_set, tmp_path):
     for mode in ([], ["--doc", "5"], ["--verify"]):
         out = dump(copy, *mode)
         assert_one_line_error(out, str(idx), "document index decreases at document 5")
+
+
+def test_reader_closing_the_pipe_is_not_an_error(shard_set):
+    """`tools/dump SET --doc 0 | head` (the demo does this): exit 0, nothing on stderr. The
+    reader here (`true`) is gone long before dump writes, so every write meets a closed pipe."""
+    done = subprocess.run(
+        ["bash", "-c", 'set -o pipefail; "$0" "$1" "$2" --doc 0 | true', *DUMP,
+         str(shard_set[0])],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
