@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -67,7 +68,9 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
     model = Bert(config) if isinstance(config, BertConfig) else GPT(config)
     state = {"model": model.state_dict()}
     try:
-        dcp.load(state, checkpoint_id=checkpoint, no_dist=True)
+        with warnings.catch_warnings():  # "assuming ... a single process": that is the intent
+            warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+            dcp.load(state, checkpoint_id=checkpoint, no_dist=True)
         model.load_state_dict(state["model"])
     except (RuntimeError, KeyError, ValueError) as e:
         raise LoadError(f"{checkpoint}: model state does not fit its own config ({e})") from None
