@@ -190,3 +190,28 @@ def test_metadata_of_the_wrong_types_is_one_line_naming_the_file(tmp_path, edit,
         ckpt.load_checkpoint(path, *_trained())
     message = str(error.value)
     assert message.startswith(f"{meta_path}: ") and fault in message and "\n" not in message
+
+
+def test_offline_export_to_one_file_and_to_hugging_face(tmp_path):
+    """No process group: the sharded checkpoint becomes one torch file and a transformers
+    directory (safetensors) whose GPT2LMHeadModel computes the same logits."""
+    import dataclasses
+
+    transformers = pytest.importorskip("transformers")
+    from train import export
+
+    model, optimizer = _trained()
+    state = {**_state(1), "config": {"seed": 1, "model": "gpt"},
+             "model_config": dataclasses.asdict(model.config)}  # fmt: skip
+    path = _save(tmp_path, 1, model, optimizer, state)
+    export.export_torch(path, str(tmp_path / "full.pt"))
+    full = torch.load(tmp_path / "full.pt", weights_only=True)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(full["model"][name], tensor), name
+    assert full["trainer"]["step"] == 1 and "rng" not in full["trainer"]
+    export.export_hf(path, str(tmp_path / "hf"))
+    assert (tmp_path / "hf" / "model.safetensors").exists()
+    hf_model = transformers.GPT2LMHeadModel.from_pretrained(str(tmp_path / "hf")).eval()
+    ids = torch.randint(0, 128, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(hf_model(ids).logits, model.eval()(ids)[0], atol=1e-5, rtol=0)
