@@ -140,6 +140,7 @@ def build_stats(
         "unreadable_records": int(counts.get("read_failures", 0)),
         "bytes_read": int(counts.get("bytes_read", 0)),
         "tasks_read": int(counts.get("tasks_read", 0)),
+        "tasks_cut_short": int(counts.get("read_tasks_cut_short", 0)),
         "empty_tasks": int(counts.get("empty_tasks", 0)),
         "shards": int(counts.get("shards_written", 0)),
         "sequences_written": int(counts.get("sequences_written", 0)),
@@ -162,6 +163,12 @@ def check_stats(stats: Mapping) -> None:
         )
     if stats["read"] == 0:
         raise AccountError("no records were read: the input files hold no documents")
+    if stats.get("tasks_cut_short"):
+        raise AccountError(
+            f"{stats['tasks_cut_short']} read task(s) ended early on an unexpected reader error "
+            "(failed_read_error; the logs name the input and the error): the records after it "
+            "were not read, so the account cannot be complete. Fix or remove those inputs"
+        )
     if stats["failure_rate"] > stats["max_failure_rate"]:
         worst = sorted(stats["failed"].items(), key=lambda kv: -kv[1])[:3]
         raise AccountError(

@@ -252,6 +252,9 @@ class ReadDoFn(_CountingDoFn):
         except Exception as error:  # a reader bug must not end a long run: count it, go on
             records += 1
             self.counts.inc("read_failures")
+            # The records after the error were never read, so nothing can count them: the
+            # run fails at the end (stats.check_stats) rather than report a false account.
+            self.counts.inc("read_tasks_cut_short")
             yield from self._fail(_stage_error(_where(task), "read", error), self.keep_failures)
         if records == 0:
             # Nothing to account for, but an empty file is usually a mistake worth seeing.

@@ -29,6 +29,7 @@ from pipelines.preprocess import (
     make_run_tmp,
     sweep_stale_run_tmps,
 )
+from pipelines.stats import AccountError, build_stats, check_stats
 from pipelines.write import (
     MARKER_NAME,
     REJECTS_DIR,
@@ -474,3 +475,34 @@ def test_importing_the_launcher_prints_nothing():
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0 and result.stderr == ""
+
+
+def test_a_reader_error_that_ends_a_task_fails_the_run(tmp_path, monkeypatch):
+    """A reader that raises after two records of a real JSONL file: the records after it are
+    never read, so the run cannot claim a balanced account (it used to, with one failure)."""
+    path = tmp_path / "web.jsonl"
+    paragraphs = (CORPORA / "books" / "11-0.txt").read_text("utf-8").split("\n\n")
+    path.write_text("".join(json.dumps({"text": p}) + "\n" for p in paragraphs[:10]), "utf-8")
+    from pipelines.sources import jsonl
+
+    real_read = jsonl.read
+
+    def read_then_raise(task):
+        for n, record in enumerate(real_read(task)):
+            if n == 2:
+                raise MemoryError("reader bug")
+            yield record
+
+    monkeypatch.setattr(jsonl, "read", read_then_raise)
+    dofn = transforms.ReadDoFn("jsonl", keep_failures=False, progress_dir=None)
+    dofn.setup()
+    dofn.start_bundle()
+    outputs = list(dofn.process(ReadTask(source="jsonl", path=str(path))))
+    counts = dofn.counts.drain()
+    assert counts["docs_read"] == 2 and counts["read_tasks_cut_short"] == 1
+    stats = build_stats({**counts, "docs_written": 2, "failed_read_error": 1},
+                        max_failure_rate=1.0)  # fmt: skip
+    assert stats["balanced"] and stats["tasks_cut_short"] == 1
+    with pytest.raises(AccountError, match="1 read task.*ended early.*not read"):
+        check_stats(stats)
+    assert len([o for o in outputs if not hasattr(o, "tag")]) == 2
