@@ -1,0 +1,121 @@
+"""The preprocess pipeline on Beam's DaskRunner (our fixed subclass, pipelines/dask_runner.py)
+against a dask.distributed LocalCluster of 2 worker processes: its shards are byte-identical to
+the DirectRunner's, with and without dedup. Inputs: the WebText sample documents as JSONL (every
+document twice, so dedup has work) and Gutenberg books."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+
+pytest.importorskip("dask.distributed")
+
+from pipelines.preprocess import main  # noqa: E402
+from pipelines.write import MARKER_NAME  # noqa: E402
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+GPT2 = str(CORPORA / "vocab" / "gpt2")
+IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as local:
+        yield local
+
+
+def _dask(cluster) -> list[str]:
+    return ["--runner=DaskRunner", f"--dask_client_address={cluster.scheduler_address}"]
+
+
+def _shards(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())
+            if p.name not in ("stats.json", MARKER_NAME)}
+
+
+@pytest.fixture(scope="module")
+def doubled_jsonl(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("jsonl")
+    texts = [p.read_text(encoding="utf-8") for p in
+             sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))]
+    for copy in ("x", "y"):
+        with open(root / f"{copy}.jsonl", "w", encoding="utf-8") as f:
+            for text in texts:
+                f.write(json.dumps({"text": text}) + "\n")
+    return str(root / "*.jsonl")
+
+
+class _Tagged(beam.DoFn):
+    """Main and tagged outputs, and an output from finish_bundle (which the stock runner lost)."""
+
+    def start_bundle(self):
+        self.seen = 0
+
+    def process(self, x):
+        self.seen += 1
+        yield x
+        yield beam.pvalue.TaggedOutput("squares", x * x)
+
+    def finish_bundle(self):
+        from apache_beam.transforms.window import GlobalWindows
+
+        yield beam.pvalue.TaggedOutput("bundles", GlobalWindows.windowed_value(self.seen))
+
+
+@pytest.mark.slow
+def test_multi_output_finish_bundle_side_inputs_and_every_leaf(cluster, tmp_path):
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from pipelines.dask_runner import DaskRunner
+
+    options = PipelineOptions([f"--dask_client_address={cluster.scheduler_address}"])
+    with beam.Pipeline(runner=DaskRunner(), options=options) as p:
+        out = (p | beam.Create(range(1, 6))
+               | beam.ParDo(_Tagged()).with_outputs("squares", "bundles", main="numbers"))
+        total = out.numbers | "Sum" >> beam.CombineGlobally(sum)
+        assert_that(out.numbers, equal_to([1, 2, 3, 4, 5]), label="numbers")
+        assert_that(out.squares, equal_to([1, 4, 9, 16, 25]), label="squares")
+        assert_that(out.bundles | "Bundles" >> beam.CombineGlobally(sum), equal_to([5]),
+                    label="bundles")
+        shifted = out.squares | "Shift" >> beam.Map(lambda s, t: s + t, beam.pvalue.AsSingleton(total))
+        assert_that(shifted, equal_to([16, 19, 24, 31, 40]), label="side input")
+        grouped = (out.numbers | beam.Map(lambda n: (n % 2, n)) | beam.GroupByKey()
+                   | beam.MapTuple(lambda k, vs: (k, sorted(vs))))
+        assert_that(grouped, equal_to([(0, [2, 4]), (1, [1, 3, 5])]), label="grouped")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dedup", [True, False])
+def test_dask_shards_equal_the_direct_runners(cluster, doubled_jsonl, tmp_path, capsys, dedup):
+    args = [
+        "--source=jsonl",
+        f"--input={doubled_jsonl}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--num-buckets=2",
+        "--shard-tokens=3000",
+        "--progress-interval=0",
+        *([] if dedup else ["--no-dedup"]),
+    ]
+    assert main([*args, f"--output={tmp_path / 'direct'}", *IN_PROCESS]) == 0
+    code = main([*args, f"--output={tmp_path / 'dask'}", *_dask(cluster)])
+    assert code == 0, capsys.readouterr().err
+    direct, dask = _shards(tmp_path / "direct"), _shards(tmp_path / "dask")
+    assert len([name for name in direct if name.endswith(".bin")]) > 1
+    assert dask == direct
+    stats = json.loads((tmp_path / "dask" / "stats.json").read_text())
+    assert stats["balanced"] and stats["read"] == 20
+    assert stats["written"] == (10 if dedup else 20)
+
+
+def test_dask_options_are_known_to_the_launcher():
+    from pipelines.preprocess import unknown_arguments
+
+    assert unknown_arguments(["--runner=DaskRunner", "--dask_client_address=tcp://h:8786"]) == []
