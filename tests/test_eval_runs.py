@@ -32,10 +32,16 @@ SMALL = [
 
 
 @pytest.fixture(scope="module")
-def gpt_run(tmp_path_factory) -> str:
+def gpt_run(tmp_path_factory, wikitext_slice) -> str:
+    """6 steps, with the WikiText task run in training at steps 3 and 6 (--eval-wikitext)."""
     data = make_gpt_shards(tmp_path_factory.mktemp("eval-gpt-data"), 200)
     out = tmp_path_factory.mktemp("eval-gpt-run")
-    train_main(parse_args(["--data", data, "--out", str(out), "--preset", "gpt-tiny", *SMALL]))
+    train_main(
+        parse_args(
+            ["--data", data, "--out", str(out), "--preset", "gpt-tiny", *SMALL,
+             "--eval-wikitext", wikitext_slice, "--eval-interval", "3"]
+        )  # fmt: skip
+    )
     return str(out)
 
 
@@ -84,6 +90,28 @@ def test_wikitext_cli_on_a_run_equals_the_library(gpt_run, wikitext_slice):
     assert report["ppl"] == pytest.approx(expected.ppl, rel=1e-6)
     assert report["adjusted_ppl"] == pytest.approx(expected.adjusted_ppl, rel=1e-6)
     assert report["checkpoint"].endswith("step-00000006")
+
+
+def test_training_logs_the_wikitext_task_and_plots_it(gpt_run, wikitext_slice, tmp_path):
+    with open(os.path.join(gpt_run, "metrics.jsonl")) as f:
+        records = [r for r in map(json.loads, f) if r.get("split") == "wikitext"]
+    assert [r["step"] for r in records] == [3, 6]
+    # the in-training figure is the evaluator's on the final checkpoint (context = seq len 32,
+    # stride 16)
+    report = _evaluate(
+        "--checkpoint", gpt_run, "--task", "wikitext103", "--data", wikitext_slice,
+        "--context", "32", "--stride", "16",
+    )  # fmt: skip
+    assert records[-1]["scored_tokens"] == report["scored_tokens"]
+    assert records[-1]["ppl"] == pytest.approx(report["ppl"], rel=1e-5)
+    assert records[-1]["adjusted_ppl"] == pytest.approx(report["adjusted_ppl"], rel=1e-5)
+    png = tmp_path / "curves.png"
+    done = subprocess.run(
+        [sys.executable, "tools/plot", gpt_run, "-o", str(png)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert png.stat().st_size > 0
 
 
 def test_two_ranks_give_the_one_process_result(gpt_run, wikitext_slice):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -60,6 +61,7 @@ class TrainConfig:
     keep_checkpoints: int = 3
     eval_interval: int = 100
     eval_iters: int = 10
+    eval_wikitext: str | None = None  # a raw wiki.*.tokens file scored at each evaluation (GPT)
     split: str = "969,30,1"
     seed: int = 1234
     parallel: str = "ddp"
@@ -109,6 +111,8 @@ def validate(config: TrainConfig) -> None:
         _fail(f"--parallel must be one of {', '.join(PARALLEL)}, got {config.parallel!r}")
     if config.decay not in ("cosine", "linear"):
         _fail(f"--decay must be cosine or linear, got {config.decay!r}")
+    if config.eval_wikitext is not None and not os.path.isfile(config.eval_wikitext):
+        _fail(f"--eval-wikitext {config.eval_wikitext}: no such file")
     if config.optimizer not in ("adamw", "lamb"):
         _fail(f"--optimizer must be adamw or lamb, got {config.optimizer!r}")
     if config.device not in ("auto", "cpu", "cuda"):
@@ -445,6 +449,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=d.eval_iters,
         help="global batches per validation pass (0: no evaluation)",
+    )
+    g.add_argument(
+        "--eval-wikitext",
+        metavar="FILE",
+        default=d.eval_wikitext,
+        help="GPT: at each evaluation also score this raw WikiText file (wiki.test.tokens) as "
+        "train/evaluate.py --task wikitext103 does (context --seq-len, stride half of it); "
+        "logged as split 'wikitext'",
     )
     g.add_argument(
         "--log-interval",

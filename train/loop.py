@@ -622,6 +622,24 @@ def evaluate(model, loader, config, runtime, precision, next_sentence) -> dict[s
     return result
 
 
+def wikitext_eval_data(config: TrainConfig) -> tuple[list[int], int] | None:
+    """--eval-wikitext: the file's ids under the data's tokenizer and its WikiText token count,
+    made once before training."""
+    if config.eval_wikitext is None:
+        return None
+    if config.model != "gpt":
+        fail("--eval-wikitext scores a language model: GPT only")
+    from train.eval.load import LoadError, run_tokenizer_path
+    from train.eval.run import wikitext_ids
+
+    tokenizer_path = run_tokenizer_path(config.to_dict())
+    try:
+        with open(config.eval_wikitext, encoding="utf-8") as f:
+            return wikitext_ids(f.read(), tokenizer_path)
+    except (LoadError, OSError, UnicodeDecodeError) as e:
+        fail(f"--eval-wikitext {config.eval_wikitext}: {e}")
+
+
 def main(config: TrainConfig) -> dict:
     """Run training; returns a summary (final step, last loss, counters) for callers/tests."""
     runtime = init_runtime(config)
@@ -784,6 +802,42 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
 
     eval_loaders: dict[str, DataLoader] = {}  # built at first use, reused by every evaluation
 
+    wikitext = wikitext_eval_data(config)
+
+    def run_wikitext_eval() -> None:
+        """The WikiText task of train/evaluate.py on the model being trained, every rank of
+        a data-parallel group scoring its share of the windows."""
+        if wikitext is None:
+            return
+        from train.eval.run import perplexity_of_ids
+        from train.eval.scoring import Partition
+
+        ids, word_tokens = wikitext
+        group = runtime.mesh["dp"].get_group() if runtime.mesh is not None else None
+
+        def loss_of(inputs, targets):
+            batch = {"input_ids": inputs, "labels": targets, "loss_mask": targets != -100}
+            with precision.autocast(), loss_context(parallel_loss):
+                return forward_loss(train_model, batch, "gpt", False, parallel_loss)[0]
+
+        result = perplexity_of_ids(
+            model,
+            ids,
+            context=config.seq_len,
+            stride=max(1, config.seq_len // 2),
+            batch_size=config.micro_batch,
+            partition=Partition(runtime.dp_rank, runtime.dp_size, group),
+            word_tokens=word_tokens,
+            loss_of=loss_of,
+        )
+        train_model.train()
+        record = {"kind": "eval", "split": "wikitext", "step": step, **result.to_json()}
+        metrics.write(record)
+        console.print(
+            f"step {step} | wikitext loss {result.loss:.4f} | ppl {result.ppl:.2f} | "
+            f"adjusted ppl {result.adjusted_ppl:.2f}"
+        )
+
     def run_eval(split: str, dataset) -> None:
         if dataset is None or config.eval_iters == 0:
             return
@@ -901,6 +955,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
             )
         if config.eval_interval and step % config.eval_interval == 0 and step < last_step:
             run_eval("valid", data.valid)
+            run_wikitext_eval()
         if config.save_interval and step % config.save_interval == 0 and step < last_step:
             save()
         if kill_step is not None and step == kill_step and runtime.rank == kill_rank:
@@ -912,6 +967,7 @@ def _train(config: TrainConfig, runtime: Runtime) -> dict:
     if step == config.max_steps:
         run_eval("valid", data.valid)
         run_eval("test", data.test)
+        run_wikitext_eval()
     else:
         console.print(f"stopped after step {step} (--stop-at); continue with --resume")
     save(final=True)

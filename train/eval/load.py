@@ -78,14 +78,14 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
     return LoadedModel(
         model=model,
         kind="bert" if isinstance(config, BertConfig) else "gpt",
-        tokenizer_path=tokenizer or _run_tokenizer(trainer_state["config"]),
+        tokenizer_path=tokenizer or run_tokenizer_path(trainer_state["config"]),
         vocab_size=info.get("vocab_size"),
         special_ids=dict(info.get("special_ids") or {}),
         source=checkpoint,
     )
 
 
-def _run_tokenizer(config: dict) -> str | None:
+def run_tokenizer_path(config: dict) -> str | None:
     """The tokenizer the run trained with: its --tokenizer file, else the first shard set's
     (if it still exists)."""
     from dataset_format import FormatError, ShardSet

@@ -107,8 +107,7 @@ def evaluate_wikitext(
     progress: bool = False,
 ) -> wikitext.Perplexity:
     """Perplexity of ``loaded`` on WikiText's raw test text (see :mod:`train.eval.wikitext`)."""
-    tokenizer = load_tokenizer(loaded.tokenizer_path)
-    ids = tokenizer.encode(wikitext.detokenize(raw_text)).ids
+    ids, word_tokens = wikitext_ids(raw_text, loaded.tokenizer_path)
     return perplexity_of_ids(
         loaded.model,
         ids,
@@ -117,8 +116,15 @@ def evaluate_wikitext(
         batch_size=batch_size,
         partition=partition,
         progress=progress,
-        word_tokens=wikitext.word_token_count(raw_text),
+        word_tokens=word_tokens,
     )
+
+
+def wikitext_ids(raw_text: str, tokenizer_path: str | None) -> tuple[list[int], int]:
+    """(model token ids of the detokenised text, WikiText's own token count of the raw text)."""
+    tokenizer = load_tokenizer(tokenizer_path)
+    ids = tokenizer.encode(wikitext.detokenize(raw_text)).ids
+    return ids, wikitext.word_token_count(raw_text)
 
 
 def perplexity_of_ids(
@@ -131,7 +137,10 @@ def perplexity_of_ids(
     partition: scoring.Partition = scoring.ONE_PROCESS,
     progress: bool = False,
     word_tokens: int | None = None,
+    loss_of=None,
 ) -> wikitext.Perplexity:
+    """Sliding-window perplexity of ``model`` over ``ids`` (``loss_of``: see
+    :func:`train.eval.scoring.score_windows`)."""
     context = context or model.config.block_size
     if context > model.config.block_size:
         raise ValueError(f"--context {context} exceeds the model's {model.config.block_size}")
@@ -140,7 +149,13 @@ def perplexity_of_ids(
     bar = _Progress(batches, "wikitext", progress and partition.rank == 0)
     try:
         nll, scored = scoring.score_windows(
-            model, ids, windows, batch_size=batch_size, partition=partition, progress=bar
+            model,
+            ids,
+            windows,
+            batch_size=batch_size,
+            partition=partition,
+            progress=bar,
+            loss_of=loss_of,
         )
     finally:
         bar.close()

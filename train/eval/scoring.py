@@ -61,14 +61,6 @@ def _padded(rows: Sequence[Sequence[int]], fill: int) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
-def _target_nll(model, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """[B, T] negative log-likelihood of each target (targets of -100 give 0), in fp32."""
-    logits, _ = model(inputs)
-    return F.cross_entropy(
-        logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="none"
-    ).view(targets.shape)
-
-
 @torch.no_grad()
 def score_windows(
     model,
@@ -78,10 +70,21 @@ def score_windows(
     batch_size: int,
     partition: Partition = ONE_PROCESS,
     progress: Callable[[int], None] | None = None,
+    loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[float, int]:
-    """(summed nll, number of scored targets) over ``windows`` of ``ids``, all ranks summed."""
+    """(summed nll, number of scored targets) over ``windows`` of ``ids``, all ranks summed.
+
+    ``loss_of(inputs, targets)`` is the mean loss over the targets that are not -100 (default:
+    the model's own ``model(inputs, targets)``); the trainer passes its loss path, so a model
+    that is sharded or keeps its logits split by vocabulary is scored the same way.
+    """
     model.eval()
     device = _device_of(model)
+    if loss_of is None:
+
+        def loss_of(inputs, targets):
+            return model(inputs, targets)[1]
+
     ids = np.asarray(ids, dtype=np.int64)
     nll_sum, scored = 0.0, 0
     for batch in partition.batches(len(windows), batch_size):
@@ -93,10 +96,14 @@ def score_windows(
             row = ids[w.start + 1 : w.end + 1].copy()
             row[: w.score_from - w.start] = -100  # predicted by an earlier window
             targets.append(row)
-        nll = _target_nll(model, _padded(inputs, 0).to(device), _padded(targets, -100).to(device))
+        targets_t = _padded(targets, -100).to(device)
+        loss = loss_of(_padded(inputs, 0).to(device), targets_t)
+        if hasattr(loss, "full_tensor"):  # a DTensor loss (tensor parallel)
+            loss = loss.full_tensor()
         if real:
-            nll_sum += float(nll.double().sum())
-            scored += sum(w.end - max(w.score_from, w.start) for w in chosen)
+            counted = int((targets_t != -100).sum())
+            nll_sum += float(loss.double()) * counted
+            scored += counted
         if progress is not None:
             progress(1)
     nll_sum, scored = partition.all_reduce([nll_sum, float(scored)])
