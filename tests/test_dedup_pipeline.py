@@ -10,15 +10,19 @@ import random
 import re
 from pathlib import Path
 
+import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from apache_beam import pvalue
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.dedup import DedupConfig, shingles, transforms
+from pipelines.dedup import DedupConfig, Deduplicate, shingles, transforms
 from pipelines.dedup.__main__ import main
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row, read_parquet_documents
 from pipelines.document import Document
+from pipelines.stats import MergeCounts, build_stats
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
@@ -335,6 +339,20 @@ def test_stats_account_for_the_bytes_each_stage_shuffles(corpus, default_run):
     assert by_stage["verify"] < every_set / 4
     # (the 5 near-duplicates removed and their kept documents at least)
     assert 6 <= default_run["stats"]["counters"]["dedup_pair_shingle_sets"] < len(corpus.docs) / 4
+
+
+@pytest.mark.slow
+def test_the_counts_output_gives_preprocess_the_same_shuffle_account(corpus, default_run):
+    # preprocess writes stats.json from data, not metrics: Deduplicate's "counts" output merged
+    # as preprocess merges it must give what the CLI read from the Beam counters.
+    with beam.Pipeline(options=PipelineOptions(["--runner", "DirectRunner"])) as p:
+        result = p | beam.Create(corpus.docs) | Deduplicate(DedupConfig())
+        account = (
+            result["counts"]
+            | beam.CombineGlobally(MergeCounts())
+            | beam.Map(lambda counts: build_stats(counts)["dedup_shuffle"])
+        )
+        assert_that(account, equal_to([default_run["stats"]["shuffle"]]))
 
 
 def test_a_hot_bucket_centre_sends_its_shingle_set_once():
