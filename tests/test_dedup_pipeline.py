@@ -433,6 +433,7 @@ def test_decontamination_removes_the_evaluation_articles_before_dedup(corpus, tm
     assert {k: v for k, v in rejects.items() if v != "contamination"} == expected
     assert run["stats"]["removed"]["contamination"] == len(wiki) == 7
     assert run["stats"]["counters"]["dedup_contamination_removed"] == 7
+    assert run["stats"]["shuffle"]["shuffle_bytes_by_stage"]["decontamination"] > 0
     assert not any(c["removed_id"] in wiki for c in run["clusters"])
 
 

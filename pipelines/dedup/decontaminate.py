@@ -27,12 +27,14 @@ import gzip
 import io
 import json
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import apache_beam as beam
 import numpy as np
 
 from pipelines import io as pipeline_io
 from pipelines.dedup.shingles import code_points, hash_spans, mix64, word_spans
+from pipelines.dedup.shuffle import counted
 from pipelines.document import Document, Reject
 from pipelines.stats import BundleCounts
 
@@ -253,9 +255,14 @@ def _frequent_set(element: tuple[int, int]) -> NgramSet:
     return NgramSet(np.array([element[0]], dtype=np.uint64), ())
 
 
+class DecontaminateOutputs(NamedTuple):
+    docs: beam.PCollection  # documents with evaluation text cut out
+    rejects: beam.PCollection  # Reject(reason="contamination"): documents left with nothing
+    counts: beam.PCollection  # per-bundle counts of the bytes shuffled (shuffle.py)
+
+
 class Decontaminate(beam.PTransform):
-    """PCollection[Document] -> main: documents with evaluation text cut out; "rejects":
-    Reject(reason="contamination") for documents left with nothing."""
+    """PCollection[Document] -> DecontaminateOutputs (docs, rejects, counts)."""
 
     def __init__(self, config: DecontaminationConfig) -> None:
         super().__init__()
@@ -275,14 +282,18 @@ class Decontaminate(beam.PTransform):
             | "EvalNgrams" >> beam.Map(eval_file_ngrams, cfg.ngram, cfg.min_ngram)
             | "EvalSet" >> beam.CombineGlobally(_NgramSetCombine())
         )
+        counts: list = []
+        matches = docs | "CountMatches" >> beam.ParDo(
+            _CountMatchesFn(), beam.pvalue.AsSingleton(evals)
+        )
         frequent = (
-            docs
-            | "CountMatches" >> beam.ParDo(_CountMatchesFn(), beam.pvalue.AsSingleton(evals))
+            counted(matches, "DocsPerNgram", "decontamination", counts)
             | "DocsPerNgram" >> beam.CombinePerKey(sum)
             | "Frequent" >> beam.Filter(lambda kv, at_least: kv[1] >= at_least, cfg.frequent_docs)
             | "AsSets" >> beam.Map(_frequent_set)
             | "FrequentSet" >> beam.CombineGlobally(_NgramSetCombine())
         )
-        return docs | "Cut" >> beam.ParDo(
+        cut = docs | "Cut" >> beam.ParDo(
             _DecontaminateFn(cfg), beam.pvalue.AsSingleton(evals), beam.pvalue.AsSingleton(frequent)
         ).with_outputs("rejects", main="docs")
+        return DecontaminateOutputs(cut.docs, cut.rejects, counts[0])

@@ -5,13 +5,15 @@ encoded size of each element to the counter `dedup_shuffle_bytes_<stage>` (SHUFF
 stage). The size is the length of the element encoded with the coder Beam picks for that
 PCollection, which is the coder the runner uses to write the GroupByKey's input; the runner's own
 framing (window, timestamp, key hash) is not counted. For a combine (Distinct, CombinePerKey)
-the input is counted before any combiner lifting, an upper bound on what it shuffles.
+the input is counted before any combiner lifting, an upper bound on what it shuffles; the
+verification's roles side input (stage verify_roles) is counted like a GroupByKey input, since
+the runner materialises it much as it would a shuffle.
 
 The counter `dedup_input_bytes` holds the UTF-8 bytes of the text entering dedup, so
 `shuffle_ratio` (pipelines.stats.shuffle_summary, the stats.json section) is the bytes shuffled
-per input byte. Each counting step also emits its
-bundle's counts as data (tag "counts"), so that pipelines which write stats.json from data
-(pipelines.preprocess) have exact figures on every runner.
+per input byte. Each counting step also emits its bundle's counts as data (tag "counts"), so
+that pipelines which write stats.json from data (pipelines.preprocess) have exact figures on
+every runner.
 """
 
 from __future__ import annotations

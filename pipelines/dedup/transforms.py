@@ -455,6 +455,7 @@ class Deduplicate(beam.PTransform):
         if self._decontaminate is not None:
             cut = docs | "Decontaminate" >> self._decontaminate
             docs = cut.docs
+            counts.append(cut.counts)
             pre_rejects = cut.rejects | "KeyRejects" >> beam.Map(lambda r: (r.doc_id, r))
 
         features = docs | "Features" >> beam.ParDo(_FeaturesFn(cfg)).with_outputs(
