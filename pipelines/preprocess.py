@@ -46,7 +46,7 @@ from pipelines.beam_worker import VERBOSE_ENV, add_stderr_handler  # noqa: E402
 from pipelines.io import match_inputs  # noqa: E402
 from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
 from pipelines.progress import ProgressDisplay  # noqa: E402
-from pipelines.sources import get_source  # noqa: E402
+from pipelines.sources import check_options, get_source  # noqa: E402
 from pipelines.stats import NAMESPACE, MergeCounts, format_report  # noqa: E402
 from pipelines.transforms import Clean, CountRejects, ReadSource, Tokenize, TokenizerRef  # noqa: E402
 from pipelines.write import (  # noqa: E402
@@ -85,7 +85,8 @@ class Plan:
 def plan_run(config: PreprocessConfig) -> Plan:
     """Match inputs (one listing: file count and total size) and fix the bucket count (from the
     input size unless given). Read tasks are planned at run time, by ReadSource."""
-    get_source(config.source)  # an unknown --source fails here
+    # an unknown --source or a bad --source-option fails here, not on the workers
+    check_options(get_source(config.source), dict(config.source_options))
     pattern = config.input
     if "://" not in pattern and os.path.isdir(pattern):
         pattern = os.path.join(pattern, "**")  # a directory: every file under it (as sources do)

@@ -195,3 +195,18 @@ def test_the_pipeline_reads_one_big_jsonl_file_with_several_tasks(tmp_path):
             counts | beam.Map(lambda c: (c["files_planned"], c["tasks_planned"] > 3,
                                          c["tasks_read"] == c["tasks_planned"])),
             equal_to([(1, True, True)]), label="tasks")
+
+
+def test_a_bad_source_option_fails_on_the_launcher(tmp_path):
+    """Tasks are planned on the workers, so the launcher checks the source options itself."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.options import PreprocessConfig
+    from pipelines.preprocess import plan_run
+
+    path = _write_jsonl(tmp_path / "owt.jsonl", _texts()[:2])
+    for option, message in (("json_keys= , ", "json_keys"), ("task_bytes=0", "task_bytes")):
+        argv = ["--source=jsonl", f"--input={path}", f"--output={tmp_path / 'out'}",
+                "--tokenizer=gpt2", f"--source-option={option}"]
+        with pytest.raises(ValueError, match=message):
+            plan_run(PreprocessConfig.from_options(PipelineOptions(argv)))

@@ -5,7 +5,8 @@
 
 A source module has `plan(pattern, options) -> list[ReadTask]` (cheap: a listing, an index) and
 `read(task)`; it may add `split(task) -> list[ReadTask]`, which cuts one big file's task into
-several (it may open the file: it runs on workers, one file at a time).
+several (it may open the file: it runs on workers, one file at a time), and
+`check_options(options)`, which the launcher calls so that a bad option fails before the run.
 
 `SOURCES` imports a module the first time it is looked up, so listing the names (for --help)
 or using one source does not import every reader's dependencies (pyarrow, warcio, ...).
@@ -55,6 +56,13 @@ def get_source(name: str) -> ModuleType:
     if name not in _MODULES:
         raise ValueError(f"unknown source {name!r}; known: {', '.join(sorted(_MODULES))}")
     return SOURCES[name]
+
+
+def check_options(source: ModuleType, options: Mapping[str, str]) -> None:
+    """ValueError for a bad source option, from the source's `check_options` if it has one."""
+    check = getattr(source, "check_options", None)
+    if check is not None:
+        check(options)
 
 
 def split_task(source: ModuleType, task: ReadTask) -> list[ReadTask]:

@@ -329,8 +329,13 @@ def _member_books(member: ArchiveMember, archive_name: str, location: str,
     yield from book_document(data, f"{archive_name}/{member.name}", where)
 
 
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+def check_options(options: Mapping[str, str]) -> None:
     task_bytes(options)
+    max_document_bytes(options)
+
+
+def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+    check_options(options)
     return plan_file_tasks(NAME, pattern, options)
 
 

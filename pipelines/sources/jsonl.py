@@ -139,9 +139,14 @@ def _string_field(record: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-    json_keys(options)  # fail before any read for a bad option
+def check_options(options: Mapping[str, str]) -> None:
+    json_keys(options)
     task_bytes(options)
+    max_document_bytes(options)
+
+
+def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+    check_options(options)
     return plan_file_tasks(NAME, pattern, options)
 
 
