@@ -226,7 +226,9 @@ def iter_range_lines(raw: BinaryIO, start: int, end: int,
     `raw` (end -1: to the end); None instead of the bytes for a line longer than `limit` (the
     rest of it is skipped, not held in memory). `raw` is read from its current position, which
     must be `start` for start 0 (a decompressed stream), else seekable."""
-    stream = raw if start == 0 else _seeked(raw, start - 1)
+    if start > 0:
+        raw.seek(start - 1)
+    stream = raw if isinstance(raw, io.BufferedIOBase) else io.BufferedReader(raw, _READ_CHUNK)
     offset = start
     if start > 0:
         # the byte before the range tells whether a line starts at `start`; if not, the line
@@ -243,11 +245,6 @@ def iter_range_lines(raw: BinaryIO, start: int, end: int,
             yield line_start, None
             continue
         yield line_start, line.rstrip(b"\r\n")
-
-
-def _seeked(raw: BinaryIO, position: int) -> BinaryIO:
-    raw.seek(position)
-    return raw if isinstance(raw, io.BufferedIOBase) else io.BufferedReader(raw, _READ_CHUNK)
 
 
 def _skip_line(stream: BinaryIO) -> int:
