@@ -16,6 +16,7 @@ from dataset_format.indexed import (
 )
 from dataset_format.manifest import (
     MANIFEST_NAME,
+    SPECIAL_TOKEN_NAMES,
     Manifest,
     TokenizerInfo,
     write_shard_set_manifest,
@@ -29,6 +30,7 @@ __all__ = [
     "IndexedDatasetWriter",
     "MANIFEST_NAME",
     "Manifest",
+    "SPECIAL_TOKEN_NAMES",
     "ShardInfo",
     "ShardSet",
     "TokenizerInfo",

@@ -115,6 +115,20 @@ def shard_from_json(data: object, where: str) -> ShardInfo:
     )
 
 
+# Special tokens by the names a manifest records them under (`TokenizerInfo.special_ids`), with
+# the token strings each name is found as in a vocabulary. The pipeline (describing the
+# tokenizer it writes with) and the trainer (describing a --tokenizer for foreign shards) both
+# read it here, so the two always describe one tokenizer alike.
+SPECIAL_TOKEN_NAMES: dict[str, tuple[str, ...]] = {
+    "eod": ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>"),
+    "cls": ("[CLS]",),
+    "sep": ("[SEP]",),
+    "mask": ("[MASK]",),
+    "pad": ("[PAD]", "<pad>"),
+    "unk": ("[UNK]", "<unk>"),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class TokenizerInfo:
     """Which tokenizer made the ids: the file in the set, its checksum and its special ids."""

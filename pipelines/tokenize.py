@@ -30,18 +30,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from dataset_format import SPECIAL_TOKEN_NAMES
 from pipelines.document import Document, Reject, TokenizedDocument
 
 EOD_TOKEN = "<|endoftext|>"
-# Names under which special tokens are reported in `TextTokenizer.special_ids`.
-_SPECIAL_TOKEN_NAMES = {
-    "eod": ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>"),
-    "cls": ("[CLS]",),
-    "sep": ("[SEP]",),
-    "mask": ("[MASK]",),
-    "pad": ("[PAD]", "<pad>"),
-    "unk": ("[UNK]", "<unk>"),
-}
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # GPT-2's pre-tokenizer regex, as tiktoken writes it; the same split as tokenizers' ByteLevel.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -410,7 +402,7 @@ class TextTokenizer:
         token_ids = _token_ids(spec)
         self.vocab_size: int = max(token_ids.values()) + 1
         self.special_ids: dict[str, int] = {}
-        for name, candidates in _SPECIAL_TOKEN_NAMES.items():
+        for name, candidates in SPECIAL_TOKEN_NAMES.items():
             for token in candidates:
                 if token in token_ids:
                     self.special_ids[name] = token_ids[token]
@@ -678,7 +670,7 @@ def tokenize_batch(
         if "eod" not in tokenizer.special_ids:
             raise ValueError(
                 f"append_eod: the {tokenizer.kind} tokenizer has no end-of-document token "
-                f"(one of {', '.join(_SPECIAL_TOKEN_NAMES['eod'])})"
+                f"(one of {', '.join(SPECIAL_TOKEN_NAMES['eod'])})"
             )
         eod = np.array([tokenizer.special_ids["eod"]], dtype=np.int32)
     pieces: list[str] = []

@@ -9,18 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from dataset_format import ShardSet, TokenizerInfo
-
-# The pipeline's names for special tokens (pipelines/tokenize.py), so a tokenizer given with
-# --tokenizer is described exactly as a set made with it records it.
-SPECIAL_TOKEN_NAMES = {
-    "eod": ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>"),
-    "cls": ("[CLS]",),
-    "sep": ("[SEP]",),
-    "mask": ("[MASK]",),
-    "pad": ("[PAD]", "<pad>"),
-    "unk": ("[UNK]", "<unk>"),
-}
+from dataset_format import SPECIAL_TOKEN_NAMES, ShardSet, TokenizerInfo
 
 DataSource = tuple[float, str]  # (weight, path of a shard-set dir or a bare .bin/.idx prefix)
 SPLIT_NAMES = ("train", "valid", "test")
