@@ -28,6 +28,7 @@ done
 tools/dump "$OUT/shards/wiki" --doc 0 | head -c 600; echo " ..."
 
 echo "== 4/7 pretrain a tiny GPT on a 50/50 blend of the two sets (CPU)"
+rm -rf "$OUT/run"  # the demo's own run: a rerun starts it afresh (the trainer refuses to mix)
 "$PY" train/pretrain.py --model gpt --preset gpt-tiny \
   --data 0.5 "$OUT/shards/books" 0.5 "$OUT/shards/wiki" --split 90,10,0 \
   --seq-len 128 --global-batch 16 --micro-batch 8 --max-steps 60 --eval-interval 20 \
