@@ -131,30 +131,32 @@ def log_unsplittable(task: ReadTask, why: str) -> None:
     )
 
 
-def _big_file_head(task: ReadTask) -> tuple[int, bytes] | None:
-    """(task_bytes, first bytes) of a file bigger than task_bytes; None for a smaller one or
-    one that cannot be opened (its reader reports that)."""
+def _splittable_head(task: ReadTask) -> tuple[int, bytes] | None:
+    """(task_bytes, first bytes) of an uncompressed file bigger than task_bytes; None for a
+    smaller one, a compressed one (logged: one stream is one task) or one that cannot be
+    opened (its reader reports that)."""
     range_bytes = task_bytes(task.options)
     size = file_size(task)
     if size is None or size <= range_bytes or is_range(task):
         return None
     try:
         with open_input(task.path) as raw:
-            return range_bytes, raw.read(SNIFF_BYTES)
+            head = raw.read(SNIFF_BYTES)
     except OSError:
         return None
+    compression = detect_compression(head)
+    if compression is not None:
+        log_unsplittable(task, f"one {compression} stream")
+        return None
+    return range_bytes, head
 
 
 def split_line_file(task: ReadTask) -> list[ReadTask]:
     """A JSON-lines file's task as byte-range tasks when it is big and uncompressed."""
-    found = _big_file_head(task)
+    found = _splittable_head(task)
     if found is None:
         return [task]
     range_bytes, head = found
-    compression = detect_compression(head)
-    if compression is not None:
-        log_unsplittable(task, f"one {compression} stream")
-        return [task]
     if head.lstrip().startswith(b"["):
         return [task]  # a JSON array, not lines: its reader reports it
     return line_tasks(task, range_bytes)
@@ -162,14 +164,10 @@ def split_line_file(task: ReadTask) -> list[ReadTask]:
 
 def split_tar_file(task: ReadTask) -> list[ReadTask]:
     """A big uncompressed tar's task as member-range tasks; any other file stays one task."""
-    found = _big_file_head(task)
+    found = _splittable_head(task)
     if found is None:
         return [task]
     range_bytes, head = found
-    compression = detect_compression(head)
-    if compression is not None:
-        log_unsplittable(task, f"one {compression} stream")
-        return [task]
     if not is_tar(head):
         log_unsplittable(task, "one document")
         return [task]
