@@ -152,3 +152,22 @@ def make_bert_shards(
         tokenizer_file=str(BERT_VOCAB),
         source={"book": book, "documents": n_docs},
     )
+
+
+def spill_by_hand(output: str, bundles, num_buckets: int) -> dict[int, list[str]]:
+    """Run the pipeline's SpillDoFn over `bundles` as a runner would (setup, one bundle each,
+    teardown); returns {bucket: [spill names]}."""
+    from pipelines.write import SpillDoFn
+
+    dofn = SpillDoFn(output, num_buckets, "uint16")
+    dofn.setup()
+    refs: dict[int, list[str]] = {}
+    for bundle in bundles:
+        dofn.start_bundle()
+        for doc in bundle:
+            dofn.process(doc)
+        for windowed in dofn.finish_bundle():
+            bucket, name = windowed.value
+            refs.setdefault(bucket, []).append(name)
+    dofn.teardown()
+    return refs

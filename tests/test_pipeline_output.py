@@ -40,7 +40,6 @@ from pipelines.write import (
     OutputDir,
     OutputError,
     ShardSetSpec,
-    SpillDoFn,
     SpillFile,
     check_free_space,
     claim_output,
@@ -48,6 +47,7 @@ from pipelines.write import (
     finish_shard_set,
     write_bucket,
 )
+from tests.shard_fixtures import spill_by_hand
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
@@ -67,19 +67,6 @@ def _docs(n: int) -> list[TokenizedDocument]:
     ]
 
 
-def _spill(output: str, bundles, num_buckets: int) -> dict[int, list[str]]:
-    dofn = SpillDoFn(output, num_buckets, "uint16")
-    dofn.setup()
-    refs: dict[int, list[str]] = {}
-    for bundle in bundles:
-        dofn.start_bundle()
-        for doc in bundle:
-            dofn.process(doc)
-        for windowed in dofn.finish_bundle():
-            bucket, name = windowed.value
-            refs.setdefault(bucket, []).append(name)
-    dofn.teardown()
-    return refs
 
 
 class _Tokenizer:
@@ -97,7 +84,7 @@ class _Tokenizer:
 def _finished_set(output: str, run_id: str = "run-a", docs: int = 12) -> dict:
     claim = claim_output(output, run_id=run_id)
     try:
-        refs = _spill(output, [_docs(docs)], 2)
+        refs = spill_by_hand(output, [_docs(docs)], 2)
         shards = [
             info
             for bucket, names in sorted(refs.items())
@@ -355,7 +342,7 @@ def test_one_spill_object_per_bundle_and_bucket(tmp_path, url):
     claim_output(output).release()
     docs = _docs(30)
     bundles = [docs[:10], docs[10:25], docs[25:]]
-    refs = _spill(output, bundles, 3)
+    refs = spill_by_hand(output, bundles, 3)
     spill_dir = OutputDir(output).child(WORK_DIR).child(SPILL_DIR)
     names = spill_dir.list_files()
     pairs = {(b, i) for i, bundle in enumerate(bundles) for b in {int(d.id[-3:]) for d in bundle}}
@@ -384,7 +371,7 @@ def test_one_spill_object_per_bundle_and_bucket(tmp_path, url):
 def test_a_truncated_spill_file_is_a_clear_error(tmp_path):
     out = str(tmp_path / "set")
     claim_output(out).release()
-    refs = _spill(out, [_docs(5)], 1)
+    refs = spill_by_hand(out, [_docs(5)], 1)
     path = Path(out) / WORK_DIR / SPILL_DIR / refs[0][0]
     path.write_bytes(path.read_bytes()[:-3])
     with pytest.raises(RuntimeError, match="not a spill file"):

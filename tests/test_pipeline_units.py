@@ -24,7 +24,6 @@ from pipelines.stats import (
 )
 from pipelines.write import (
     OutputDir,
-    SpillDoFn,
     bucket_of,
     claim_output,
     default_num_buckets,
@@ -33,6 +32,7 @@ from pipelines.write import (
     split_into_parts,
     write_bucket,
 )
+from tests.shard_fixtures import spill_by_hand
 
 
 def prepare_output(url: str) -> OutputDir:
@@ -89,19 +89,6 @@ def _docs(n: int, seed: int = 0) -> list[TokenizedDocument]:
     return docs
 
 
-def _spill(output: str, bundles: list[list[TokenizedDocument]], num_buckets: int):
-    """Run SpillDoFn by hand over `bundles`, like a runner would; returns {bucket: [names]}."""
-    dofn = SpillDoFn(output, num_buckets, "uint16")
-    dofn.setup()
-    refs: dict[int, list[str]] = {}
-    for bundle in bundles:
-        dofn.start_bundle()
-        for doc in bundle:
-            dofn.process(doc)
-        for windowed in dofn.finish_bundle():
-            bucket, name = windowed.value
-            refs.setdefault(bucket, []).append(name)
-    return refs
 
 
 def _write_all(output: str, refs, shard_tokens: int) -> dict[str, bytes]:
@@ -119,14 +106,14 @@ def test_shards_do_not_depend_on_bundles(tmp_path):
     docs = _docs(60)
     one = str(tmp_path / "one")
     prepare_output(one)
-    files_one = _write_all(one, _spill(one, [docs], 4), shard_tokens=200)
+    files_one = _write_all(one, spill_by_hand(one, [docs], 4), shard_tokens=200)
     # the same documents, shuffled into three bundles of different sizes
     order = np.random.default_rng(1).permutation(len(docs))
     shuffled = [docs[i] for i in order]
     three = str(tmp_path / "three")
     prepare_output(three)
     files_three = _write_all(
-        three, _spill(three, [shuffled[:5], shuffled[5:41], shuffled[41:]], 4), 200
+        three, spill_by_hand(three, [shuffled[:5], shuffled[5:41], shuffled[41:]], 4), 200
     )
     assert files_one == files_three
     assert len(files_one) > 8  # several parts per bucket: the bound was applied
@@ -136,7 +123,7 @@ def test_merged_shards_hold_documents_sorted_by_id_within_the_bound(tmp_path):
     docs = _docs(40)
     out = str(tmp_path / "out")
     prepare_output(out)
-    refs = _spill(out, [docs[::2], docs[1::2]], 2)
+    refs = spill_by_hand(out, [docs[::2], docs[1::2]], 2)
     for bucket, names in refs.items():
         infos = [info for info, _ in write_bucket(bucket, names, OutputDir(out), 150, "uint16")]
         expected = sorted((d for d in docs if bucket_of(d.id, 2) == bucket), key=lambda d: d.id)
@@ -156,7 +143,7 @@ def test_duplicate_ids_are_ordered_by_content_not_arrival(tmp_path):
     for name, bundles in (("ab", [[a, b]]), ("ba", [[b], [a]])):
         out = str(tmp_path / name)
         prepare_output(out)
-        results.append(_write_all(out, _spill(out, bundles, 1), 100))
+        results.append(_write_all(out, spill_by_hand(out, bundles, 1), 100))
     assert results[0] == results[1]
 
 
