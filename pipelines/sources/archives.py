@@ -127,16 +127,21 @@ def parse_size(text: str) -> int:
     return int(match.group(1)) * _SIZE_UNITS[unit]
 
 
+def size_option(options: Mapping[str, str], key: str, default: int) -> int:
+    """A positive byte-size source option ("64MiB", "1000"), or ``default`` when not given."""
+    value = options.get(key)
+    if value is None:
+        return default
+    size = parse_size(str(value))
+    if size <= 0:
+        raise ValueError(f"{key} must be positive, got {value!r}")
+    return size
+
+
 def max_document_bytes(options: Mapping[str, str]) -> int:
     """The `max_document_bytes` option: the largest (decompressed) document, tar member, JSON
     line or record a source reads into memory; bigger ones are Failure(reason="too_large")."""
-    value = options.get(MAX_DOCUMENT_BYTES_OPTION)
-    if value is None:
-        return DEFAULT_MAX_DOCUMENT_BYTES
-    size = parse_size(str(value))
-    if size <= 0:
-        raise ValueError(f"{MAX_DOCUMENT_BYTES_OPTION} must be positive, got {value!r}")
-    return size
+    return size_option(options, MAX_DOCUMENT_BYTES_OPTION, DEFAULT_MAX_DOCUMENT_BYTES)
 
 
 # ------------------------------------------------------------------------------- planning

@@ -31,7 +31,7 @@ from pipelines.sources.archives import (
     SNIFF_BYTES,
     detect_compression,
     is_tar,
-    parse_size,
+    size_option,
 )
 
 logger = logging.getLogger(__name__)
@@ -48,13 +48,7 @@ _READ_CHUNK = 1 << 20
 
 def task_bytes(options: Mapping[str, str]) -> int:
     """The `task_bytes` option (default 64MiB): about how much of a file one task reads."""
-    value = options.get(TASK_BYTES_OPTION)
-    if value is None:
-        return DEFAULT_TASK_BYTES
-    size = parse_size(str(value))
-    if size <= 0:
-        raise ValueError(f"{TASK_BYTES_OPTION} must be positive, got {value!r}")
-    return size
+    return size_option(options, TASK_BYTES_OPTION, DEFAULT_TASK_BYTES)
 
 
 def byte_ranges(size: int, range_bytes: int) -> list[tuple[int, int]]:
