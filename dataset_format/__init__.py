@@ -15,6 +15,7 @@ from dataset_format.indexed import (
     shard_info,
 )
 from dataset_format.manifest import (
+    INDEX_CACHE_DIR,
     MANIFEST_NAME,
     SPECIAL_TOKEN_NAMES,
     Manifest,
@@ -27,6 +28,7 @@ __all__ = [
     "DTYPE_CODES",
     "FormatError",
     "IndexedDataset",
+    "INDEX_CACHE_DIR",
     "IndexedDatasetWriter",
     "MANIFEST_NAME",
     "Manifest",

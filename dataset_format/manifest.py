@@ -115,6 +115,12 @@ def shard_from_json(data: object, where: str) -> ShardInfo:
     )
 
 
+# The subdirectory of a shard set where a reader (the trainer) may keep index arrays derived from
+# the set (document/sample/shuffle indices). It is part of the set's layout: the writer replaces
+# it with the set (--overwrite), and no tool mistakes it for a stranger's files.
+INDEX_CACHE_DIR = "index-cache"
+
+
 # Special tokens by the names a manifest records them under (`TokenizerInfo.special_ids`), with
 # the token strings each name is found as in a vocabulary. The pipeline (describing the
 # tokenizer it writes with) and the trainer (describing a --tokenizer for foreign shards) both

@@ -50,6 +50,7 @@ from apache_beam import pvalue
 from apache_beam.transforms.window import GlobalWindows
 
 from dataset_format import (
+    INDEX_CACHE_DIR,
     MANIFEST_NAME,
     IndexedDatasetWriter,
     Manifest,
@@ -587,7 +588,8 @@ def _clear_previous_run(out: OutputDir, run_id: str, overwrite: bool) -> None:
     else:
         reject_files = [f"{REJECTS_DIR}/{n}" for n in rejects.list_files()]
         foreign = [n for n in files + reject_files if not _is_ours(marker, n)]
-        foreign += [f"{d}/" for d in dirs if d not in (WORK_DIR, REJECTS_DIR)]
+        # INDEX_CACHE_DIR: what the trainer derived from the set; it goes with the set
+        foreign += [f"{d}/" for d in dirs if d not in (WORK_DIR, REJECTS_DIR, INDEX_CACHE_DIR)]
         foreign += [f"{REJECTS_DIR}/{d}/" for d in rejects.list_dirs()]
         if foreign:
             raise OutputError(
@@ -605,6 +607,7 @@ def _clear_previous_run(out: OutputDir, run_id: str, overwrite: bool) -> None:
     out.delete(n for n in files if n != MANIFEST_NAME)
     out.child(WORK_DIR).delete_tree()
     rejects.delete_tree()
+    out.child(INDEX_CACHE_DIR).delete_tree()
     out.child(WORK_DIR).child(SPILL_DIR).makedirs()
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from dataset_format import MANIFEST_NAME, ShardSet
+from dataset_format import INDEX_CACHE_DIR, MANIFEST_NAME, ShardSet
 from pipelines import transforms
 from pipelines.beam_worker import OwnMessagesOnly, add_stderr_handler
 from pipelines.document import ReadTask, TokenizedDocument
@@ -127,6 +127,19 @@ def test_a_finished_set_is_refused_without_overwrite_and_kept_intact(tmp_path):
     claim.release()
     assert sorted(os.listdir(out)) == sorted([MARKER_NAME, WORK_DIR])
     assert json.loads((out / MARKER_NAME).read_text())["run_id"] == "run-b"
+
+
+def test_the_trainers_index_cache_goes_with_the_set_it_was_built_from(tmp_path):
+    """Training on a set writes index-cache/ into it (./dev demo does); a rerun with
+    --overwrite was refused as "files its previous run did not write"."""
+    out = tmp_path / "set"
+    _finished_set(str(out))
+    (out / INDEX_CACHE_DIR).mkdir()
+    (out / INDEX_CACHE_DIR / "gpt-train-doc_idx.npy").write_bytes(b"derived")
+    with pytest.raises(OutputError, match="finished shard set; pass --overwrite"):
+        claim_output(str(out), run_id="run-b")
+    claim_output(str(out), run_id="run-b", overwrite=True).release()
+    assert sorted(os.listdir(out)) == sorted([MARKER_NAME, WORK_DIR])
 
 
 def test_an_unfinished_run_of_ours_is_cleared_without_overwrite(tmp_path):

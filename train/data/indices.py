@@ -29,14 +29,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dataset_format import ShardSet, file_sha256
+from dataset_format import INDEX_CACHE_DIR, ShardSet, file_sha256
 from dataset_format.shardset import default_cache_dir
 
 logger = logging.getLogger(__name__)
 
 # Part of every cache key: bump when the arrays built for the same inputs change.
 INDEX_VERSION = 2  # 2: megatron-core's document index (epochs shuffled together)
-CACHE_SUBDIR = "index-cache"
+CACHE_SUBDIR = INDEX_CACHE_DIR
 # Megatron's rule: a last epoch that is used for less than this share of its samples is
 # shuffled on its own, so its few samples are not spread over the whole run.
 SEPARATE_LAST_EPOCH_BELOW = 0.8
