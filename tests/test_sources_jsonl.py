@@ -122,15 +122,6 @@ def test_hostile_lines_cost_their_own_line_only(tmp_path: Path) -> None:
     assert "U+D800" in details[0] and "U+DC00" in details[1] and "too deep" in details[2]
 
 
-def test_hostile_lines_in_line_numbered_reading(tmp_path: Path) -> None:
-    # The same parser serves webtext's JSONL (locations by line number).
-    data = "\n".join([LINES[0], HOSTILE[0], HOSTILE[3], LINES[1]]).encode("utf-8")
-    with open(_write(tmp_path / "w.jsonl", [data.decode()]), "rb") as stream:
-        out = list(jsonl.iter_json_records(stream, "w.jsonl", 1 << 30))
-    assert [o.location if isinstance(o, Failure) else o[1]["text"] for o in out] == [
-        TEXTS[0], "w.jsonl:2", "w.jsonl:3", TEXTS[1]]
-
-
 def test_truncated_gzip_yields_lines_before_the_cut(tmp_path: Path) -> None:
     data = gzip.compress(("\n".join(LINES * 20) + "\n").encode())
     path = tmp_path / "cut.jsonl.gz"

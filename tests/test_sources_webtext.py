@@ -9,6 +9,8 @@ import gzip
 import hashlib
 import io
 import json
+import logging
+import lzma
 import re
 import shutil
 import tarfile
@@ -196,8 +198,110 @@ def test_jsonl_with_url_and_text(tmp_path: Path) -> None:
     assert [d.url for d in docs] == urls[:10]
     assert [d.id for d in docs] == [_sha_id(u) for u in urls[:10]]
     assert [d.text for d in docs] == [_doc_text(n) for n in DOC_NAMES]
+    offsets = [sum(len(line.encode()) + 1 for line in lines[:i]) for i in (4, 6)]
     assert [(f.reason, f.location) for f in out if isinstance(f, Failure)] == [
-        ("bad_json", f"{path}:5"), ("missing_text", f"{path}:7")]
+        ("bad_json", f"{path}@{offsets[0]}"), ("missing_text", f"{path}@{offsets[1]}")]
+
+
+# ------------------------------------------------------------- one big file, several tasks
+
+
+def _pages() -> list[tuple[str, str]]:
+    """(url, text) of real pages: the WebText documents (no URL) and the benchmark articles
+    (Korean and Russian among them: 3- and 2-byte UTF-8; the German one is 17 KB)."""
+    truth = json.loads((HTML_DIR / "ground-truth.subset.json").read_text(encoding="utf-8"))
+    articles = [(page["url"], page["articleBody"]) for page in truth.values()]
+    return [("", _doc_text(n)) for n in DOC_NAMES[:5]] + articles + [
+        ("", _doc_text(n)) for n in DOC_NAMES[5:]]
+
+
+def _read_split(path: Path, **options: str) -> tuple[list[Document | Failure], int]:
+    tasks = [t for task in webtext.plan(str(path), options) for t in webtext.split(task)]
+    return [record for task in tasks for record in webtext.read(task)], len(tasks)
+
+
+def _jsonl_pages(path: Path) -> bytes:
+    lines = [json.dumps({"url": url, "text": text} if url else {"text": text},
+                        ensure_ascii=False) for url, text in _pages()]
+    lines.insert(7, '{"text": "a record cut short')
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    path.write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize("task_bytes", ["1000", "4KiB", "inside a character"])
+def test_a_big_jsonl_file_is_read_by_several_tasks_with_the_same_documents(
+        tmp_path: Path, task_bytes: str) -> None:
+    path = tmp_path / "owt.jsonl"
+    data = _jsonl_pages(path)
+    if task_bytes == "inside a character":  # the first range ends inside a Korean character
+        task_bytes = str(next(i for i in range(3000, len(data)) if 0x80 <= data[i] < 0xC0))
+    whole, whole_tasks = _read_split(path)
+    split, tasks = _read_split(path, task_bytes=task_bytes)
+    assert whole_tasks == 1 and tasks >= 8
+    assert split == whole  # ids, texts and the failure, each exactly once
+    docs = [d for d in whole if isinstance(d, Document)]
+    assert [d.text for d in docs] == [text.strip() for _, text in _pages()]
+    assert len({d.id for d in docs}) == len(docs)
+    # the ranges cut inside a multi-byte character, and lie inside one long record
+    range_bytes = webtext.split(webtext.plan(str(path), {"task_bytes": task_bytes})[0])[1].start
+    starts = range(range_bytes, len(data), range_bytes)
+    assert any(0x80 <= data[start] < 0xC0 for start in starts)
+    line_starts = {0} | {i + 1 for i, byte in enumerate(data) if byte == 0x0A}
+    assert any(not line_starts & set(range(start, start + range_bytes)) for start in starts)
+
+
+def test_jsonl_ids_are_urls_or_byte_offsets(tmp_path: Path) -> None:
+    path = tmp_path / "owt.jsonl"
+    data = _jsonl_pages(path)
+    docs = [d for d in _read(path) if isinstance(d, Document)]
+    first_article = _pages()[5][0]
+    assert docs[5].id == _sha_id(first_article) and docs[5].url == first_article
+    assert docs[0].id == _sha_id("owt.jsonl@0")
+    offset = data.index(json.dumps({"text": _doc_text(DOC_NAMES[1])}).encode())
+    assert docs[1].id == _sha_id(f"owt.jsonl@{offset}")
+
+
+def test_a_big_tar_is_read_as_member_ranges_with_the_same_documents(tmp_path: Path) -> None:
+    members = {f"{i:07d}-{n}": (WEBTEXT_DIR / n).read_bytes() for i, n in enumerate(DOC_NAMES)}
+    # a name over 100 bytes takes a GNU long-name header block before the member's own
+    members["openwebtext/" + "long-" * 30 + "name.txt"] = (WEBTEXT_DIR / "4.txt").read_bytes()
+    members["subset.xz"] = _subset(DOC_NAMES[:4])  # OpenWebText's tar of tars
+    members["ελληνικά.txt"] = "Καλημέρα κόσμε: ένα κείμενο.\n".encode() * 40
+    path = tmp_path / "owt.tar"
+    path.write_bytes(_tar_bytes(members))
+    whole, whole_tasks = _read_split(path)
+    split, tasks = _read_split(path, task_bytes="5000")
+    assert whole_tasks == 1 and tasks >= 5
+    assert split == whole
+    assert len(whole) == len(members) + 3 and all(isinstance(d, Document) for d in whole)
+    assert whole[0].id == _sha_id(f"owt.tar#0000000-{DOC_NAMES[0]}")
+    nested = f"owt.tar#subset.xz/0000003-{DOC_NAMES[3]}"
+    assert _sha_id(nested) in {d.id for d in split}
+
+
+@pytest.mark.parametrize("name, compress, logged", [
+    ("owt.tar.xz", lambda data: lzma.compress(data, preset=1), "one xz stream"),
+    ("owt.jsonl.gz", gzip.compress, "one gzip stream"),
+    ("page.txt", None, "one document"),
+    ("crawl.warc", None, "one WARC stream"),
+])
+def test_inputs_that_cannot_be_split_are_one_task_and_the_log_says_so(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, compress, logged: str) -> None:
+    if name.startswith("owt.tar"):
+        data = _tar_bytes({n: (WEBTEXT_DIR / n).read_bytes() for n in DOC_NAMES})
+    elif name.startswith("owt.jsonl"):
+        data = _jsonl_pages(tmp_path / "plain.jsonl")
+    elif name.endswith(".warc"):
+        data = (WARC_DIR / "example-iana.org-chunked.warc").read_bytes()
+    else:
+        data = "\n\n".join(text for _, text in _pages()).encode()
+    path = tmp_path / name
+    path.write_bytes(compress(data) if compress else data)
+    with caplog.at_level(logging.INFO, logger="pipelines.sources.ranges"):
+        records, tasks = _read_split(path, task_bytes="1000")
+    assert tasks == 1 and logged in caplog.text
+    assert records == _read(path)
 
 
 # ----------------------------------------------------------------------------------- WARC

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import open_input
@@ -36,7 +36,6 @@ from pipelines.sources.archives import (
     InputError,
     failure,
     failure_from,
-    iter_lines,
     max_document_bytes,
     open_decompressed,
     plan_file_tasks,
@@ -63,19 +62,13 @@ def json_keys(options: Mapping[str, str]) -> tuple[str, ...]:
     return keys
 
 
-def iter_json_records(stream: BinaryIO, location: str,
-                      limit: int) -> Iterator[tuple[int, dict[str, Any]] | Failure]:
-    """(line number, object) for each JSON-object line; a Failure for each bad line. Blank
-    lines are skipped. Raises InputError (e.g. truncated_input) when the stream itself fails."""
-    yield from json_records(iter_lines(stream, limit), location, limit)
-
-
-def json_records(lines: Iterable[tuple[int, bytes | None]], location: str, limit: int,
-                 separator: str = ":") -> Iterator[tuple[int, dict[str, Any]] | Failure]:
-    """(position, object) for each JSON-object line of (position, line) pairs (a line number
-    or a byte offset, named in Failure locations after `separator`); see iter_json_records."""
-    for number, line in lines:
-        where = f"{location}{separator}{number}"
+def json_records(lines: Iterable[tuple[int, bytes | None]], location: str,
+                 limit: int) -> Iterator[tuple[int, dict[str, Any]] | Failure]:
+    """(byte offset, object) for each JSON-object line of (byte offset, line) pairs; a Failure
+    at `<location>@<byte offset>` for each bad line. Blank lines are skipped. Raises
+    InputError (e.g. truncated_input) when reading the lines fails."""
+    for offset, line in lines:
+        where = f"{location}@{offset}"
         if line is None:
             yield failure(where, "too_large", f"line longer than max_document_bytes={limit}")
             continue
@@ -97,7 +90,7 @@ def json_records(lines: Iterable[tuple[int, bytes | None]], location: str, limit
             yield failure(where, "bad_json",
                           f"a string holds a lone UTF-16 surrogate U+{ord(surrogate):04X}")
             continue
-        yield number, record
+        yield offset, record
 
 
 def _lone_surrogate(record: dict[str, Any]) -> str | None:
@@ -169,7 +162,7 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
                                   "a JSON array, not JSON lines (one object a line)")
                     return
                 lines = iter_range_lines(opened.stream, 0, -1, limit)
-            for item in json_records(lines, task.path, limit, separator="@"):
+            for item in json_records(lines, task.path, limit):
                 if isinstance(item, Failure):
                     yield item
                     continue

@@ -125,7 +125,7 @@ def log_unsplittable(task: ReadTask, why: str) -> None:
     )
 
 
-def _splittable_head(task: ReadTask) -> tuple[int, bytes] | None:
+def splittable_head(task: ReadTask) -> tuple[int, bytes] | None:
     """(task_bytes, first bytes) of an uncompressed file bigger than task_bytes; None for a
     smaller one, a compressed one (logged: one stream is one task) or one that cannot be
     opened (its reader reports that)."""
@@ -147,7 +147,7 @@ def _splittable_head(task: ReadTask) -> tuple[int, bytes] | None:
 
 def split_line_file(task: ReadTask) -> list[ReadTask]:
     """A JSON-lines file's task as byte-range tasks when it is big and uncompressed."""
-    found = _splittable_head(task)
+    found = splittable_head(task)
     if found is None:
         return [task]
     range_bytes, head = found
@@ -158,13 +158,18 @@ def split_line_file(task: ReadTask) -> list[ReadTask]:
 
 def split_tar_file(task: ReadTask) -> list[ReadTask]:
     """A big uncompressed tar's task as member-range tasks; any other file stays one task."""
-    found = _splittable_head(task)
+    found = splittable_head(task)
     if found is None:
         return [task]
     range_bytes, head = found
     if not is_tar(head):
         log_unsplittable(task, "one document")
         return [task]
+    return split_tar(task, range_bytes)
+
+
+def split_tar(task: ReadTask, range_bytes: int) -> list[ReadTask]:
+    """An uncompressed tar's task as member-range tasks of about `range_bytes`."""
     try:
         with open_input(task.path) as raw:
             return tar_tasks(task, raw, range_bytes)

@@ -5,10 +5,15 @@ headers), and by name only for JSONL and HTML:
 
 - OpenWebText release layout: tar archives whose members are `.xz` files that are themselves
   tar archives of `.txt` documents (`openwebtext.tar.xz` -> `urlsf_subset00-1_data.xz` ->
-  `0000000-<hash>.txt`), a tar of `.txt` files, or the inner `.xz` files on their own. The
-  outer archive is one read task; for parallel reading pass the inner `.xz` files as the input.
+  `0000000-<hash>.txt`), a tar of `.txt` files, or the inner `.xz` files on their own.
 - Plain text: one file is one document (the OpenAI WebText sample layout).
 - JSONL (`.jsonl`/`.json`, optionally compressed) with "text" and "url" fields.
+
+An uncompressed tar or JSONL file bigger than `task_bytes` (default 64MiB) is read by several
+tasks (sources/ranges.py): a tar as ranges of whole members, JSONL as line-aligned byte ranges.
+A compressed file (`openwebtext.tar.xz`, `.jsonl.gz`), a WARC file and a one-document file are
+one stream each, read by one task, and the planner logs so; for parallel reading pass many
+files (e.g. the inner `.xz` files of the release) as the input.
 - HTML files (`.html`, `.htm`, `.html.gz`): main text extracted as for WARC responses.
 - WARC (`.warc`, `.warc.gz`): `response`/`resource` records of HTML get their main text
   extracted (chunked transfer encoding and gzip content encoding are undone by warcio first);
@@ -25,8 +30,10 @@ HTML is decoded and its main text extracted by `htmltext`: option `extractor=tra
 
 Document id `webtext:<sha1(key)[:16]>` with key = the URL for a JSONL record that has one, the
 URL plus the WARC-Record-ID for a WARC record (one URL is often captured more than once), and
-otherwise `<file name>#<position>` (position 0 for a one-document file, the line number in JSONL,
-the member path in a tar). The URL is kept in `Document.url`.
+otherwise `<file name>#<position>` (position 0 for a one-document file, the member path in a
+tar), or for a JSONL record without a URL `<file name>@<byte offset of its line>` (in the
+decompressed data), so that ids do not depend on how a file is split. The URL is kept in
+`Document.url`.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import hashlib
 import logging
 import re
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import BinaryIO
 
 from apache_beam.metrics import Metrics
@@ -68,7 +75,18 @@ from pipelines.sources.archives import (
     to_lf,
 )
 from pipelines.sources.htmltext import extractor_name, html_to_text
-from pipelines.sources.jsonl import iter_json_records
+from pipelines.sources.jsonl import json_records
+from pipelines.sources.ranges import (
+    RANGE_LINES,
+    RANGE_OPTION,
+    iter_range_lines,
+    line_tasks,
+    log_unsplittable,
+    split_tar,
+    splittable_head,
+    tar_range_stream,
+    task_bytes,
+)
 
 NAME = "webtext"
 logger = logging.getLogger(__name__)
@@ -150,20 +168,21 @@ def _file_document(data: bytes, kind: str, key: str, location: str,
     yield _document(decoded.text, key, location, encoding=decoded.encoding)
 
 
-def _read_jsonl(stream: BinaryIO, name: str, location: str,
-                limit: int) -> Iterator[Document | Failure]:
-    for item in iter_json_records(stream, location, limit):
+def _jsonl_documents(lines: Iterable[tuple[int, bytes | None]], name: str, location: str,
+                     limit: int) -> Iterator[Document | Failure]:
+    """The documents of (byte offset, line) pairs of a JSONL file, whole or a range of it."""
+    for item in json_records(lines, location, limit):
         if isinstance(item, Failure):
             yield item
             continue
-        number, record = item
-        where = f"{location}:{number}"
+        offset, record = item
+        where = f"{location}@{offset}"
         text, url = record.get("text"), record.get("url")
         if not isinstance(text, str):
             yield failure(where, "missing_text", "no string field 'text' in the record")
             continue
         url = url if isinstance(url, str) else ""
-        yield _document(text, url or f"{name}#{number}", where, url=url)
+        yield _document(text, url or f"{name}@{offset}", where, url=url)
 
 
 def _parse_content_type(value: str | None) -> tuple[str, str | None]:
@@ -362,16 +381,39 @@ def _read_stream(opened: OpenedStream, name: str, key: str, location: str, setti
     elif kind == "warc":
         yield from _read_warc(opened.stream, key, location, settings)
     elif kind == "jsonl":
-        yield from _read_jsonl(opened.stream, key, location, settings.limit)
+        lines = iter_range_lines(opened.stream, 0, -1, settings.limit)
+        yield from _jsonl_documents(lines, key, location, settings.limit)
     else:
         data = read_bounded(opened.stream, settings.limit, "document")
         yield from _file_document(data, kind, key if "#" in key else f"{key}#0", location,
                                   settings.extractor)
 
 
+def check_options(options: Mapping[str, str]) -> None:
+    extractor_name(options)
+    task_bytes(options)
+    max_document_bytes(options)
+
+
 def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-    extractor_name(options)  # a bad option fails on the launcher, not on every worker
+    check_options(options)  # a bad option fails on the launcher, not on every worker
     return plan_file_tasks(NAME, pattern, options)
+
+
+def split(task: ReadTask) -> list[ReadTask]:
+    """A big uncompressed tar as member ranges, a big uncompressed JSONL file as line ranges;
+    any other file stays one task (logged when it is big)."""
+    found = splittable_head(task)
+    if found is None:
+        return [task]
+    range_bytes, head = found
+    kind = _kind(head, task_name(task))
+    if kind == "tar":
+        return split_tar(task, range_bytes)
+    if kind == "jsonl":
+        return line_tasks(task, range_bytes)
+    log_unsplittable(task, "one WARC stream" if kind == "warc" else "one document")
+    return [task]
 
 
 def read(task: ReadTask) -> Iterator[Document | Failure]:
@@ -379,7 +421,12 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
     name = task_name(task)
     try:
         with open_input(task.path) as raw:
-            yield from _read_stream(open_decompressed(raw), name, name, task.path, settings)
+            if task.options.get(RANGE_OPTION) == RANGE_LINES:
+                lines = iter_range_lines(raw, task.start, task.end, settings.limit)
+                yield from _jsonl_documents(lines, name, task.path, settings.limit)
+                return
+            opened = open_decompressed(tar_range_stream(raw, task))
+            yield from _read_stream(opened, name, name, task.path, settings)
     except InputError as error:
         yield failure_from(error, task.path)
     except OSError as error:
