@@ -50,6 +50,8 @@ class ReadTask:
 
     source: str
     path: str
+    # A byte range of the file, except where the source says otherwise (Parquet: a range of
+    # row groups); sources.input_bytes tells how much input a task reads either way.
     start: int = 0  # byte offset of the first byte to read
     end: int = -1  # byte offset one past the last byte; -1 = to the end of the file
     options: Mapping[str, str] = dataclasses.field(default_factory=dict)

@@ -171,17 +171,11 @@ def _where(task: ReadTask) -> str:
 
 
 def task_input_bytes(task: ReadTask) -> int:
-    """Bytes of input a task reads: its byte range, or the whole file's size."""
-    if task.end >= 0:
-        return task.end - task.start
-    if "://" in task.path and not task.path.startswith(("gs://", "s3://", "hdfs://", "azfs://")):
-        import fsspec
+    """Bytes of input a task reads (sources.input_bytes): its own byte range or row groups, not
+    the whole file of a split one, so that N tasks of a file together get one file's bound."""
+    from pipelines.sources import get_source, input_bytes
 
-        fs, path = fsspec.core.url_to_fs(task.path)
-        return int(fs.size(path) or 0)
-    from apache_beam.io.filesystems import FileSystems
-
-    return int(FileSystems.get_filesystem(task.path).size(task.path))
+    return input_bytes(get_source(task.source), task)
 
 
 # Below this much text a task is never stopped, whatever its ratio: a tiny file may hold a

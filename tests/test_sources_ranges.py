@@ -210,3 +210,76 @@ def test_a_bad_source_option_fails_on_the_launcher(tmp_path):
                 "--tokenizer=gpt2", f"--source-option={option}"]
         with pytest.raises(ValueError, match=message):
             plan_run(PreprocessConfig.from_options(PipelineOptions(argv)))
+
+
+# ------------------------------------------------------ input bytes (the --max-expansion bound)
+
+
+def _split_tasks(module, pattern: str, **options: str) -> list:
+    return [t for task in module.plan(pattern, options) for t in module.split(task)]
+
+
+def _wiki_multistream(tmp_path: Path) -> Path:
+    """The Greek dump (real bz2 data) as a multistream dump with an index beside it: planning
+    cuts such a dump into byte ranges (the last one open-ended) without reading the index."""
+    dump = tmp_path / "elwiki-20230501-pages-articles-multistream.xml.bz2"
+    dump.write_bytes((CORPORA / "wikipedia" / "elwiki-pages-articles-head933.xml.bz2").read_bytes())
+    (tmp_path / "elwiki-20230501-pages-articles-multistream-index.txt").write_text("")
+    return dump
+
+
+def _parquet(tmp_path: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    paragraphs = [p for name in BOOKS for p in
+                  (CORPORA / "books" / name).read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    path = tmp_path / "books.parquet"
+    pq.write_table(pa.table({"text": paragraphs}), path, row_group_size=500)
+    return path
+
+
+def test_split_tasks_count_their_own_bytes_not_the_whole_file(tmp_path):
+    """Each kind of split task's input bytes add up to the file (they counted the whole file
+    for the last, open-ended range: N ranges got N+1 ranges' worth of --max-expansion)."""
+    from pipelines.sources import parquet, wikipedia
+    from pipelines.transforms import task_input_bytes
+
+    line_file = _write_jsonl(tmp_path / "owt.jsonl", _texts())
+    tar_file = _tar(tmp_path / "books.tar", BOOKS)
+    wiki_dump = _wiki_multistream(tmp_path)
+    cases = [
+        (_split_tasks(jsonl, str(line_file), task_bytes="4KiB"), line_file),
+        (_split_tasks(books, str(tar_file), task_bytes="100KB"), tar_file),
+        (wikipedia.plan(str(wiki_dump), {"wiki_task_mb": "0.5"}), wiki_dump),
+    ]
+    for tasks, path in cases:
+        assert len(tasks) >= 3 and tasks[-1].end == -1
+        sizes = [task_input_bytes(task) for task in tasks]
+        assert sum(sizes) == path.stat().st_size
+        assert sizes[-1] == path.stat().st_size - tasks[-1].start
+    # Parquet tasks count row groups, not bytes: each task's input is its row groups' stored
+    # bytes (not the number of row groups), and all of them make up most of the file
+    parquet_file = _parquet(tmp_path)
+    tasks = parquet.plan(str(parquet_file), {"task_bytes": "200KB"})
+    sizes = [task_input_bytes(task) for task in tasks]
+    assert len(tasks) >= 3 and all(size > 10_000 for size in sizes)
+    assert 0.9 * parquet_file.stat().st_size < sum(sizes) <= parquet_file.stat().st_size
+
+
+def test_max_expansion_bounds_a_parquet_task_by_its_own_bytes(tmp_path, monkeypatch):
+    """Books as Parquet expand ~2x (snappy): a bound of 10x their stored bytes never stops a
+    task, while one of 10x the row-group count did."""
+    from pipelines import transforms
+    from pipelines.sources import parquet
+
+    monkeypatch.setattr(transforms, "MIN_EXPANSION_BOUND_BYTES", 1 << 10)
+    tasks = parquet.plan(str(_parquet(tmp_path)), {"task_bytes": "200KB"})
+    dofn = transforms.ReadDoFn("parquet", keep_failures=True, progress_dir=None,
+                               max_expansion=10)
+    dofn.setup()
+    dofn.start_bundle()
+    outputs = [output for task in tasks for output in dofn.process(task)]
+    assert [o for o in outputs if hasattr(o, "tag")] == []  # no expansion_limit failure
+    expected = [record for task in tasks for record in parquet.read(task)]
+    assert outputs == expected

@@ -7,6 +7,8 @@ A source module has `plan(pattern, options) -> list[ReadTask]` (cheap: a listing
 `read(task)`; it may add `split(task) -> list[ReadTask]`, which cuts one big file's task into
 several (it may open the file: it runs on workers, one file at a time), and
 `check_options(options)`, which the launcher calls so that a bad option fails before the run.
+A source whose tasks are not byte ranges of a file (Parquet's are row groups) adds
+`input_bytes(task)`, the bytes of input a task reads (see `input_bytes`).
 
 `SOURCES` imports a module the first time it is looked up, so listing the names (for --help)
 or using one source does not import every reader's dependencies (pyarrow, warcio, ...).
@@ -69,3 +71,14 @@ def split_task(source: ModuleType, task: ReadTask) -> list[ReadTask]:
     """The task cut by the source's `split`, or the task itself for a source without one."""
     split = getattr(source, "split", None)
     return [task] if split is None else list(split(task))
+
+
+def input_bytes(source: ModuleType, task: ReadTask) -> int:
+    """Bytes of input `task` reads (what --max-expansion scales): the source's `input_bytes` if
+    it has one, else the task's byte range of its file (a whole file for an unsplit task)."""
+    count = getattr(source, "input_bytes", None)
+    if count is None:
+        from pipelines.sources.ranges import range_input_bytes  # imported when used, as SOURCES
+
+        count = range_input_bytes
+    return int(count(task))

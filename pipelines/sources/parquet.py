@@ -19,6 +19,7 @@ group and row range, and the row groups after it are still read.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
@@ -36,6 +37,7 @@ from pipelines.sources.archives import (
     plan_file_tasks,
     task_name,
 )
+from pipelines.sources.ranges import range_input_bytes
 
 NAME = "parquet"
 TEXT_COLUMN_OPTION = "text_column"
@@ -88,6 +90,20 @@ def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
             tasks.append(ReadTask(source=NAME, path=file_task.path, start=start, end=end,
                                   options=file_task.options))
     return tasks
+
+
+def input_bytes(task: ReadTask) -> int:
+    """The stored (compressed) bytes of the task's row groups, which its start/end count; the
+    whole file when the footer cannot be read (read() then reports why)."""
+    try:
+        with open_input(task.path) as raw:
+            metadata = pq.ParquetFile(raw).metadata
+    except (OSError, pa.ArrowException):
+        return range_input_bytes(dataclasses.replace(task, start=0, end=-1))
+    end = metadata.num_row_groups if task.end < 0 else task.end
+    groups = [metadata.row_group(index) for index in range(task.start, end)]
+    return sum(group.column(column).total_compressed_size
+               for group in groups for column in range(group.num_columns))
 
 
 def _text_of(value: object, where: str, limit: int) -> str | Failure:

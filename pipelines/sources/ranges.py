@@ -63,6 +63,28 @@ def file_size(task: ReadTask) -> int | None:
     return int(value) if value is not None else None
 
 
+def range_input_bytes(task: ReadTask) -> int:
+    """Bytes of the file in the task's byte range [start, end); end -1 runs to the file's end
+    (a whole file, or the last range of a split one). The size is the one listed when the task
+    was planned, else the file's size now (Wikipedia's range tasks do not carry it)."""
+    end = task.end
+    if end < 0:
+        size = file_size(task)
+        end = size if size is not None else _stored_size(task.path)
+    return max(end - task.start, 0)
+
+
+def _stored_size(path: str) -> int:
+    if "://" in path and not path.startswith(("gs://", "s3://", "hdfs://", "azfs://")):
+        import fsspec
+
+        fs, fs_path = fsspec.core.url_to_fs(path)
+        return int(fs.size(fs_path) or 0)
+    from apache_beam.io.filesystems import FileSystems
+
+    return int(FileSystems.get_filesystem(path).size(path))
+
+
 def is_range(task: ReadTask) -> bool:
     return RANGE_OPTION in task.options
 
