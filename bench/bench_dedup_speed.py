@@ -54,7 +54,7 @@ from pipelines.dedup.__main__ import counters  # noqa: E402
 from pipelines.dedup.components import _StarCheckFn, _StarStepFn, large_star, small_star  # noqa: E402
 from pipelines.dedup.minhash import MinHasher, permutation_parameters  # noqa: E402
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, ReadDocuments, document_to_row  # noqa: E402
-from pipelines.dedup.shingles import ShingleBatch, shingle_batch  # noqa: E402
+from pipelines.dedup.shingles import ShingleBatch, pack_set, shingle_batch  # noqa: E402
 from pipelines.dedup.transforms import (  # noqa: E402
     RECEIVES,
     _ApplyFn,
@@ -252,7 +252,7 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
     n = len(docs)
     nodes = [(0, d.id) for d in docs]
     records = [(node, "", b"\x01" * 16, "", b"\x02" * 112) for node in nodes]
-    shingles = shingle_batch([docs[0].text]).of(0).tobytes()
+    shingles = pack_set(shingle_batch([docs[0].text]).of(0))
     decision = _Decision("near_duplicate", nodes[0][1], nodes[0][1], None)
     smallest = (0, "")
 
@@ -362,11 +362,18 @@ def main() -> None:
         action="store_true",
         help="only run the whole stage at each scale and print the bytes it shuffles",
     )
+    parser.add_argument(
+        "--scales",
+        type=int,
+        nargs="+",
+        default=[1, 2, 4],
+        help="corpus scales for --shuffle-only (1x is the planted quality corpus)",
+    )
     args = parser.parse_args()
 
     if args.shuffle_only:
         shuffles = {}
-        for scale in (1, 2, 4):
+        for scale in args.scales:
             with tempfile.TemporaryDirectory() as tmp:
                 _, shuffles[scale] = _run_stage(_write_parquet(scaled_corpus(scale), tmp), [])
         print_shuffle(shuffles)

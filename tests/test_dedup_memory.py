@@ -12,7 +12,7 @@ import pytest
 
 from pipelines.dedup import DedupConfig
 from pipelines.dedup.components import _StarCheckFn, _StarStepFn, large_star, small_star
-from pipelines.dedup.shingles import shingle_set
+from pipelines.dedup.shingles import pack_set, shingle_set
 from pipelines.dedup.transforms import (
     RECEIVES,
     _BucketEdgesFn,
@@ -106,7 +106,7 @@ def _record(i: int) -> tuple:
     return (_node(i), "", b"\x01" * 16, "", b"\x02" * 112)
 
 
-SHINGLES = shingle_set(_paragraph_pool()[0][:400]).tobytes()
+SHINGLES = pack_set(shingle_set(_paragraph_pool()[0][:400]))
 
 
 @pytest.mark.parametrize(

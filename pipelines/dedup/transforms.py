@@ -47,7 +47,7 @@ from pipelines.dedup.components import ConnectedComponents
 from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.decontaminate import CONTAMINATION, Decontaminate
 from pipelines.dedup.minhash import MinHasher, band_hashes
-from pipelines.dedup.shingles import jaccard, shingle_batch
+from pipelines.dedup.shingles import jaccard, pack_set, shingle_batch, unpack_set
 from pipelines.dedup.shuffle import counted
 from pipelines.document import Document, Reject
 from pipelines.stats import DEDUP_INPUT_BYTES, BundleCounts
@@ -248,7 +248,8 @@ RECEIVES = "receives"  # the side-input entry of a document that other documents
 
 
 class _PairShinglesFn(_DocBatcher):
-    """Documents -> shingle sets of the documents in a candidate edge, keyed by the receiver:
+    """Documents -> shingle sets (packed, shingles.pack_set) of the documents in a candidate
+    edge, keyed by the receiver:
     (own id, ("own", (node, set))) for a document others send to, (u id, ("in", (node, set)))
     for each smaller neighbour u it sends to. `roles` (a multimap side input) holds, per
     document in an edge, RECEIVES and/or the nodes it sends to; other documents cost one
@@ -265,7 +266,7 @@ class _PairShinglesFn(_DocBatcher):
         for i, (doc, entries) in enumerate(batch):
             self._counts.inc("dedup_pair_shingle_sets")
             node = (exact.source_rank(doc.source, cfg.source_priority), doc.id)
-            value = (node, shingles.of(i).tobytes())
+            value = (node, pack_set(shingles.of(i)))
             for entry in entries:
                 if entry == RECEIVES:
                     yield doc.id, ("own", value)
@@ -294,12 +295,12 @@ class _VerifyFn(beam.DoFn):
     def process(self, element):
         doc_id, values = element
         u, mine = _own_shingles(values, doc_id)
-        mine = np.frombuffer(mine, dtype=np.uint32)
+        mine = unpack_set(mine)
         for tag, value in values:
             if tag != "in":
                 continue
             v, theirs = value
-            similarity = jaccard(np.frombuffer(theirs, dtype=np.uint32), mine)
+            similarity = jaccard(unpack_set(theirs), mine)
             self._counts.inc("dedup_pairs_verified")
             if similarity >= self._threshold:
                 self._counts.inc("dedup_pairs_similar")
@@ -310,9 +311,9 @@ class _VerifyFn(beam.DoFn):
 
 
 def _doc_row(doc: Document) -> tuple:
-    """A Document as a plain tuple for the apply shuffle (a dataclass would be pickled with its
-    class and field names, ~130 bytes a document)."""
-    return doc.id, doc.source, doc.text, doc.url, doc.title, dict(doc.meta)
+    """A Document as a plain tuple for the apply shuffle, less its id, which is the key (a
+    dataclass would be pickled with its class and field names, ~130 bytes a document)."""
+    return doc.source, doc.text, doc.url, doc.title, dict(doc.meta)
 
 
 class _ApplyFn(beam.DoFn):
@@ -327,7 +328,7 @@ class _ApplyFn(beam.DoFn):
         docs, decisions, rejects, match = [], {}, [], None
         for tag, value in values:
             if tag == "doc":
-                docs.append(Document(*value))
+                docs.append(Document(doc_id, *value))
             elif tag == "dec":
                 decisions[value.reason] = value
             elif tag == "rej":
@@ -408,15 +409,19 @@ def _keep_smallest(label, stage, records, key_fn, reason, similarity, cleared, c
 
 
 def _url_key(record):
+    """The key carries the scope and URL key, so the grouped record goes without the URL."""
     if record[3]:
-        yield pvalue.TaggedOutput("keyed", (f"{record[1]}\x00{record[3]}", record))
+        yield pvalue.TaggedOutput(
+            "keyed", (f"{record[1]}\x00{record[3]}", record[:3] + ("",) + record[4:])
+        )
     else:
         yield pvalue.TaggedOutput("unkeyed", record)
 
 
 def _fingerprint_key(record):
+    """The key carries the scope and fingerprint, so the grouped record goes without the latter."""
     key = record[1].encode("utf-8", "surrogatepass") + b"\x00" + record[2]
-    yield pvalue.TaggedOutput("keyed", (key, record))
+    yield pvalue.TaggedOutput("keyed", (key, (record[0], record[1], b"", "", record[4])))
 
 
 def _best_matches(edge):
