@@ -158,11 +158,23 @@ def test_tars_that_cannot_be_split_are_one_task(tmp_path, caplog):
     assert tasks == 1 and len(records) == len(BOOKS) and "one gzip stream" in caplog.text
 
 
-def test_a_big_plain_book_is_one_task(tmp_path):
+def test_a_big_plain_book_is_one_task(tmp_path, caplog):
     path = tmp_path / "moby.txt"
     path.write_bytes((CORPORA / "books" / "2701-0.txt").read_bytes())
-    records, tasks = _read_all(books, str(path), task_bytes="100KB")
-    assert tasks == 1 and len(records) == 1
+    with caplog.at_level(logging.INFO, logger="pipelines.sources.ranges"):
+        records, tasks = _read_all(books, str(path), task_bytes="100KB")
+    assert tasks == 1 and len(records) == 1 and "one document" in caplog.text
+
+
+def test_a_big_wikipedia_dump_without_an_index_is_one_task_and_the_log_says_so(tmp_path, caplog):
+    from pipelines.sources import wikipedia
+
+    dump = tmp_path / "elwiki-20230501-pages-articles.xml.bz2"
+    dump.write_bytes((CORPORA / "wikipedia" / "elwiki-pages-articles-head933.xml.bz2").read_bytes())
+    with caplog.at_level(logging.INFO, logger="pipelines.sources.wikipedia"):
+        tasks = wikipedia.plan(str(dump), {"wiki_task_mb": "0.5"})
+    assert len(tasks) == 1 and "no multistream index" in caplog.text
+    assert "read start to end by one task (3 MB)" in caplog.text
 
 
 def test_split_tasks_say_how_they_are_read(tmp_path):

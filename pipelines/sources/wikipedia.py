@@ -705,6 +705,10 @@ def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
         index = explicit_index or next((c for c in index_candidates(dump.path) if _existing(c)), "")
         if index:
             tasks.extend(_multistream_tasks(dump.path, dump.size_bytes, task_bytes, options))
-        else:
-            tasks.append(ReadTask(source=NAME, path=dump.path, options=dict(options)))
+            continue
+        if dump.size_bytes > task_bytes:  # it bounds the run's wall time: say why
+            _log.info("%s: no multistream index beside it: read start to end by one task "
+                      "(%.0f MB); a multistream dump with its index (or wiki_index=) is read "
+                      "in parallel", dump.path, dump.size_bytes / 1e6)
+        tasks.append(ReadTask(source=NAME, path=dump.path, options=dict(options)))
     return tasks
