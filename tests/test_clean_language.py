@@ -111,3 +111,43 @@ def test_unknown_language_code_is_a_clear_error():
         CleanConfig(language="english")
     with pytest.raises(ValueError, match="empty"):
         CleanConfig(language=",")
+
+
+@pytest.fixture
+def fresh_model_cache(monkeypatch, tmp_path):
+    """The language model loaded anew, with the cache directory under tmp_path."""
+    from pipelines.clean import language
+
+    monkeypatch.setenv(language.CACHE_ENV, str(tmp_path / "cache"))
+    cached = (language.decompressed_model, language._identifier, language.supported_languages)
+    for function in cached:
+        function.cache_clear()
+    yield language, tmp_path / "cache"
+    for function in cached:
+        function.cache_clear()
+
+
+def test_the_cached_model_classifies_as_the_packaged_one(fresh_model_cache):
+    # Real text in four scripts: Greek Wikipedia, an English, a French and a German book.
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    language, cache = fresh_model_cache
+    packaged = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    texts = greek_wiki_paragraphs(3) + [
+        language_sample(_book(name).text) for name in sorted(p.name for p in BOOKS.glob("*.txt"))
+    ]
+    assert language.supported_languages() == tuple(packaged.labels)
+    cached = language._identifier()
+    assert list(cache.rglob("py3langid-*.npz")), "the decompressed model was not cached"
+    for text in texts:
+        assert cached.classify(text) == packaged.classify(text)
+    assert {cached.classify(t)[0] for t in texts} >= {"el", "en"}
+
+
+def test_an_unwritable_cache_falls_back_to_the_packaged_model(fresh_model_cache):
+    language, cache = fresh_model_cache
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("a file where the cache directory should be")
+    assert language.decompressed_model() is None
+    assert "en" in language.supported_languages()
+    assert identify_language("This is plainly a sentence written in English.")[0] == "en"
