@@ -16,7 +16,8 @@ no step gathers documents, signatures or edges on one worker):
     exact: GroupByKey(text fingerprint) of the survivors -> the smallest node's record goes on
     near:  survivors -> one key per LSH band -> GroupByKey(bucket) -> candidate edges (all
            pairs, or chained to the smallest member in a hot bucket) -> Distinct
-           -> [verify: each edge's larger document sends its shingle set to the smaller one;
+           -> [verify: each edge's larger document sends its shingle set (packed exactly,
+              ~25 bits a shingle: shingles.pack_set) to the smaller one;
               shingle sets are built, from the documents again, only for documents in an edge
               (a side input says which); GroupByKey(smaller id) -> keep J >= threshold]
            -> ConnectedComponents (large-star/small-star) -> (member, smallest member)
