@@ -18,6 +18,8 @@ from pipelines.dedup.components import (
     ComponentsNotConverged,
     ConnectedComponents,
     large_star,
+    settle_messages,
+    settle_star,
     small_star,
     star_center,
 )
@@ -45,11 +47,13 @@ def union_find_min(edges):
     return {x: find(x) for x in list(parent)}
 
 
-def run_rounds(edges, max_rounds):
-    """The Beam graph's rounds, in memory: returns ({leaf: centre}, rounds that changed edges)."""
+def run_rounds(edges, max_rounds, settle_after=()):
+    """The Beam graph's rounds, in memory: returns ({leaf: centre}, rounds that changed edges).
+    After each round in settle_after, finished stars leave (settle)."""
     edges = [e for u, v in edges for e in ((u, v), (v, u))]
     changed_rounds = 0
-    for _ in range(max_rounds):
+    result = {}
+    for r in range(1, max_rounds + 1):
         changes = 0
         groups = collections.defaultdict(list)
         for u, v in edges:
@@ -68,12 +72,14 @@ def run_rounds(edges, max_rounds):
                 edges += [e, (e[1], e[0])]
                 changes += c
         changed_rounds += changes > 0
+        if r in settle_after:
+            finished, edges = settle(edges)
+            result.update(finished)
         if not changes:
             break
     groups = collections.defaultdict(list)
     for u, v in edges:
         groups[u].append(v)
-    result = {}
     for u, nbrs in groups.items():
         center = star_center(u, nbrs, max_rounds)
         if center is not None:
@@ -87,6 +93,9 @@ def test_rounds_find_the_union_find_components(pairs):
     edges = [(node(a), node(b)) for a, b in pairs if a != b]
     expected = {x: m for x, m in union_find_min(edges).items() if x != m}
     assert run_rounds(edges, max_rounds=30)[0] == expected
+    # Finished stars leaving after some rounds change nothing, whichever rounds those are.
+    assert run_rounds(edges, max_rounds=30, settle_after=(1, 2, 4, 8))[0] == expected
+    assert run_rounds(edges, max_rounds=30, settle_after=range(1, 31))[0] == expected
 
 
 @pytest.mark.parametrize("length", [10, 1000])
@@ -98,6 +107,41 @@ def test_a_shuffled_path_converges_in_logarithmic_rounds(length):
     smallest = min(node(i) for i in ids)
     assert result == {node(i): smallest for i in ids if node(i) != smallest}
     assert rounds <= {10: 4, 1000: 10}[length]
+
+
+def settle(edges):
+    """One settle pass in memory over directed edges: ({leaf: centre} finished, open edges)."""
+    by_node, by_key = collections.defaultdict(list), collections.defaultdict(list)
+    for u, v in edges:
+        by_node[u].append(v)
+    for u, nbrs in by_node.items():
+        for key, message in settle_messages(u, nbrs):
+            by_key[key].append(message)
+    finished, still_open = {}, []
+    for key, messages in by_key.items():
+        done, others = settle_star(key, messages)
+        for other in others:
+            if done:
+                finished[other] = key
+            else:
+                still_open += [(other, key), (key, other)]
+    return finished, still_open
+
+
+def test_settle_finishes_whole_stars_and_keeps_every_other_edge():
+    a, b, c, d, e, f, g = (node(i) for i in (0, 2, 4, 6, 8, 10, 12))
+    star = [(a, b), (a, c), (a, d)]  # a star around its smallest node: finished
+    chain = [(e, f), (f, g)]  # a path whose middle node links two: not a star yet
+    both = [x for u, v in star + chain for x in ((u, v), (v, u))]
+    finished, still_open = settle(both + both[:2])  # a duplicated edge: still one member each
+    assert finished == {b: a, c: a, d: a}
+    assert collections.Counter(still_open) == collections.Counter(
+        x for u, v in chain for x in ((u, v), (v, u))
+    )
+    # A leaf whose centre has another, impure neighbour stays open with its whole component.
+    graph = [x for u, v in [(a, b), (a, c), (c, d), (b, g)] for x in ((u, v), (v, u))]
+    finished, still_open = settle(graph)
+    assert finished == {} and collections.Counter(still_open) == collections.Counter(graph)
 
 
 def test_star_center_names_what_did_not_converge():
@@ -137,8 +181,10 @@ def test_beam_components_and_their_round_counters():
     needed = len(changing)
     assert changing == [f"dedup_cc_round{r:02d}_changes" for r in range(1, needed + 1)]
     assert needed == run_rounds(edges, 8)[1] <= 6
-    # Every round's two GroupByKeys and the check's one move both directions of each edge.
-    assert counters["dedup_shuffle_bytes_components"] > (2 * 8 + 1) * 2 * len(edges) * 10
+    # The star is finished after round 1 and leaves; the path crosses every round (three
+    # elements an edge: both ways to large-star, once to small-star) and the check.
+    path_bytes = counters["dedup_shuffle_bytes_components"]
+    assert 8 * 3 * 39 * 10 < path_bytes < 8 * 3 * len(edges) * 10 * 5
 
 
 @pytest.mark.slow

@@ -16,6 +16,12 @@ after it are no-ops), and then checks that the result really is a set of stars. 
 the check FAILS THE PIPELINE with an error that says to raise --dedup-cc-rounds, rather than
 keeping a wrong answer: a component split in two would keep two copies of a duplicate.
 
+Finished components leave the loop: after rounds 1, 2, 4 and 8 (SETTLE_AFTER_ROUNDS) a settle
+pass (two GroupByKeys) finds every component that is already a star around its smallest node,
+emits its members and keeps only the other edges for the rounds after; the answer is the same
+(a finished star is never changed by another round), but the edges of the usual small
+components no longer cross all the unrolled rounds' shuffles.
+
 Every step streams its group twice at most (GroupByKey values can be re-iterated), so a node
 with a million neighbours (the centre of a hot bucket) costs time, not memory.
 """
@@ -78,6 +84,64 @@ def star_center(node: Node, neighbors: Iterable[Node], rounds: int) -> Node | No
     return center
 
 
+# Rounds after which finished components leave the loop (see settle_messages). Most
+# near-duplicate components are stars after a round or two; without this every edge would still
+# cross all the unrolled rounds' shuffles. Each pass costs two GroupByKeys of the open edges.
+SETTLE_AFTER_ROUNDS = (1, 2, 4, 8)
+
+LEAF, OPEN = True, False  # settle message tags: a finished leaf, or an edge that stays open
+
+
+def settle_messages(node: Node, neighbors: Iterable[Node]) -> Iterator[tuple[Node, object]]:
+    """A node's view of the graph -> (key, message) for the smaller end of each of its edges.
+
+    A node with no smaller neighbour may be a finished star's centre: it tells itself (None).
+    A node whose neighbours are all one smaller node c is a finished leaf if c is such a
+    centre: it tells c (LEAF, node), once whatever the edge's copies. Any other node tells each
+    smaller neighbour (OPEN, node), once per copy of the edge. Every edge {a, b}, a < b,
+    reaches a exactly through b's message, so settle_star sees all of a centre's edges."""
+    smaller, more_than_one, has_larger = None, False, False
+    for v in neighbors:
+        if v < node:
+            if smaller is not None and v != smaller:
+                more_than_one = True
+            smaller = v
+        elif v > node:
+            has_larger = True
+    if smaller is None:
+        yield node, None
+    elif not more_than_one and not has_larger:
+        yield smaller, (LEAF, node)
+    else:
+        for v in neighbors:
+            if v < node:
+                yield v, (OPEN, node)
+
+
+def settle_star(node: Node, messages: Iterable[object]) -> tuple[bool, Iterator[Node]]:
+    """(finished, the larger ends of node's edges): finished when node is a centre and every
+    edge comes from a finished leaf, so its component is exactly this star around it, its
+    smallest node. Two passes over the group, which is never held."""
+    center = any(m is None for m in messages)
+    finished = center and all(m is None or m[0] is LEAF for m in messages)
+    return finished, (m[1] for m in messages if m is not None)
+
+
+class _SettleFn(beam.DoFn):
+    """(node, messages) -> main: (leaf, centre) of a finished star; "open": the other edges,
+    both ways, for the next round."""
+
+    def process(self, element):
+        node, messages = element
+        finished, others = settle_star(node, messages)
+        for other in others:
+            if finished:
+                yield other, node
+            else:
+                yield beam.pvalue.TaggedOutput("open", (other, node))
+                yield beam.pvalue.TaggedOutput("open", (node, other))
+
+
 def _both_directions(edge: Edge) -> Iterator[Edge]:
     yield edge
     yield edge[1], edge[0]
@@ -135,6 +199,7 @@ class ConnectedComponents(beam.PTransform):
 
     def expand(self, edges):
         edges = edges | "BothWays" >> beam.FlatMap(_both_directions)
+        finished = []
         for r in range(1, self._max_rounds + 1):
             edges = self._group(
                 edges, f"Round{r}/LargeStar/Group"
@@ -142,9 +207,20 @@ class ConnectedComponents(beam.PTransform):
             edges = self._group(
                 edges, f"Round{r}/SmallStar/Group"
             ) | f"Round{r}/SmallStar/Link" >> beam.ParDo(_StarStepFn(small_star, r, True))
-        return self._group(edges, "Check/Group") | "Check/Stars" >> beam.ParDo(
+            if r in SETTLE_AFTER_ROUNDS and r < self._max_rounds:
+                messages = self._group(edges, f"Round{r}/Settle/Group") | (
+                    f"Round{r}/Settle/Tell" >> beam.FlatMapTuple(settle_messages)
+                )
+                settled = self._group(messages, f"Round{r}/Settle/Stars") | (
+                    f"Round{r}/Settle/Split"
+                    >> beam.ParDo(_SettleFn()).with_outputs("open", main="finished")
+                )
+                finished.append(settled.finished)
+                edges = settled.open
+        checked = self._group(edges, "Check/Group") | "Check/Stars" >> beam.ParDo(
             _StarCheckFn(self._max_rounds)
         )
+        return (*finished, checked) | "AllMembers" >> beam.Flatten()
 
     def _group(self, edges, label: str):
         return counted(edges, label, "components", self._counts) | label >> beam.GroupByKey()
