@@ -5,16 +5,38 @@ terminal the run shares, logs messages meant for Dataflow operators ("apitools n
 importing, "No semi_persistent_directory found" when starting). Here logging is set up before
 Beam is imported: our own loggers (`pipelines.*`) print as in the launcher, Beam's are kept out
 unless the launcher was given --verbose. Errors still reach the launcher, which reports them.
+
+Standby workers. A worker spends ~1.5 s importing Beam and our modules before it does any
+work, and the runner starts its workers only once the launcher has built and translated the
+graph. So the launcher starts its workers' processes first (`StandbyWorkers`): each imports
+all that, then waits on a Unix socket in a directory of the run. When the runner starts a
+worker (`python -m pipelines.beam_worker`, with the directory in SHARDSMITH_STANDBY_DIR), that
+short-lived process claims one standby by renaming its socket (atomic: two workers never claim
+the same one), hands it its environment (the runner's control and logging addresses), and
+waits for it to finish, exiting with its code. Without a standby left, it runs the worker
+itself.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
+import threading
+import time
 
 # Set by the launcher for its workers: "1" when the run was given --verbose.
 VERBOSE_ENV = "SHARDSMITH_VERBOSE"
+# Set by the launcher for its workers: the directory of the standby workers' sockets.
+STANDBY_DIR_ENV = "SHARDSMITH_STANDBY_DIR"
+_WAITING = "waiting-"  # a standby's socket, before a worker claims it
+_STARTING = "starting-"  # a standby still importing: holds its pid
+_STARTING_WAIT_S = 60.0
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
@@ -39,7 +61,7 @@ def add_stderr_handler(verbose: bool, level: int) -> logging.Handler:
     return handler
 
 
-def main() -> None:
+def _quiet_logging() -> None:
     verbose = os.environ.get(VERBOSE_ENV) == "1"
     add_stderr_handler(verbose, logging.WARNING)  # holds on to the real stderr
     if not verbose:
@@ -47,10 +69,195 @@ def main() -> None:
         # every in-flight one when the launcher stops). The error goes back to the launcher,
         # which reports it in one line.
         sys.stderr = open(os.devnull, "w")  # for the life of the process
+
+
+def run_worker() -> None:
     from apache_beam.runners.worker import sdk_worker_main
 
     sdk_worker_main.main(sys.argv)
 
 
+def main() -> None:
+    standby_dir = os.environ.get(STANDBY_DIR_ENV)
+    if standby_dir:
+        code = hand_to_standby(standby_dir)
+        if code is not None:
+            sys.exit(code)
+    _quiet_logging()
+    run_worker()
+
+
+# -- standby workers ----------------------------------------------------------------------------
+def _claim(standby_dir: str) -> str | None:
+    """The socket path of a standby this process now owns; None when none is left. A standby
+    still starting (its `starting-` file names a live process) is waited for: it is ahead of a
+    worker that would start from nothing."""
+    deadline = time.monotonic() + _STARTING_WAIT_S
+    while True:
+        try:
+            names = sorted(os.listdir(standby_dir))
+        except OSError:
+            return None
+        for name in names:
+            if not name.startswith(_WAITING):
+                continue
+            claimed = os.path.join(standby_dir, f"claimed-{os.getpid()}-{name[len(_WAITING):]}")
+            try:
+                os.rename(os.path.join(standby_dir, name), claimed)
+            except OSError:
+                continue  # another worker took it first
+            return claimed
+        starting = [n for n in names if n.startswith(_STARTING)]
+        if not any(_alive(os.path.join(standby_dir, n)) for n in starting):
+            return None
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.02)
+
+
+def _alive(pid_file: str) -> bool:
+    try:
+        with open(pid_file) as f:
+            os.kill(int(f.read()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def hand_to_standby(standby_dir: str) -> int | None:
+    """Run this worker in a standby process: its exit code, or None when no standby took it
+    (the caller then runs the worker itself)."""
+    path = _claim(standby_dir)
+    if path is None:
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        try:
+            connection.connect(path)
+            connection.sendall(json.dumps({"env": dict(os.environ)}).encode("utf-8") + b"\n")
+        except OSError:
+            return None  # the standby died before taking the work: do it here
+        reply = b""
+        try:
+            while chunk := connection.recv(64):
+                reply += chunk
+        except OSError:
+            pass
+    # No exit code back: the standby died while working.
+    return int(reply) if reply.strip().isdigit() else 1
+
+
+def _read_request(connection: socket.socket) -> dict:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = connection.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("the worker went away before handing over")
+        data += chunk
+    return json.loads(data)
+
+
+def standby(directory: str, index: str) -> None:
+    """A standby worker: Beam and our modules imported, waiting for its worker's environment.
+    Exits by itself when the launcher that started it is gone."""
+    parent = os.getppid()
+    socket_path = os.path.join(directory, f"{_WAITING}{index}")
+    _quiet_logging()
+    from apache_beam.runners.worker import sdk_worker_main  # noqa: F401  (the slow part)
+
+    import pipelines.transforms  # noqa: F401  (what unpickling our DoFns imports)
+    import pipelines.write  # noqa: F401
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound = os.path.join(directory, f"bound-{index}")  # not claimable yet
+    listener.bind(bound)
+    listener.listen(1)
+    os.rename(bound, socket_path)  # claimable once listening
+    os.unlink(os.path.join(directory, f"{_STARTING}{index}"))
+    listener.settimeout(1.0)
+    while True:
+        try:
+            connection, _ = listener.accept()
+            break
+        except TimeoutError:
+            if os.getppid() != parent:
+                os._exit(0)  # the launcher is gone and nobody claimed this standby
+    listener.close()
+    connection.settimeout(None)
+    try:
+        request = _read_request(connection)
+    except (OSError, ValueError):
+        os._exit(1)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    tempfile.tempdir = None  # TMPDIR is the run's now
+    # The worker that handed over waits on the connection until this one is done; if it is
+    # killed (its runner gave up on it), this one must go too.
+    threading.Thread(target=_exit_when_closed, args=(connection,), daemon=True).start()
+    code = 0
+    try:
+        run_worker()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:
+        code = 1
+    try:
+        connection.sendall(str(code).encode())
+    finally:
+        os._exit(code)
+
+
+def _exit_when_closed(connection: socket.socket) -> None:
+    try:
+        while connection.recv(1):
+            pass
+    except OSError:
+        pass
+    os._exit(1)
+
+
+class StandbyWorkers:
+    """`count` standby worker processes, started now, for a local multi_processing run; the
+    runner's workers take them over (see the module docstring). `env()` is what the launcher
+    adds to its environment for the run; `close()` stops the ones never claimed."""
+
+    def __init__(self, count: int, verbose: bool):
+        self.directory = tempfile.mkdtemp(prefix="shardsmith-standby-")
+        env = dict(os.environ, **{VERBOSE_ENV: "1" if verbose else "0"})
+        self.processes = []
+        for i in range(count):
+            command = [sys.executable, "-m", "pipelines.beam_worker", "--standby"]
+            process = subprocess.Popen(
+                [*command, self.directory, str(i)], env=env, stdin=subprocess.DEVNULL
+            )
+            with open(os.path.join(self.directory, f"{_STARTING}{i}"), "w") as f:
+                f.write(str(process.pid))
+            self.processes.append(process)
+
+    def env(self) -> dict[str, str]:
+        return {STANDBY_DIR_ENV: self.directory}
+
+    def claimed(self) -> int:
+        """How many standbys workers have taken over so far."""
+        return sum(name.startswith("claimed-") for name in os.listdir(self.directory))
+
+    def close(self) -> None:
+        """Stop the standbys no worker claimed; give the others (workers of a run that ended)
+        a few seconds to exit on their own."""
+        claimed = {n.rsplit("-", 1)[1] for n in os.listdir(self.directory) if n.startswith("claimed-")}
+        deadline = time.monotonic() + 5
+        for i, process in enumerate(self.processes):
+            if str(i) not in claimed:
+                process.kill()
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 4 and sys.argv[1] == "--standby":
+        standby(sys.argv[2], sys.argv[3])
+    else:
+        main()

@@ -38,11 +38,17 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
     DirectOptions,
     PipelineOptions,
     StandardOptions,
+    TypeOptions,
     WorkerOptions,
 )
 
 from dataset_format import dtype_for_vocab  # noqa: E402
-from pipelines.beam_worker import VERBOSE_ENV, add_stderr_handler  # noqa: E402
+from pipelines.beam_worker import (  # noqa: E402
+    STANDBY_DIR_ENV,
+    VERBOSE_ENV,
+    StandbyWorkers,
+    add_stderr_handler,
+)
 from pipelines.io import match_inputs  # noqa: E402
 from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
 from pipelines.progress import ProgressDisplay  # noqa: E402
@@ -70,6 +76,12 @@ from pipelines.write import (  # noqa: E402
 LOG = logging.getLogger("pipelines.preprocess")
 # Runner names that mean "run it here with the Python FnApiRunner".
 LOCAL_PYTHON_RUNNERS = ("DirectRunner", "FnApiRunner", "SwitchingDirectRunner")
+# A local run whose input (bytes as listed, compressed or not) is under this runs in the
+# launcher's own process unless --direct_running_mode says otherwise: starting worker processes
+# costs ~2.5 s of wall-clock time (each imports Beam and loads the tokenizer and language model),
+# more than a second core saves on a few MB (the clean + tokenize loop does ~3.6 MB/s per core,
+# and a compressed dump expands ~5x: bench/results/preprocess.md).
+IN_PROCESS_MAX_BYTES = 4 << 20
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -265,8 +277,10 @@ def _import_runner_options(argv: Sequence[str]) -> None:
             ) from None
 
 
-def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
-    """(runner to pass to beam.Pipeline, is it a local Python run)."""
+def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: int | None = None):
+    """(runner to pass to beam.Pipeline, is it a local Python run). A local run is
+    multi_processing over every core, or in this process when `input_bytes` is known and under
+    IN_PROCESS_MAX_BYTES; --direct_running_mode and --direct_num_workers override both."""
     standard = options.view_as(StandardOptions)
     name = standard.runner
     if name in ("DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):
@@ -282,9 +296,11 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str]):
     direct = options.view_as(DirectOptions)
     given = {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}
     if "--direct_running_mode" not in given:
-        direct.direct_running_mode = "multi_processing"
+        small = input_bytes is not None and input_bytes < IN_PROCESS_MAX_BYTES
+        direct.direct_running_mode = "in_memory" if small else "multi_processing"
     if "--direct_num_workers" not in given:
-        direct.direct_num_workers = 0  # 0 = one worker per core
+        # 0 = one worker per core; in this process, one (more would be threads under one GIL)
+        direct.direct_num_workers = 1 if direct.direct_running_mode == "in_memory" else 0
     provision = None
     if direct.direct_running_mode == "multi_processing":
         # Worker processes start with `python -m pipelines.beam_worker`: they must import this
@@ -331,6 +347,12 @@ def worker_count(options: PipelineOptions) -> int:
     if direct.direct_running_mode == "in_memory":
         return 1
     return direct.direct_num_workers or multiprocessing.cpu_count()
+
+
+def where_it_runs(running_mode: str | None, workers: int | None) -> str:
+    if running_mode == "in_memory":
+        return "in this process"
+    return f"{workers} local worker processes"
 
 
 def tokenizer_threads(options: PipelineOptions) -> int:
@@ -470,6 +492,10 @@ def _main(argv: list[str], verbose: bool) -> int:
         _parser([PreprocessOptions]).print_help()
         return 0
     options = PipelineOptions(argv)
+    if not any(arg.split("=", 1)[0].endswith("pipeline_type_check") for arg in argv):
+        # Beam checks declared type hints at each of the graph's ~150 applies (~0.3 s of a
+        # run's start-up); our transforms declare none, so by default it checks nothing.
+        options.view_as(TypeOptions).pipeline_type_check = False
     run_id = uuid.uuid4().hex[:12]
     try:
         unknown = unknown_arguments(argv)
@@ -482,8 +508,7 @@ def _main(argv: list[str], verbose: bool) -> int:
                 f"--append-eod: the {tokenizer.kind} tokenizer has no end-of-document token"
             )
         plan = plan_run(config)
-        runner, local = resolve_runner(options, argv)
-        claim, tokenizer_ref = prepare(plan, tokenizer, run_id)
+        runner, local = resolve_runner(options, argv, plan.input_bytes)
     except (ValueError, FileNotFoundError, FileExistsError, OutputError) as e:
         print(f"preprocess: error: {e}", file=sys.stderr)
         return 2
@@ -491,13 +516,30 @@ def _main(argv: list[str], verbose: bool) -> int:
         output = options.view_as(PreprocessOptions).output or ""
         print(f"preprocess: error: {failure_line(e, output, verbose)}", file=sys.stderr)
         return 2
+    standbys = None
+    if local and options.view_as(DirectOptions).direct_running_mode is None:
+        # multi_processing (resolve_runner has chosen our worker command): the workers'
+        # processes start importing now, while this one saves the tokenizer and builds the graph
+        standbys = StandbyWorkers(worker_count(options), verbose)
     try:
-        return _run(plan, options, runner, local, tokenizer_ref, run_id, verbose)
+        try:
+            claim, tokenizer_ref = prepare(plan, tokenizer, run_id)
+        except (ValueError, FileNotFoundError, FileExistsError, OutputError) as e:
+            print(f"preprocess: error: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:
+            print(f"preprocess: error: {failure_line(e, config.output, verbose)}", file=sys.stderr)
+            return 2
+        try:
+            return _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys)
+        finally:
+            claim.release()
     finally:
-        claim.release()
+        if standbys:
+            standbys.close()
 
 
-def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose) -> int:
+def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=None) -> int:
     """Run the pipeline on a claimed OUTPUT; temporary files are gone when this returns, and
     so is OUTPUT's work area, whether the run succeeded, failed or was sent SIGTERM."""
     config = plan.config
@@ -520,9 +562,11 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose) -> int:
         plan.input_bytes / 1e6,
         config.output,
         config.num_buckets,
-        f"{workers} local workers" if local else run_info["runner"],
+        where_it_runs(running_mode, workers) if local else run_info["runner"],
     )
-    saved_env = {k: os.environ.get(k) for k in ("TMPDIR", "RAYON_NUM_THREADS", VERBOSE_ENV)}
+    saved_env = {
+        k: os.environ.get(k) for k in ("TMPDIR", "RAYON_NUM_THREADS", VERBOSE_ENV, STANDBY_DIR_ENV)
+    }
     saved_tempdir = tempfile.tempdir
     run_tmp = lock_fd = None
     previous_sigterm = None
@@ -538,6 +582,8 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose) -> int:
             # goes under run_tmp, which is deleted whatever way the run ends.
             os.environ["TMPDIR"] = tempfile.tempdir = run_tmp
             os.environ[VERBOSE_ENV] = "1" if verbose else "0"
+            if standbys:
+                os.environ.update(standbys.env())
             if workers and workers > 1:
                 # Each worker process is one core's worth of work: keep tokenizers' own thread
                 # pools from multiplying that.

@@ -375,12 +375,18 @@ def without_padding_and_truncation(tokenizer_json: str) -> tuple[str, dict[str, 
     The JSON comes back unchanged (same bytes, same sha256) when it had neither.
     """
     spec = json.loads(tokenizer_json)
-    disabled = {key: spec[key] for key in _SEQUENCE_LENGTH_SETTINGS if spec.get(key)}
+    disabled = _switch_off_sequence_settings(spec)
     if not disabled:
         return tokenizer_json, {}
+    return json.dumps(spec, ensure_ascii=False), disabled
+
+
+def _switch_off_sequence_settings(spec: dict) -> dict[str, dict]:
+    """Set `spec`'s padding and truncation to None; returns the settings it had."""
+    disabled = {key: spec[key] for key in _SEQUENCE_LENGTH_SETTINGS if spec.get(key)}
     for key in disabled:
         spec[key] = None
-    return json.dumps(spec, ensure_ascii=False), disabled
+    return disabled
 
 
 class TextTokenizer:
@@ -395,8 +401,12 @@ class TextTokenizer:
     def __init__(self, tokenizer_json: str) -> None:
         # Facts only, from the JSON: the Rust tokenizer is built on first use, in the process
         # that uses it.
-        tokenizer_json, self.disabled = without_padding_and_truncation(tokenizer_json)
+        # One parse: a GPT-2 tokenizer's JSON is 2 MB, and this runs in the launcher and in
+        # every worker (as without_padding_and_truncation, which parses it on its own).
         spec = json.loads(tokenizer_json)
+        self.disabled = _switch_off_sequence_settings(spec)
+        if self.disabled:
+            tokenizer_json = json.dumps(spec, ensure_ascii=False)
         self._json = tokenizer_json
         self.kind: str = _model_kind(spec)
         token_ids = _token_ids(spec)

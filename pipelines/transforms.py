@@ -135,7 +135,11 @@ class TokenizerRef:
         if "://" not in url:
             directory, name = os.path.split(os.path.abspath(url))
         OutputDir(directory).write_bytes(name, tokenizer.to_json().encode("utf-8"))
-        return cls.describe(tokenizer, url if "://" in url else os.path.abspath(url))
+        ref = cls.describe(tokenizer, url if "://" in url else os.path.abspath(url))
+        # The file holds this tokenizer's JSON: a run in this process uses it as loaded.
+        with _TOKENIZERS_LOCK:
+            _TOKENIZERS.setdefault((ref.url, ref.sha256), tokenizer)
+        return ref
 
     def read_json(self) -> bytes:
         """The file's bytes, checked against the sha256 recorded when the run started."""
