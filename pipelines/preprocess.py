@@ -38,7 +38,6 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
     DirectOptions,
     PipelineOptions,
     StandardOptions,
-    TypeOptions,
     WorkerOptions,
 )
 
@@ -492,10 +491,6 @@ def _main(argv: list[str], verbose: bool) -> int:
         _parser([PreprocessOptions]).print_help()
         return 0
     options = PipelineOptions(argv)
-    if not any(arg.split("=", 1)[0].endswith("pipeline_type_check") for arg in argv):
-        # Beam checks declared type hints at each of the graph's ~150 applies (~0.3 s of a
-        # run's start-up); our transforms declare none, so by default it checks nothing.
-        options.view_as(TypeOptions).pipeline_type_check = False
     run_id = uuid.uuid4().hex[:12]
     try:
         unknown = unknown_arguments(argv)
