@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from pipelines.dedup import DedupConfig
-from pipelines.dedup.components import _StarCheckFn, _StarStepFn, large_star, small_star
+from pipelines.dedup.components import (
+    LEAF,
+    _SettleFn,
+    _StarCheckFn,
+    _StarStepFn,
+    large_star,
+    small_star,
+)
 from pipelines.dedup.shingles import pack_set, shingle_set
 from pipelines.dedup.transforms import (
     RECEIVES,
@@ -117,6 +124,7 @@ SHINGLES = pack_set(shingle_set(_paragraph_pool()[0][:400]))
         (lambda: _StarStepFn(large_star, 1, False), lambda i: _node(i + 1)),
         (lambda: _StarStepFn(small_star, 1, True), _node),
         (lambda: _StarCheckFn(4), lambda i: _node(i + 10**6)),
+        (_SettleFn, lambda i: None if i == 0 else (LEAF, _node(i + 10**6))),
         (
             lambda: _VerifyFn(0.8),
             lambda i: ("own", (_node(0), SHINGLES)) if i == 0 else ("in", (_node(i), SHINGLES)),
@@ -128,6 +136,7 @@ SHINGLES = pack_set(shingle_set(_paragraph_pool()[0][:400]))
         "large-star",
         "small-star",
         "star-check",
+        "settle-star",
         "verify",
     ],
 )
