@@ -36,8 +36,10 @@ import numpy as np  # noqa: E402
 from apache_beam.options.pipeline_options import (  # noqa: E402
     DebugOptions,
     DirectOptions,
+    GoogleCloudOptions,
     PipelineOptions,
     StandardOptions,
+    TestOptions,
     WorkerOptions,
 )
 
@@ -463,6 +465,17 @@ def failure_line(error: BaseException, output: str, verbose: bool) -> str:
     return f"{last}{more}"
 
 
+def _not_finished_line(options: PipelineOptions, output: str) -> str:
+    """What a run that returned without a finished set did: Dataflow's --dry_run and
+    --template_location submit nothing."""
+    if str(options.view_as(TestOptions).dry_run).lower() == "true":  # a string option
+        return "dry run: the job was built and nothing was submitted"
+    template = options.view_as(GoogleCloudOptions).template_location
+    if template:
+        return f"job template written to {template}; nothing was submitted"
+    return f"submitted; stats.json will appear in {output}"
+
+
 def _remove_work_area(output: str) -> None:
     try:
         OutputDir(output).child(WORK_DIR).delete_tree()
@@ -625,7 +638,7 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
             os.close(lock_fd)
     stats = _read_stats(config.output)
     if stats is None:  # a remote runner that returned before the job finished
-        print(f"preprocess: submitted; stats.json will appear in {config.output}", file=sys.stderr)
+        print(f"preprocess: {_not_finished_line(options, config.output)}", file=sys.stderr)
         return 0
     _remove_work_area(config.output)  # what is left: spill files of retried bundles
     print(format_report(stats))

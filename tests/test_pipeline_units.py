@@ -288,3 +288,17 @@ def test_help_lists_our_options_and_points_to_beams(capsys):
     assert main(["--help"]) == 0
     text = capsys.readouterr().out
     assert "--shard-tokens" in text and "--no-dedup" in text and "--direct_num_workers" in text
+
+
+def test_a_run_that_submitted_nothing_says_so():
+    # Dataflow's --dry_run and --template_location return without a job; "submitted" was wrong.
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.preprocess import _not_finished_line
+
+    def line(*argv):
+        return _not_finished_line(PipelineOptions(list(argv)), "gs://b/out")
+
+    assert line("--dry_run=True") == "dry run: the job was built and nothing was submitted"
+    assert "nothing was submitted" in line("--template_location=gs://b/t")
+    assert line() == line("--dry_run=False") == "submitted; stats.json will appear in gs://b/out"
