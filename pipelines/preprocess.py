@@ -505,38 +505,32 @@ def _main(argv: list[str], verbose: bool) -> int:
         return 0
     options = PipelineOptions(argv)
     run_id = uuid.uuid4().hex[:12]
-    try:
-        unknown = unknown_arguments(argv)
-        if unknown:
-            raise ValueError(f"unknown option(s): {', '.join(unknown)}")
-        config = PreprocessConfig.from_options(options)
-        tokenizer = load_tokenizer(config.tokenizer, lowercase=config.lowercase)
-        if config.append_eod and "eod" not in tokenizer.special_ids:
-            raise ValueError(
-                f"--append-eod: the {tokenizer.kind} tokenizer has no end-of-document token"
-            )
-        plan = plan_run(config)
-        runner, local = resolve_runner(options, argv, plan.input_bytes)
-    except (ValueError, FileNotFoundError, FileExistsError, OutputError) as e:
-        print(f"preprocess: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        output = options.view_as(PreprocessOptions).output or ""
-        print(f"preprocess: error: {failure_line(e, output, verbose)}", file=sys.stderr)
-        return 2
     standbys = None
-    if local and options.view_as(DirectOptions).direct_running_mode is None:
-        # multi_processing (resolve_runner has chosen our worker command): the workers'
-        # processes start importing now, while this one saves the tokenizer and builds the graph
-        standbys = StandbyWorkers(worker_count(options), verbose)
     try:
         try:
+            unknown = unknown_arguments(argv)
+            if unknown:
+                raise ValueError(f"unknown option(s): {', '.join(unknown)}")
+            config = PreprocessConfig.from_options(options)
+            plan = plan_run(config)
+            runner, local = resolve_runner(options, argv, plan.input_bytes)
+            if local and options.view_as(DirectOptions).direct_running_mode is None:
+                # multi_processing (resolve_runner chose our worker command): the workers'
+                # processes import Beam now, while this one loads the tokenizer and builds the
+                # graph
+                standbys = StandbyWorkers(worker_count(options), verbose)
+            tokenizer = load_tokenizer(config.tokenizer, lowercase=config.lowercase)
+            if config.append_eod and "eod" not in tokenizer.special_ids:
+                raise ValueError(
+                    f"--append-eod: the {tokenizer.kind} tokenizer has no end-of-document token"
+                )
             claim, tokenizer_ref = prepare(plan, tokenizer, run_id)
         except (ValueError, FileNotFoundError, FileExistsError, OutputError) as e:
             print(f"preprocess: error: {e}", file=sys.stderr)
             return 2
         except OSError as e:
-            print(f"preprocess: error: {failure_line(e, config.output, verbose)}", file=sys.stderr)
+            output = options.view_as(PreprocessOptions).output or ""
+            print(f"preprocess: error: {failure_line(e, output, verbose)}", file=sys.stderr)
             return 2
         try:
             return _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys)
