@@ -382,8 +382,8 @@ def render(
     lines += [
         "",
         f"Share of a core each working process got, CPU s / (wall s x processes): {shares}. "
-        "The machine is shared, so wall-clock figures mostly measure the other jobs; the MB "
-        "per CPU-second column is the comparison.",
+        "On a shared machine the wall-clock figures measure the other jobs too; the MB per "
+        "CPU-second column is the robust comparison.",
         "",
         "Ratios (same run), pipeline against each contender:",
         "",

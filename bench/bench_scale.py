@@ -70,14 +70,18 @@ def build_file(path: Path, pool: list[str], target_bytes: int) -> dict:
     return {"documents": documents, "text_bytes": written, "file_bytes": path.stat().st_size}
 
 
-def _is_worker(process: psutil.Process) -> bool:
+def _worker_kind(process: psutil.Process) -> str | None:
+    """"standby", "worker" or None (not a worker process)."""
     try:
         command, name = " ".join(process.cmdline()), process.name()
     except psutil.Error:
-        return False
+        return None
     # our local runs start workers as `python -m pipelines.beam_worker` (Beam's own entry point
-    # is sdk_worker_main); the `/bin/sh -c` wrapper around one is not a worker
-    return name != "sh" and ("pipelines.beam_worker" in command or "sdk_worker_main" in command)
+    # is sdk_worker_main); the `/bin/sh -c` wrapper around one is not a worker. A worker that
+    # handed its work to a standby (`--standby`, started by the launcher) only waits for it.
+    if name == "sh" or not ("pipelines.beam_worker" in command or "sdk_worker_main" in command):
+        return None
+    return "standby" if "--standby" in command else "worker"
 
 
 def run_pipeline(corpus: Path, out: Path, workers: int, task_bytes: str) -> dict:
@@ -93,7 +97,7 @@ def run_pipeline(corpus: Path, out: Path, workers: int, task_bytes: str) -> dict
     root = psutil.Process(launcher.pid)
     cpu: dict[int, float] = {}  # pid -> last seen user+system CPU seconds
     rss: dict[int, int] = {}  # pid -> peak RSS
-    worker_pids: set[int] = set()
+    kinds: dict[int, str | None] = {}
     while launcher.poll() is None:
         try:
             tree = [root, *root.children(recursive=True)]
@@ -105,8 +109,8 @@ def run_pipeline(corpus: Path, out: Path, workers: int, task_bytes: str) -> dict
                     times = process.cpu_times()
                     cpu[process.pid] = times.user + times.system
                     rss[process.pid] = max(rss.get(process.pid, 0), process.memory_info().rss)
-                if process.pid not in worker_pids and _is_worker(process):
-                    worker_pids.add(process.pid)
+                if process.pid not in kinds:
+                    kinds[process.pid] = _worker_kind(process)
             except psutil.Error:
                 continue
         time.sleep(0.1)
@@ -119,6 +123,9 @@ def run_pipeline(corpus: Path, out: Path, workers: int, task_bytes: str) -> dict
                         "")
     metrics = {k: int(v.replace(",", "")) for k, v in
                re.findall(r"(\w+)=([\d,]+)", metrics_line)}
+    # the standbys did the work when there were any; else the workers the runner started
+    kind = "standby" if "standby" in kinds.values() else "worker"
+    worker_pids = [pid for pid, k in kinds.items() if k == kind and pid in cpu]
     workers_cpu = sorted((cpu[p] for p in worker_pids), reverse=True)
     return {
         "wall_s": wall,
