@@ -161,6 +161,9 @@ def standby(directory: str, index: str) -> None:
     Exits by itself when the launcher that started it is gone."""
     parent = os.getppid()
     socket_path = os.path.join(directory, f"{_WAITING}{index}")
+    starting = os.path.join(directory, f"{_STARTING}{index}")
+    with open(starting, "w") as f:  # workers that come while this one imports wait for it
+        f.write(str(os.getpid()))
     _quiet_logging()
     from apache_beam.runners.worker import sdk_worker_main  # noqa: F401  (the slow part)
 
@@ -172,7 +175,7 @@ def standby(directory: str, index: str) -> None:
     listener.bind(bound)
     listener.listen(1)
     os.rename(bound, socket_path)  # claimable once listening
-    os.unlink(os.path.join(directory, f"{_STARTING}{index}"))
+    os.unlink(starting)
     listener.settimeout(1.0)
     while True:
         try:
@@ -226,12 +229,11 @@ class StandbyWorkers:
         self.processes = []
         for i in range(count):
             command = [sys.executable, "-m", "pipelines.beam_worker", "--standby"]
-            process = subprocess.Popen(
-                [*command, self.directory, str(i)], env=env, stdin=subprocess.DEVNULL
+            self.processes.append(
+                subprocess.Popen(
+                    [*command, self.directory, str(i)], env=env, stdin=subprocess.DEVNULL
+                )
             )
-            with open(os.path.join(self.directory, f"{_STARTING}{i}"), "w") as f:
-                f.write(str(process.pid))
-            self.processes.append(process)
 
     def env(self) -> dict[str, str]:
         return {STANDBY_DIR_ENV: self.directory}
@@ -243,7 +245,8 @@ class StandbyWorkers:
     def close(self) -> None:
         """Stop the standbys no worker claimed; give the others (workers of a run that ended)
         a few seconds to exit on their own."""
-        claimed = {n.rsplit("-", 1)[1] for n in os.listdir(self.directory) if n.startswith("claimed-")}
+        names = os.listdir(self.directory)
+        claimed = {name.rsplit("-", 1)[1] for name in names if name.startswith("claimed-")}
         deadline = time.monotonic() + 5
         for i, process in enumerate(self.processes):
             if str(i) not in claimed:

@@ -50,7 +50,9 @@ def test_a_standby_runs_the_handed_over_work_and_returns_its_exit_code(tmp_path,
     directory.mkdir()
     env = dict(os.environ, PYTHONPATH=str(REPO))
     process = subprocess.Popen([sys.executable, str(probe), str(directory), "0"], env=env)
-    (directory / "starting-0").write_text(str(process.pid))
+    while not any(directory.iterdir()):  # the standby says it is starting, first thing
+        assert process.poll() is None
+        time.sleep(0.01)
     out = tmp_path / "out.json"
     run_tmp = tmp_path / "run-tmp"
     run_tmp.mkdir()
