@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:-out/demo}
 mkdir -p "$OUT"
-# Beam's DirectRunner, all cores, multi_processing: the default of pipelines.preprocess.
+# Beam's DirectRunner as pipelines.preprocess picks it: these inputs are under 4 MB, so each run
+# stays in its own process (--direct_running_mode multi_processing would start one worker per core).
 
 echo "== 1/7 train a byte-level BPE tokenizer on the demo books"
 "$PY" -m pipelines.train_tokenizer --kind byte-level-bpe --source books \
