@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import tracemalloc
+import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +57,7 @@ from pipelines.dedup.minhash import MinHasher, permutation_parameters  # noqa: E
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, ReadDocuments, document_to_row  # noqa: E402
 from pipelines.dedup.shingles import ShingleBatch, pack_set, shingle_batch  # noqa: E402
 from pipelines.dedup.transforms import (  # noqa: E402
+    COMPRESS_MIN_CHARS,
     RECEIVES,
     _ApplyFn,
     _BucketEdgesFn,
@@ -64,6 +66,7 @@ from pipelines.dedup.transforms import (  # noqa: E402
     _FeaturesFn,
     _KeepSmallestFn,
     _PairShinglesFn,
+    _row_doc,
     _VerifyFn,
 )
 from pipelines.document import Document  # noqa: E402
@@ -195,6 +198,43 @@ def print_shuffle(shuffles: dict[int, dict]) -> None:
             f"| {scale}x | {summary['input_text_bytes'] / 1e6:.1f} "
             f"| {summary['shuffle_bytes'] / 1e6:.1f} | **{summary['shuffle_ratio']:.2f}x** | {cells} |"
         )
+
+
+def apply_compression_cpu(docs: list[Document]) -> float:
+    """CPU seconds apply's rows spend compressing and decompressing these documents' texts."""
+    started = time.process_time()
+    for doc in docs:
+        _row_doc(doc.id, _doc_row(doc))
+    return time.process_time() - started
+
+
+def print_codecs(docs: list[Document]) -> None:
+    """The codecs apply could use, on the texts it would compress: size ratio and CPU a MB."""
+    texts = [d.text.encode("utf-8") for d in docs if len(d.text) >= COMPRESS_MIN_CHARS]
+    megabytes = sum(map(len, texts)) / 1e6
+    zstd, lz4 = pa.Codec("zstd", compression_level=1), pa.Codec("lz4_raw")
+    codecs = {
+        "zlib level 1 (stdlib)": (lambda b: zlib.compress(b, 1), lambda c, n: zlib.decompress(c)),
+        "zstd level 1 (pyarrow; used)": (
+            lambda b: zstd.compress(b, asbytes=True),
+            lambda c, n: zstd.decompress(c, decompressed_size=n, asbytes=True),
+        ),
+        "lz4 (pyarrow)": (
+            lambda b: lz4.compress(b, asbytes=True),
+            lambda c, n: lz4.decompress(c, decompressed_size=n, asbytes=True),
+        ),
+    }
+    print(f"\n{len(texts):,} texts, {megabytes:.1f} MB, compressed one by one:\n")
+    print("| codec | size ratio | compress + decompress, CPU ms per MB |")
+    print("|---|---|---|")
+    for name, (compress, decompress) in codecs.items():
+        started = time.process_time()
+        packed = [compress(t) for t in texts]
+        for p, t in zip(packed, texts):
+            decompress(p, len(t))
+        cpu = time.process_time() - started
+        ratio = megabytes * 1e6 / sum(map(len, packed))
+        print(f"| {name} | {ratio:.2f}x | {1000 * cpu / megabytes:.1f} |")
 
 
 def scaled_corpus(scale: int) -> list[Document]:
@@ -372,11 +412,22 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.shuffle_only:
-        shuffles = {}
+        shuffles, costs = {}, {}
         for scale in args.scales:
+            docs = scaled_corpus(scale)
             with tempfile.TemporaryDirectory() as tmp:
-                _, shuffles[scale] = _run_stage(_write_parquet(scaled_corpus(scale), tmp), [])
+                pattern = _write_parquet(docs, tmp)
+                cpu = time.process_time()
+                _, shuffles[scale] = _run_stage(pattern, [])
+                costs[scale] = (time.process_time() - cpu, apply_compression_cpu(docs))
         print_shuffle(shuffles)
+        print(
+            "\n| corpus | stage CPU s (one process) | apply's zstd, compress + decompress, CPU s | share |"
+        )
+        print("|---|---|---|---|")
+        for scale, (stage, codec_cpu) in costs.items():
+            print(f"| {scale}x | {stage:.1f} | {codec_cpu:.2f} | {codec_cpu / stage:.1%} |")
+        print_codecs(scaled_corpus(1))
         return
 
     rows = bench_signatures(args.docs, args.reps)

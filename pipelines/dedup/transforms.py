@@ -23,7 +23,7 @@ no step gathers documents, signatures or edges on one worker):
            -> ConnectedComponents (large-star/small-star) -> (member, smallest member)
     apply: GroupByKey(id) of documents with their decisions -> kept / Reject / ClusterMember
 
-The text crosses a shuffle once, in apply; the steps before it move ids, 16-byte fingerprints
+The text crosses a shuffle once, in apply (zstd-compressed); the steps before it move ids, 16-byte fingerprints
 and band hashes, and shingle sets only of documents in a candidate pair (a hot bucket's centre
 receives its members' sets and sends its own once). `dedup_shuffle_bytes_<stage>` counts what
 each stage moves (bench/results/dedup.md: bytes shuffled per input byte).
@@ -35,6 +35,7 @@ favour of one that an earlier step had already removed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -311,10 +312,39 @@ class _VerifyFn(beam.DoFn):
         self._counts.drain()
 
 
+# Texts of this many characters or more cross apply's shuffle zstd-compressed (level 1, through
+# pyarrow, which the pipelines already depend on: ~2x smaller for prose at ~9 ms of CPU a MB,
+# a third of zlib's cost for the same ratio; bench/results/dedup.md). Below it the frame and a
+# short text's poor ratio would save next to nothing. Beam's coders do not compress, and the
+# text is most of what dedup shuffles.
+COMPRESS_MIN_CHARS = 256
+
+
+@functools.cache
+def _zstd():
+    import pyarrow  # imported here: only runs with dedup pay for it
+
+    return pyarrow.Codec("zstd", compression_level=1)
+
+
 def _doc_row(doc: Document) -> tuple:
     """A Document as a plain tuple for the apply shuffle, less its id, which is the key (a
-    dataclass would be pickled with its class and field names, ~130 bytes a document)."""
-    return doc.source, doc.text, doc.url, doc.title, dict(doc.meta)
+    dataclass would be pickled with its class and field names, ~130 bytes a document); a long
+    text as (UTF-8 size, zstd bytes), a short one as the str."""
+    text = doc.text
+    if len(text) >= COMPRESS_MIN_CHARS:
+        raw = text.encode("utf-8")
+        text = (len(raw), _zstd().compress(raw, asbytes=True))
+    return doc.source, text, doc.url, doc.title, dict(doc.meta)
+
+
+def _row_doc(doc_id: str, row: tuple) -> Document:
+    """_doc_row's inverse."""
+    source, text, *rest = row
+    if isinstance(text, tuple):
+        size, packed = text
+        text = _zstd().decompress(packed, decompressed_size=size, asbytes=True).decode("utf-8")
+    return Document(doc_id, source, text, *rest)
 
 
 class _ApplyFn(beam.DoFn):
@@ -329,7 +359,7 @@ class _ApplyFn(beam.DoFn):
         docs, decisions, rejects, match = [], {}, [], None
         for tag, value in values:
             if tag == "doc":
-                docs.append(Document(doc_id, *value))
+                docs.append(_row_doc(doc_id, value))
             elif tag == "dec":
                 decisions[value.reason] = value
             elif tag == "rej":
