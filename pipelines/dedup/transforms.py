@@ -23,9 +23,9 @@ no step gathers documents, signatures or edges on one worker):
            -> ConnectedComponents (large-star/small-star) -> (member, smallest member)
     apply: GroupByKey(id) of documents with their decisions -> kept / Reject / ClusterMember
 
-The text crosses a shuffle once, in apply (zstd-compressed); the steps before it move ids, 16-byte fingerprints
-and band hashes, and shingle sets only of documents in a candidate pair (a hot bucket's centre
-receives its members' sets and sends its own once). `dedup_shuffle_bytes_<stage>` counts what
+The text crosses a shuffle once, in apply (zstd-compressed); the steps before it move ids,
+16-byte fingerprints and band hashes, and shingle sets only of documents in a candidate pair (a
+hot bucket's centre receives its members' sets and sends its own once). `dedup_shuffle_bytes_<stage>` counts what
 each stage moves (bench/results/dedup.md: bytes shuffled per input byte).
 
 Each step sees only the documents the steps before it kept, so no document is removed in
@@ -313,7 +313,7 @@ class _VerifyFn(beam.DoFn):
 
 
 # Texts of this many characters or more cross apply's shuffle zstd-compressed (level 1, through
-# pyarrow, which the pipelines already depend on: ~2x smaller for prose at ~9 ms of CPU a MB,
+# pyarrow, which the pipelines already depend on: ~2x smaller for prose at ~10 ms of CPU a MB,
 # a third of zlib's cost for the same ratio; bench/results/dedup.md). Below it the frame and a
 # short text's poor ratio would save next to nothing. Beam's coders do not compress, and the
 # text is most of what dedup shuffles.
