@@ -25,8 +25,9 @@ no step gathers documents, signatures or edges on one worker):
 
 The text crosses a shuffle once, in apply (zstd-compressed); the steps before it move ids,
 16-byte fingerprints and band hashes, and shingle sets only of documents in a candidate pair (a
-hot bucket's centre receives its members' sets and sends its own once). `dedup_shuffle_bytes_<stage>` counts what
-each stage moves (bench/results/dedup.md: bytes shuffled per input byte).
+hot bucket's centre receives its members' sets and sends its own once).
+`dedup_shuffle_bytes_<stage>` counts what each stage moves (bench/results/dedup.md: bytes
+shuffled per input byte).
 
 Each step sees only the documents the steps before it kept, so no document is removed in
 favour of one that an earlier step had already removed.
