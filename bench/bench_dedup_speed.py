@@ -68,6 +68,7 @@ from pipelines.dedup.transforms import (  # noqa: E402
     _PairShinglesFn,
     _row_doc,
     _VerifyFn,
+    _zstd,
 )
 from pipelines.document import Document  # noqa: E402
 from pipelines.stats import shuffle_summary  # noqa: E402
@@ -212,7 +213,7 @@ def print_codecs(docs: list[Document]) -> None:
     """The codecs apply could use, on the texts it would compress: size ratio and CPU a MB."""
     texts = [d.text.encode("utf-8") for d in docs if len(d.text) >= COMPRESS_MIN_CHARS]
     megabytes = sum(map(len, texts)) / 1e6
-    zstd, lz4 = pa.Codec("zstd", compression_level=1), pa.Codec("lz4_raw")
+    zstd, lz4 = _zstd(), pa.Codec("lz4_raw")  # zstd: the very codec apply uses
     codecs = {
         "zlib level 1 (stdlib)": (lambda b: zlib.compress(b, 1), lambda c, n: zlib.decompress(c)),
         "zstd level 1 (pyarrow; used)": (
@@ -412,9 +413,9 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.shuffle_only:
-        shuffles, costs = {}, {}
+        shuffles, costs, corpora = {}, {}, {}
         for scale in args.scales:
-            docs = scaled_corpus(scale)
+            docs = corpora[scale] = scaled_corpus(scale)
             with tempfile.TemporaryDirectory() as tmp:
                 pattern = _write_parquet(docs, tmp)
                 cpu = time.process_time()
@@ -427,7 +428,7 @@ def main() -> None:
         print("|---|---|---|---|")
         for scale, (stage, codec_cpu) in costs.items():
             print(f"| {scale}x | {stage:.1f} | {codec_cpu:.2f} | {codec_cpu / stage:.1%} |")
-        print_codecs(scaled_corpus(1))
+        print_codecs(corpora[args.scales[0]])
         return
 
     rows = bench_signatures(args.docs, args.reps)
