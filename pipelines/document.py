@@ -38,6 +38,10 @@ class Failure:
     location: str  # file path plus an offset, page id or line number
     reason: str  # short machine-readable reason, the key it is counted under
     detail: str = ""
+    # Set when reading the task's input stopped here for good: the offset into the task's input
+    # after which nothing was read (0 when the whole input counts as lost, as for a stream cut
+    # short, whose missing tail cannot be measured). None: one record failed, reading went on.
+    lost_from: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,9 @@ once with their bundle).
 Counter names:
     docs_read, bytes_read, read_failures, tasks_read,
     empty_tasks                                         what the sources produced
+    input_bytes, input_bytes_lost,
+    input_bytes_lost<TAB><reason><TAB><location>        input read, and lost where a file broke
+                                                        off (`input_loss_counts`)
     dropped_<reason>                                    a filter or dedup Reject
     failed_<reason>                                     a Failure (unparseable record, a stage error)
     docs_written, sequences_written, tokens_written,
@@ -17,6 +20,10 @@ Counter names:
 
 The identity checked at the end (`read` counts documents plus records that could not be read):
     read = docs_read + read_failures = written + sum(dropped) + sum(failed)
+
+A record count cannot see what a file that broke off would have held (a gzip cut in half is one
+failure, whatever followed the cut), so `--max-failure-rate` also bounds the share of input
+bytes lost: those after a fault no reader could get past (`Failure.lost_from`).
 """
 
 from __future__ import annotations
@@ -27,11 +34,16 @@ from collections.abc import Iterable, Mapping
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from pipelines.document import Failure
+
 NAMESPACE = "pipelines"
 DROPPED = "dropped_"
 FAILED = "failed_"
 SHUFFLE_PREFIX = "dedup_shuffle_bytes_"
 DEDUP_INPUT_BYTES = "dedup_input_bytes"
+INPUT_BYTES = "input_bytes"
+INPUT_BYTES_LOST = "input_bytes_lost"
+_LOST_IN = INPUT_BYTES_LOST + "\t"  # + reason + "\t" + location: one key per broken file
 # Fraction of records that may fail to parse before the run is declared failed. Truncated files
 # and the odd bad record are normal in web-scale inputs; more than 1% usually means a wrong
 # --source or a broken input, which must not pass quietly.
@@ -95,6 +107,25 @@ class MergeCounts(beam.CombineFn):
         return dict(sorted(accumulator.items()))
 
 
+def input_loss_counts(failure: Failure, task_input_bytes: int) -> dict[str, int]:
+    """The counts of input bytes a Failure lost: those of its task after `lost_from`, in all and
+    under the failed file's name and reason (none for the failure of one record)."""
+    if failure.lost_from is None:
+        return {}
+    lost = max(task_input_bytes - failure.lost_from, 0)
+    return {INPUT_BYTES_LOST: lost, f"{_LOST_IN}{failure.reason}\t{failure.location}": lost}
+
+
+def broken_files(counts: Mapping[str, int]) -> list[dict]:
+    """Each file that broke off: its name, the reason and the input bytes lost, most first."""
+    files = []
+    for key, lost in counts.items():
+        if key.startswith(_LOST_IN):
+            reason, location = key[len(_LOST_IN) :].split("\t", 1)
+            files.append({"file": location, "reason": reason, "bytes_lost": int(lost)})
+    return sorted(files, key=lambda f: (-f["bytes_lost"], f["file"]))
+
+
 def _by_prefix(counts: Mapping[str, int], prefix: str) -> dict[str, int]:
     return {k[len(prefix) :]: int(v) for k, v in sorted(counts.items()) if k.startswith(prefix)}
 
@@ -125,6 +156,8 @@ def build_stats(
     documents_read = int(counts.get("docs_read", 0))
     read = documents_read + int(counts.get("read_failures", 0))
     written = int(counts.get("docs_written", 0))
+    input_bytes = int(counts.get(INPUT_BYTES, 0))
+    input_bytes_lost = int(counts.get(INPUT_BYTES_LOST, 0))
     dropped_total, failed_total = sum(dropped.values()), sum(failed.values())
     stats = {
         "read": read,
@@ -136,6 +169,10 @@ def build_stats(
         "failed": failed,
         "failure_rate": (failed_total / read) if read else 0.0,
         "max_failure_rate": max_failure_rate,
+        "input_bytes": input_bytes,
+        "input_bytes_lost": input_bytes_lost,
+        "input_loss_rate": (input_bytes_lost / input_bytes) if input_bytes else 0.0,
+        "files_broken_off": broken_files(counts),
         "documents_read": documents_read,
         "unreadable_records": int(counts.get("read_failures", 0)),
         "bytes_read": int(counts.get("bytes_read", 0)),
@@ -168,6 +205,18 @@ def check_stats(stats: Mapping) -> None:
             f"{stats['tasks_cut_short']} read task(s) ended early on an unexpected reader error "
             "(failed_read_error; the logs name the input and the error): the records after it "
             "were not read, so the account cannot be complete. Fix or remove those inputs"
+        )
+    if stats.get("input_loss_rate", 0.0) > stats["max_failure_rate"]:
+        files = stats["files_broken_off"]
+        named = ", ".join(f"{f['file']} ({f['reason']}, {f['bytes_lost']:,} bytes)" for f in files[:3])
+        more = f" and {len(files) - 3} more" if len(files) > 3 else ""
+        raise AccountError(
+            f"{len(files)} input file(s) broke off: {named}{more}; "
+            f"{stats['input_bytes_lost']:,} of {stats['input_bytes']:,} input bytes count as "
+            "lost (a stream cut short whole, corrupt data from the fault on) "
+            f"({stats['input_loss_rate']:.2%} > --max-failure-rate "
+            f"{stats['max_failure_rate']:.2%}). Replace those files, or raise --max-failure-rate "
+            "to accept the loss"
         )
     if stats["failure_rate"] > stats["max_failure_rate"]:
         worst = sorted(stats["failed"].items(), key=lambda kv: -kv[1])[:3]

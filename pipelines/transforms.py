@@ -26,7 +26,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines import progress as progress_lib
 from pipelines.document import Document, Failure, ReadTask, Reject
-from pipelines.stats import DROPPED, FAILED, BundleCounts
+from pipelines.stats import DROPPED, FAILED, INPUT_BYTES, BundleCounts, input_loss_counts
 
 LOG = logging.getLogger(__name__)
 # Every failure is counted; the first ones of each process are logged one by one, then one
@@ -216,8 +216,10 @@ class ReadDoFn(_CountingDoFn):
     def process(self, task: ReadTask) -> Iterator:
         records = 0
         text_bytes, bound = 0, float("inf")
+        input_bytes = task_input_bytes(task)
+        self.counts.inc(INPUT_BYTES, input_bytes)
         if self.max_expansion > 0:
-            bound = expansion_bound(task_input_bytes(task), self.max_expansion)
+            bound = expansion_bound(input_bytes, self.max_expansion)
         try:
             for record in self.source.read(task):
                 records += 1
@@ -246,6 +248,8 @@ class ReadDoFn(_CountingDoFn):
                     yield record
                 else:
                     self.counts.inc("read_failures")
+                    for name, lost in input_loss_counts(record, input_bytes).items():
+                        self.counts.inc(name, lost)
                     yield from self._fail(record, self.keep_failures)
         except Exception as error:  # a reader bug must not end a long run: count it, go on
             records += 1
@@ -254,8 +258,9 @@ class ReadDoFn(_CountingDoFn):
             # run fails at the end (stats.check_stats) rather than report a false account.
             self.counts.inc("read_tasks_cut_short")
             yield from self._fail(_stage_error(_where(task), "read", error), self.keep_failures)
-        if records == 0:
-            # Nothing to account for, but an empty file is usually a mistake worth seeing.
+        if records == 0 and task.start == 0 and task.end < 0:
+            # Nothing to account for, but an empty file is usually a mistake worth seeing (a
+            # range of a split file may hold no record start: a longer record owns it).
             LOG.warning("%s: no records (an empty input)", _where(task))
             self.counts.inc("empty_tasks")
         self.counts.inc("tasks_read")

@@ -66,9 +66,11 @@ class InputError(Exception):
 
     reason = "unreadable_file"
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, input_offset: int | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
+        # compressed bytes of the stream read before the fault, where the decompressor knows it
+        self.input_offset = input_offset
 
 
 class TruncatedInputError(InputError):
@@ -93,21 +95,34 @@ class ArchiveError(InputError):
     inside the member (a corrupt nested .xz, a nested tar that broke) by the location."""
 
     def __init__(self, cause: InputError, location: str) -> None:
-        super().__init__(cause.detail)
+        super().__init__(cause.detail, cause.input_offset)
         self.reason = cause.reason
         self.location = location
 
 
-def failure(location: str, reason: str, detail: str = "") -> Failure:
+def failure(location: str, reason: str, detail: str = "", lost_from: int | None = None) -> Failure:
     """A Failure, logged: every skip a source makes is both counted and visible in the log. Its
-    location and detail go through printable_name (a path may hold a non-UTF-8 byte)."""
+    location and detail go through printable_name (a path may hold a non-UTF-8 byte);
+    `lost_from` as Failure has it (0: a file that could not be read at all is lost whole)."""
     location, detail = printable_name(location), printable_name(detail)
     logger.warning("%s: %s: %s", location, reason, detail)
-    return Failure(location=location, reason=reason, detail=detail)
+    return Failure(location=location, reason=reason, detail=detail, lost_from=lost_from)
 
 
 def failure_from(error: InputError, location: str) -> Failure:
     return failure(location, error.reason, error.detail)
+
+
+def broken_off(error: InputError, location: str) -> Failure:
+    """The Failure of a task whose input stopped being readable at `error`: nothing after the
+    fault is read, so the Failure says from where the input counts as lost (stats.py). A stream
+    cut short counts whole: how much of it is missing cannot be known, and what is read of it
+    cannot be told complete. Corrupt data counts from where the decompressor found it, else
+    (the fault's place in the input unknown) whole as well."""
+    lost_from = 0
+    if not isinstance(error, TruncatedInputError) and error.input_offset is not None:
+        lost_from = error.input_offset
+    return failure(location, error.reason, error.detail, lost_from)
 
 
 # --------------------------------------------------------------------------------- options
@@ -376,13 +391,16 @@ class _DecompressingReader(io.RawIOBase):
             if not data:
                 raise TruncatedInputError(
                     f"{self._compression} data ends before its end-of-stream marker "
-                    f"(after {self.bytes_in} compressed bytes, {self.bytes_out} decompressed)"
+                    f"(after {self.bytes_in} compressed bytes, {self.bytes_out} decompressed)",
+                    self.bytes_in,
                 )
         try:
             out = self._codec.decompress(data)
         except _CODEC_ERRORS as error:
+            # the fault lies in the chunk just read: what came before it was read
             raise CorruptInputError(
-                f"corrupt {self._compression} data after {self.bytes_in} compressed bytes: {error}"
+                f"corrupt {self._compression} data after {self.bytes_in} compressed bytes: {error}",
+                self.bytes_in - len(data),
             ) from None
         self.bytes_out += len(out)
         return out
@@ -406,12 +424,14 @@ class _DecompressingReader(io.RawIOBase):
         if len(rest) < 6 and _MAGIC_OF[self._compression or ""].startswith(rest):
             raise TruncatedInputError(
                 f"{self._compression} data ends inside the header of the stream that starts "
-                f"at compressed byte {self.bytes_in - len(rest)}"
+                f"at compressed byte {self.bytes_in - len(rest)}",
+                self.bytes_in - len(rest),
             )
         if not _starts_stream(rest, self._compression or ""):
             raise CorruptInputError(
                 f"data after the end of the {self._compression} stream is not another "
-                f"{self._compression} stream (at compressed byte {self.bytes_in - len(rest)})"
+                f"{self._compression} stream (at compressed byte {self.bytes_in - len(rest)})",
+                self.bytes_in - len(rest),
             )
         self._codec = _new_codec(self._compression or "")
         self._pending = rest

@@ -34,8 +34,8 @@ from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import open_input
 from pipelines.sources.archives import (
     InputError,
+    broken_off,
     failure,
-    failure_from,
     max_document_bytes,
     open_decompressed,
     plan_file_tasks,
@@ -183,6 +183,6 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
                     title=_string_field(record, "title"),
                 )
     except InputError as error:
-        yield failure_from(error, task.path)
+        yield broken_off(error, task.path)
     except OSError as error:
-        yield failure(task.path, "unreadable_file", str(error))
+        yield failure(task.path, "unreadable_file", str(error), lost_from=0)

@@ -196,4 +196,5 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
                                   f"{type(error).__name__}: {error}")
                 first_row += rows
     except (OSError, pa.ArrowException) as error:
-        yield failure(task.path, "unreadable_file", f"{type(error).__name__}: {error}")
+        yield failure(task.path, "unreadable_file", f"{type(error).__name__}: {error}",
+                      lost_from=0)

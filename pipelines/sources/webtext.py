@@ -62,6 +62,7 @@ from pipelines.sources.archives import (
     TooLargeError,
     TruncatedInputError,
     binary_reason,
+    broken_off,
     decode_text,
     failure,
     failure_from,
@@ -428,6 +429,6 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
             opened = open_decompressed(tar_range_stream(raw, task))
             yield from _read_stream(opened, name, name, task.path, settings)
     except InputError as error:
-        yield failure_from(error, task.path)
+        yield broken_off(error, task.path)
     except OSError as error:
-        yield failure(task.path, "unreadable_file", str(error))
+        yield failure(task.path, "unreadable_file", str(error), lost_from=0)
