@@ -15,7 +15,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import multiprocessing
 import os
 import shutil
 import signal
@@ -32,212 +31,40 @@ from collections.abc import Sequence
 logging.getLogger().addHandler(logging.NullHandler())
 
 import apache_beam as beam  # noqa: E402
-import numpy as np  # noqa: E402
 from apache_beam.options.pipeline_options import (  # noqa: E402
-    DebugOptions,
     DirectOptions,
     GoogleCloudOptions,
     PipelineOptions,
-    StandardOptions,
     TestOptions,
-    WorkerOptions,
 )
 
-from dataset_format import dtype_for_vocab  # noqa: E402
 from pipelines.beam_worker import (  # noqa: E402
     STANDBY_DIR_ENV,
     VERBOSE_ENV,
     StandbyWorkers,
     add_stderr_handler,
 )
-from pipelines.io import match_inputs  # noqa: E402
+from pipelines.graph import build_pipeline, plan_run, prepare  # noqa: E402
 from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
 from pipelines.progress import ProgressDisplay  # noqa: E402
-from pipelines.sources import check_options, get_source  # noqa: E402
-from pipelines.stats import NAMESPACE, MergeCounts, format_report  # noqa: E402
-from pipelines.transforms import Clean, CountRejects, ReadSource, Tokenize, TokenizerRef  # noqa: E402
+from pipelines.runners import (  # noqa: E402
+    import_runner_options,
+    planned_workers,
+    resolve_runner,
+    where_it_runs,
+    worker_count,
+)
+from pipelines.stats import NAMESPACE, format_report  # noqa: E402
 from pipelines.write import (  # noqa: E402
     STATS_NAME,
-    TOKENIZER_NAME,
     WORK_DIR,
-    DeleteSpillsDoFn,
-    FinishShardSetDoFn,
-    OutputClaim,
     OutputDir,
     OutputError,
-    ShardSetSpec,
-    WriteRejects,
-    WriteShards,
-    claim_output,
-    default_num_buckets,
     describe_storage_error,
     try_lock_directory,
 )
 
 LOG = logging.getLogger("pipelines.preprocess")
-# Runner names that mean "run it here with the Python FnApiRunner".
-LOCAL_PYTHON_RUNNERS = ("DirectRunner", "FnApiRunner", "SwitchingDirectRunner")
-# A local run whose input (bytes as listed, compressed or not) is under this runs in the
-# launcher's own process unless --direct_running_mode says otherwise: starting worker processes
-# costs ~2.5 s of wall-clock time (each imports Beam and loads the tokenizer and language model),
-# more than a second core saves on a few MB (the clean + tokenize loop does ~3.6 MB/s per core,
-# and a compressed dump expands ~5x: bench/results/preprocess.md).
-IN_PROCESS_MAX_BYTES = 4 << 20
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """What the launcher decided before building the graph."""
-
-    config: PreprocessConfig  # num_buckets resolved
-    input_files: int
-    input_bytes: int
-
-
-def plan_run(config: PreprocessConfig) -> Plan:
-    """Match inputs (one listing: file count and total size) and fix the bucket count (from the
-    input size unless given). Read tasks are planned at run time, by ReadSource."""
-    # an unknown --source or a bad --source-option fails here, not on the workers
-    check_options(get_source(config.source), dict(config.source_options))
-    pattern = config.input
-    if "://" not in pattern and os.path.isdir(pattern):
-        pattern = os.path.join(pattern, "**")  # a directory: every file under it (as sources do)
-    files = match_inputs(pattern)
-    input_bytes = sum(f.size_bytes for f in files)
-    if config.num_buckets is None:
-        config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))
-    return Plan(config, len(files), input_bytes)
-
-
-def prepare(plan: Plan, tokenizer, run_id: str) -> tuple[OutputClaim, TokenizerRef]:
-    """Lock the output, clear what a previous run of ours left there, and put the tokenizer
-    there for the workers. The caller releases the claim when the run is over."""
-    config = plan.config
-    claim = claim_output(
-        config.output, run_id=run_id, overwrite=config.overwrite, needed_bytes=plan.input_bytes
-    )
-    try:
-        return claim, TokenizerRef.save(tokenizer, claim.out.path(TOKENIZER_NAME))
-    except BaseException:
-        claim.release()
-        raise
-
-
-def shard_set_spec(
-    plan: Plan, tokenizer_ref: TokenizerRef, run_info: dict | None = None
-) -> ShardSetSpec:
-    config = plan.config
-    return ShardSetSpec(
-        output=config.output,
-        dtype=str(np.dtype(dtype_for_vocab(tokenizer_ref.vocab_size))),
-        sequence_unit="sentence" if config.split_sentences else "document",
-        max_failure_rate=config.max_failure_rate,
-        source={
-            "name": config.source,
-            "input": config.input,
-            "files": plan.input_files,
-            "input_bytes": plan.input_bytes,
-        },
-        pipeline={
-            **config.describe(),
-            "tokenizer_spec": config.tokenizer,
-            # Switched off on load: shards hold no padding and no truncated sequence.
-            "tokenizer_disabled": dict(tokenizer_ref.disabled),
-        },
-        run=dict(run_info or {}),
-    )
-
-
-def build_pipeline(
-    p: beam.Pipeline,
-    plan: Plan,
-    tokenizer_ref: TokenizerRef,
-    *,
-    progress_dir: str | None = None,
-    run_info: dict | None = None,
-):
-    """Apply the whole preprocessing graph to `p`; returns the PCollection of the final stats."""
-    config = plan.config
-    spec = shard_set_spec(plan, tokenizer_ref, run_info)
-    keep = config.keep_rejects
-    read = p | "ReadSource" >> ReadSource(
-        config.source,
-        config.input,
-        dict(config.source_options),
-        keep_failures=keep,
-        progress_dir=progress_dir,
-        max_expansion=config.max_expansion,
-    )
-    cleaned = read["documents"] | "Clean" >> Clean(config.clean_config(), keep_rejects=keep)
-    documents = cleaned["documents"]
-    counts = [read["counts"], cleaned["counts"]]
-    rejects = [read["failures"], cleaned["rejects"], cleaned["failures"]]
-    if config.write_cleaned:  # the clean stage's output, for rerunning dedup on its own
-        from pipelines.dedup.parquet import WriteDocuments
-
-        _ = documents | "WriteCleaned" >> WriteDocuments(config.write_cleaned)
-    if config.dedup:
-        from pipelines.dedup import Deduplicate
-
-        deduplicated = documents | "Deduplicate" >> Deduplicate(config.dedup_config)
-        documents = deduplicated.main
-        dedup_rejects = deduplicated["rejects"] | "CountDedupRejects" >> CountRejects(
-            keep_rejects=keep
-        )
-        counts += [dedup_rejects["counts"], deduplicated["counts"]]  # + dedup's shuffle bytes
-        rejects.append(dedup_rejects["rejects"])
-        if keep:  # the audit of near-duplicate clusters: kept id, removed id, Jaccard
-            rejects.append(deduplicated["clusters"])
-    tokenized = documents | "Tokenize" >> Tokenize(
-        tokenizer_ref,
-        split_sentences=config.split_sentences,
-        append_eod=config.append_eod,
-        min_tokens=config.min_tokens,
-        batch_docs=config.tokenize_batch_docs,
-        batch_bytes=config.tokenize_batch_bytes,
-        keep_rejects=keep,
-        progress_dir=progress_dir,
-        threads=tokenizer_threads(p.options),
-    )
-    counts.append(tokenized["counts"])
-    rejects += [tokenized["rejects"], tokenized["failures"]]
-    written = tokenized["documents"] | "WriteShards" >> WriteShards(
-        config.output,
-        num_buckets=config.num_buckets,
-        shard_tokens=config.shard_tokens,
-        dtype=spec.dtype,
-        progress_dir=progress_dir,
-    )
-    counts.append(written["counts"])
-    totals = (
-        counts
-        | "FlattenCounts" >> beam.Flatten()
-        | "MergeCounts" >> beam.CombineGlobally(MergeCounts())
-    )
-    if keep:
-        rejects_written = (
-            rejects
-            | "FlattenRejects" >> beam.Flatten()
-            | "WriteRejects" >> WriteRejects(config.output, config.num_buckets)
-        )
-    else:
-        rejects_written = p | "NoRejects" >> beam.Create([0])
-    finished = (
-        written["shards"]
-        | "AllShards" >> beam.combiners.ToList()
-        | "Finish"
-        >> beam.ParDo(
-            FinishShardSetDoFn(spec, tokenizer_ref),
-            counts=beam.pvalue.AsSingleton(totals),
-            rejects_written=beam.pvalue.AsSingleton(rejects_written),
-        )
-    )
-    # Only once the set is finished (the side input waits for it), one bucket per element.
-    _ = written["spills"] | "DeleteSpills" >> beam.ParDo(
-        DeleteSpillsDoFn(config.output), finished=beam.pvalue.AsSingleton(finished)
-    )
-    return finished
 
 
 # -- the launcher -----------------------------------------------------------------------------
@@ -260,121 +87,10 @@ def _parser(option_classes) -> argparse.ArgumentParser:
 def unknown_arguments(argv: Sequence[str]) -> list[str]:
     """Flags no PipelineOptions class knows. Beam drops them with a warning, which would turn a
     typo such as --shard_tokens (ours use dashes) into a silently ignored setting."""
-    _import_runner_options(argv)
+    import_runner_options(argv)
     every = {str(c): c for c in PipelineOptions.__subclasses__()}.values()
     _, unknown = _parser(every).parse_known_args(list(argv))
     return [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
-
-
-def _import_runner_options(argv: Sequence[str]) -> None:
-    """Import the option class of a runner Beam does not import by itself (DaskOptions), so
-    that its flags are known: a run on it names it or passes one of its flags."""
-    if any("DaskRunner" in arg or arg.startswith("--dask_") for arg in argv):
-        try:
-            import pipelines.dask_runner  # noqa: F401
-        except ImportError as error:
-            raise ValueError(
-                f"the DaskRunner needs dask: pip install 'shardsmith[dask]' ({error})"
-            ) from None
-
-
-def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: int | None = None):
-    """(runner to pass to beam.Pipeline, is it a local Python run). A local run is
-    multi_processing over every core, or in this process when `input_bytes` is known and under
-    IN_PROCESS_MAX_BYTES; --direct_running_mode and --direct_num_workers override both."""
-    standard = options.view_as(StandardOptions)
-    name = standard.runner
-    if name in ("DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):
-        # Beam 2.77 knows no short name for it, and its own loses data (pipelines/dask_runner.py)
-        from pipelines.dask_runner import DaskRunner
-
-        return DaskRunner(), False
-    if name is not None and name not in LOCAL_PYTHON_RUNNERS:
-        return name, name == "PrismRunner"
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-    from apache_beam.transforms.environments import SubprocessSDKEnvironment
-
-    direct = options.view_as(DirectOptions)
-    given = {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}
-    if "--direct_running_mode" not in given:
-        small = input_bytes is not None and input_bytes < IN_PROCESS_MAX_BYTES
-        direct.direct_running_mode = "in_memory" if small else "multi_processing"
-    if "--direct_num_workers" not in given:
-        # 0 = one worker per core; in this process, one (more would be threads under one GIL)
-        direct.direct_num_workers = 1 if direct.direct_running_mode == "in_memory" else 0
-    provision = None
-    if direct.direct_running_mode == "multi_processing":
-        # Worker processes start with `python -m pipelines.beam_worker`: they must import this
-        # package from wherever it is, installed or not.
-        path = os.environ.get("PYTHONPATH", "")
-        if REPO_ROOT not in path.split(os.pathsep):
-            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, path) if p)
-        # Whole documents (a book is megabytes) are allocated and freed all run long; with
-        # glibc's adaptive mmap threshold they end up on the heap and fragment it, so a
-        # worker's memory crept up with the corpus size. A fixed threshold keeps them in mmap
-        # chunks that go back to the OS: worker memory stays flat (bench/results/preprocess.md).
-        os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 << 10))
-        # This runner hands its workers no pipeline options of their own; without a log level
-        # they log every gRPC channel they open at INFO.
-        level = options.view_as(WorkerOptions).default_sdk_harness_log_level or "WARNING"
-        provision = _provision_info({"default_sdk_harness_log_level": level})
-        # Our own worker entry point (Beam's, with its start-up messages kept out of the
-        # run's output). Beam replaces the environment with its own whenever the options say
-        # multi_processing, so they stop saying it once the environment is chosen.
-        environment = SubprocessSDKEnvironment.from_command_string(
-            f"{sys.executable} -m pipelines.beam_worker"
-        )
-        direct.direct_running_mode = None
-        return FnApiRunner(default_environment=environment, provision_info=provision), True
-    return FnApiRunner(provision_info=provision), True
-
-
-def _provision_info(worker_options: dict):
-    from apache_beam.portability.api import beam_provision_api_pb2
-    from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProvisionInfo
-    from google.protobuf import struct_pb2
-
-    struct = struct_pb2.Struct()
-    struct.update(worker_options)
-    return ExtendedProvisionInfo(
-        beam_provision_api_pb2.ProvisionInfo(
-            retrieval_token="unused-retrieval-token", pipeline_options=struct
-        )
-    )
-
-
-def worker_count(options: PipelineOptions) -> int:
-    direct = options.view_as(DirectOptions)
-    if direct.direct_running_mode == "in_memory":
-        return 1
-    return direct.direct_num_workers or multiprocessing.cpu_count()
-
-
-def where_it_runs(running_mode: str | None, workers: int | None) -> str:
-    if running_mode == "in_memory":
-        return "in this process"
-    return f"{workers} local worker processes"
-
-
-def tokenizer_threads(options: PipelineOptions) -> int:
-    """Threads for the tokenizer pool of one SDK process: the cores that process has alone.
-
-    A tokenizer's pool defaults to every core of the machine, but most runners start one SDK
-    process per core (Dataflow does, unless `no_use_multiple_sdk_containers`; our local
-    multi_processing runs do): a pool per process would put cores x cores threads on the
-    machine. One in-memory local process gets every core.
-    """
-    name = options.view_as(StandardOptions).runner
-    cores = multiprocessing.cpu_count()
-    if name is None or name in LOCAL_PYTHON_RUNNERS:
-        return max(1, cores // worker_count(options))
-    experiments = options.view_as(DebugOptions).experiments or []
-    if name.endswith("DataflowRunner") and "no_use_multiple_sdk_containers" in experiments:
-        # one process per VM: it may use the machine type's every vCPU (n2-standard-8: 8)
-        machine = options.view_as(WorkerOptions).machine_type or ""
-        vcpus = machine.rsplit("-", 1)[-1]
-        return int(vcpus) if vcpus.isdigit() else 1
-    return 1
 
 
 def _metrics_summary(result) -> dict[str, int]:
@@ -514,6 +230,7 @@ def _main(argv: list[str], verbose: bool) -> int:
             config = PreprocessConfig.from_options(options)
             plan = plan_run(config)
             runner, local = resolve_runner(options, argv, plan.input_bytes)
+            plan = dataclasses.replace(plan, workers=planned_workers(options, runner, local))
             if local and options.view_as(DirectOptions).direct_running_mode is None:
                 # multi_processing (resolve_runner chose our worker command): the workers'
                 # processes import Beam now, while this one loads the tokenizer and builds the
@@ -612,7 +329,11 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
         if stats and stats.get("status") == "failed":
             print(format_report(stats), file=sys.stderr)
         line = failure_line(e, config.output, verbose)
-        if stats and stats.get("status") == "failed" and not describe_storage_error(e, config.output):
+        if (
+            stats
+            and stats.get("status") == "failed"
+            and not describe_storage_error(e, config.output)
+        ):
             line = stats["error"]
         print(f"preprocess: FAILED: {line}", file=sys.stderr)
         return 1

@@ -29,13 +29,9 @@ from apache_beam.options.pipeline_options_validator import PipelineOptionsValida
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
 from pipelines.options import PreprocessConfig
-from pipelines.preprocess import (
-    build_pipeline,
-    plan_run,
-    resolve_runner,
-    tokenizer_threads,
-    unknown_arguments,
-)
+from pipelines.graph import build_pipeline, plan_run
+from pipelines.preprocess import unknown_arguments
+from pipelines.runners import resolve_runner, tokenizer_threads
 from pipelines.tokenize import load_tokenizer
 from pipelines.transforms import ReadSource, TokenizeDoFn, TokenizerRef
 from pipelines.write import LOCK_NAME, MARKER_NAME

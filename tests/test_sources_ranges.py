@@ -6,6 +6,7 @@ the Gutenberg books."""
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import gzip
 import io
 import json
@@ -214,7 +215,7 @@ def test_a_bad_source_option_fails_on_the_launcher(tmp_path):
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.options import PreprocessConfig
-    from pipelines.preprocess import plan_run
+    from pipelines.graph import plan_run
 
     path = _write_jsonl(tmp_path / "owt.jsonl", _texts()[:2])
     for option, message in (("json_keys= , ", "json_keys"), ("task_bytes=0", "task_bytes")):
@@ -295,3 +296,72 @@ def test_max_expansion_bounds_a_parquet_task_by_its_own_bytes(tmp_path, monkeypa
     assert [o for o in outputs if hasattr(o, "tag")] == []  # no expansion_limit failure
     expected = [record for task in tasks for record in parquet.read(task)]
     assert outputs == expected
+
+
+# ------------------------------------------------------------- task sizing (the launcher's)
+
+
+def test_tasks_are_sized_for_the_workers_within_the_bounds():
+    from pipelines.sources import MIN_TASK_BYTES, TASKS_PER_WORKER, task_size
+
+    mib = 1 << 20
+    # 4 tasks a worker where the input allows
+    assert task_size(64 * mib, 2, 64 * mib) == 64 * mib // (2 * TASKS_PER_WORKER)
+    # never under the minimum, whatever the worker count
+    assert task_size(10 * mib, 16, 64 * mib) == MIN_TASK_BYTES
+    # the source's bound stays the most a task reads: a 10 GB input on 2 workers
+    assert task_size(10_000 * mib, 2, 64 * mib) == 64 * mib
+    # a user's smaller bound wins over the minimum
+    assert task_size(64 * mib, 2, 256 << 10) == 256 << 10
+
+
+def test_sized_options_set_each_sources_own_task_option():
+    from pipelines.sources import sized_read_options
+
+    assert sized_read_options("jsonl", {"json_keys": "text"}, 40_000_000, 2) == {
+        "json_keys": "text", "task_bytes": "5000000"}
+    # Wikipedia's multistream ranges are sized in MB
+    assert sized_read_options("wikipedia", {}, 400_000_000, 2)["wiki_task_mb"] == "50.000000"
+    # an unknown worker count (a remote runner without --num_workers) keeps the user's options
+    assert sized_read_options("jsonl", {"task_bytes": "1MiB"}, 40_000_000, None) == {
+        "task_bytes": "1MiB"}
+
+
+def test_a_40_mb_jsonl_on_two_workers_is_split_by_default(tmp_path):
+    """One 30-60 MB file was one task below the 64 MiB default, so 2 workers used one core."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.graph import plan_run
+    from pipelines.options import PreprocessConfig
+
+    block = _write_jsonl(tmp_path / "one.jsonl", _texts()).read_bytes()
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(block * (40_000_000 // len(block) + 1))
+    argv = ["--source=jsonl", f"--input={path}", f"--output={tmp_path / 'out'}",
+            "--tokenizer=gpt2"]
+    plan = plan_run(PreprocessConfig.from_options(PipelineOptions(argv)))
+    assert _split_tasks(jsonl, str(path), **plan.read_options()) == _split_tasks(jsonl, str(path))
+    split = _split_tasks(jsonl, str(path), **dataclasses.replace(plan, workers=2).read_options())
+    assert len(split) == 8
+
+
+@pytest.mark.slow
+def test_the_same_shards_whatever_the_task_count(tmp_path, capsys):
+    from pipelines.preprocess import main
+
+    (tmp_path / "in").mkdir()
+    path = _write_jsonl(tmp_path / "in" / "owt.jsonl", _texts() * 3)
+    outputs = {}
+    for label, options in (("default", []), ("small", ["--source-option=task_bytes=4KiB"])):
+        outputs[label] = tmp_path / label
+        code = main(["--source=jsonl", f"--input={path}", f"--output={outputs[label]}",
+                     f"--tokenizer={CORPORA / 'vocab' / 'gpt2'}", "--append-eod", "--no-dedup",
+                     "--language=any", "--progress-interval=0", "--num-buckets=2",
+                     "--shard-tokens=2000", *options])
+        assert code == 0, capsys.readouterr().err
+    stats = {label: json.loads((out / "stats.json").read_text()) for label, out in outputs.items()}
+    assert stats["default"]["tasks_read"] == 1 and stats["small"]["tasks_read"] > 10
+    assert stats["small"]["empty_tasks"] == 0  # a range no line starts in is no empty input
+    shards = {label: {p.name: p.read_bytes() for p in sorted(out.glob("shard-*"))}
+              for label, out in outputs.items()}
+    assert len(shards["default"]) > 2 and shards["small"] == shards["default"]

@@ -251,7 +251,7 @@ def test_padding_and_truncation_of_a_saved_tokenizer_are_switched_off(bert, tmp_
 
 def test_shard_set_manifest_records_the_switched_off_settings(tmp_path):
     from pipelines.options import PreprocessConfig
-    from pipelines.preprocess import plan_run, shard_set_spec
+    from pipelines.graph import plan_run, shard_set_spec
     from pipelines.transforms import TokenizerRef
 
     path = _pipeline_saved_bert_json(tmp_path)

@@ -10,6 +10,10 @@ several (it may open the file: it runs on workers, one file at a time), and
 A source whose tasks are not byte ranges of a file (Parquet's are row groups) adds
 `input_bytes(task)`, the bytes of input a task reads (see `input_bytes`).
 
+How big a task is: each source reads an upper bound from its options (`task_bytes`, 64 MiB by
+default; Wikipedia's `wiki_task_mb`), and the launcher lowers it for the run at hand
+(`sized_read_options`) so that every worker gets several tasks where the input allows.
+
 `SOURCES` imports a module the first time it is looked up, so listing the names (for --help)
 or using one source does not import every reader's dependencies (pyarrow, warcio, ...).
 """
@@ -21,6 +25,16 @@ from collections.abc import Iterator, Mapping
 from types import ModuleType
 
 from pipelines.document import ReadTask
+
+# A run is planned for this many tasks per worker where its input allows: with one task per
+# worker, the worker that draws the biggest file or the slowest text finishes alone.
+TASKS_PER_WORKER = 4
+# ...but no task under this: each costs a bundle, an open and a format sniff, and a range
+# reader re-reads the line or member that straddles its start.
+MIN_TASK_BYTES = 4 << 20
+# The option a source reads its task size from, and that option's unit in bytes, where it is
+# not `task_bytes` in bytes.
+_TASK_SIZE_OPTIONS = {"wikipedia": ("wiki_task_mb", 1_000_000)}
 
 # --source value -> module under pipelines.sources that implements it.
 _MODULES = {
@@ -82,3 +96,34 @@ def input_bytes(source: ModuleType, task: ReadTask) -> int:
 
         count = range_input_bytes
     return int(count(task))
+
+
+def task_size(input_bytes: int, workers: int, upper: int) -> int:
+    """Bytes a task of this run reads at most: the input over TASKS_PER_WORKER tasks a worker,
+    never under MIN_TASK_BYTES, never over `upper` (the source's own bound)."""
+    share = -(-input_bytes // max(1, workers * TASKS_PER_WORKER))  # rounded up
+    return min(upper, max(MIN_TASK_BYTES, share))
+
+
+def task_size_bound(source: str, options: Mapping[str, str]) -> int:
+    """The most bytes a task of `source` reads as its options say (or its default)."""
+    key, unit = _TASK_SIZE_OPTIONS.get(source, ("task_bytes", 1))
+    if key == "task_bytes":
+        from pipelines.sources.ranges import task_bytes
+
+        return task_bytes(options)
+    default = SOURCES[source].DEFAULT_TASK_MB
+    return max(1, int(float(options.get(key, default)) * unit))
+
+
+def sized_read_options(
+    source: str, options: Mapping[str, str], input_bytes: int, workers: int | None
+) -> dict[str, str]:
+    """`options` with the source's task size set for a run of `input_bytes` on `workers`
+    (`task_size`); unchanged when the worker count is not known. The same documents come out
+    whatever the size: tasks only decide who reads which bytes."""
+    if not workers:
+        return dict(options)
+    key, unit = _TASK_SIZE_OPTIONS.get(source, ("task_bytes", 1))
+    size = task_size(input_bytes, workers, task_size_bound(source, options))
+    return {**options, key: str(size) if unit == 1 else f"{size / unit:.6f}"}

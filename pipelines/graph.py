@@ -1,0 +1,193 @@
+"""The preprocess graph: what the launcher plans before building it (`plan_run`), the output it
+claims (`prepare`), and the graph itself (`build_pipeline`): ReadSource -> Clean ->
+Deduplicate (unless --no-dedup) -> Tokenize -> WriteShards -> Finish."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import apache_beam as beam
+import numpy as np
+
+from dataset_format import dtype_for_vocab
+from pipelines.io import match_inputs
+from pipelines.options import PreprocessConfig
+from pipelines.runners import tokenizer_threads
+from pipelines.sources import check_options, get_source, sized_read_options
+from pipelines.stats import MergeCounts
+from pipelines.transforms import Clean, CountRejects, ReadSource, Tokenize, TokenizerRef
+from pipelines.write import (
+    TOKENIZER_NAME,
+    DeleteSpillsDoFn,
+    FinishShardSetDoFn,
+    OutputClaim,
+    ShardSetSpec,
+    WriteRejects,
+    WriteShards,
+    claim_output,
+    default_num_buckets,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What the launcher decided before building the graph."""
+
+    config: PreprocessConfig  # num_buckets resolved
+    input_files: int
+    input_bytes: int
+    # the workers the runner has, when the launcher knows (tasks are sized for them)
+    workers: int | None = None
+
+    def read_options(self) -> dict[str, str]:
+        """The source options the readers get: the user's, with the task size for this run."""
+        config = self.config
+        return sized_read_options(
+            config.source, config.source_options, self.input_bytes, self.workers
+        )
+
+
+def plan_run(config: PreprocessConfig) -> Plan:
+    """Match inputs (one listing: file count and total size) and fix the bucket count (from the
+    input size unless given). Read tasks are planned at run time, by ReadSource."""
+    # an unknown --source or a bad --source-option fails here, not on the workers
+    check_options(get_source(config.source), dict(config.source_options))
+    pattern = config.input
+    if "://" not in pattern and os.path.isdir(pattern):
+        pattern = os.path.join(pattern, "**")  # a directory: every file under it (as sources do)
+    files = match_inputs(pattern)
+    input_bytes = sum(f.size_bytes for f in files)
+    if config.num_buckets is None:
+        config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))
+    return Plan(config, len(files), input_bytes)
+
+
+def prepare(plan: Plan, tokenizer, run_id: str) -> tuple[OutputClaim, TokenizerRef]:
+    """Lock the output, clear what a previous run of ours left there, and put the tokenizer
+    there for the workers. The caller releases the claim when the run is over."""
+    config = plan.config
+    claim = claim_output(
+        config.output, run_id=run_id, overwrite=config.overwrite, needed_bytes=plan.input_bytes
+    )
+    try:
+        return claim, TokenizerRef.save(tokenizer, claim.out.path(TOKENIZER_NAME))
+    except BaseException:
+        claim.release()
+        raise
+
+
+def shard_set_spec(
+    plan: Plan, tokenizer_ref: TokenizerRef, run_info: dict | None = None
+) -> ShardSetSpec:
+    config = plan.config
+    return ShardSetSpec(
+        output=config.output,
+        dtype=str(np.dtype(dtype_for_vocab(tokenizer_ref.vocab_size))),
+        sequence_unit="sentence" if config.split_sentences else "document",
+        max_failure_rate=config.max_failure_rate,
+        source={
+            "name": config.source,
+            "input": config.input,
+            "files": plan.input_files,
+            "input_bytes": plan.input_bytes,
+        },
+        pipeline={
+            **config.describe(),
+            "tokenizer_spec": config.tokenizer,
+            # Switched off on load: shards hold no padding and no truncated sequence.
+            "tokenizer_disabled": dict(tokenizer_ref.disabled),
+        },
+        run=dict(run_info or {}),
+    )
+
+
+def build_pipeline(
+    p: beam.Pipeline,
+    plan: Plan,
+    tokenizer_ref: TokenizerRef,
+    *,
+    progress_dir: str | None = None,
+    run_info: dict | None = None,
+):
+    """Apply the whole preprocessing graph to `p`; returns the PCollection of the final stats."""
+    config = plan.config
+    spec = shard_set_spec(plan, tokenizer_ref, run_info)
+    keep = config.keep_rejects
+    read = p | "ReadSource" >> ReadSource(
+        config.source,
+        config.input,
+        plan.read_options(),
+        keep_failures=keep,
+        progress_dir=progress_dir,
+        max_expansion=config.max_expansion,
+    )
+    cleaned = read["documents"] | "Clean" >> Clean(config.clean_config(), keep_rejects=keep)
+    documents = cleaned["documents"]
+    counts = [read["counts"], cleaned["counts"]]
+    rejects = [read["failures"], cleaned["rejects"], cleaned["failures"]]
+    if config.write_cleaned:  # the clean stage's output, for rerunning dedup on its own
+        from pipelines.dedup.parquet import WriteDocuments
+
+        _ = documents | "WriteCleaned" >> WriteDocuments(config.write_cleaned)
+    if config.dedup:
+        from pipelines.dedup import Deduplicate
+
+        deduplicated = documents | "Deduplicate" >> Deduplicate(config.dedup_config)
+        documents = deduplicated.main
+        dedup_rejects = deduplicated["rejects"] | "CountDedupRejects" >> CountRejects(
+            keep_rejects=keep
+        )
+        counts += [dedup_rejects["counts"], deduplicated["counts"]]  # + dedup's shuffle bytes
+        rejects.append(dedup_rejects["rejects"])
+        if keep:  # the audit of near-duplicate clusters: kept id, removed id, Jaccard
+            rejects.append(deduplicated["clusters"])
+    tokenized = documents | "Tokenize" >> Tokenize(
+        tokenizer_ref,
+        split_sentences=config.split_sentences,
+        append_eod=config.append_eod,
+        min_tokens=config.min_tokens,
+        batch_docs=config.tokenize_batch_docs,
+        batch_bytes=config.tokenize_batch_bytes,
+        keep_rejects=keep,
+        progress_dir=progress_dir,
+        threads=tokenizer_threads(p.options),
+    )
+    counts.append(tokenized["counts"])
+    rejects += [tokenized["rejects"], tokenized["failures"]]
+    written = tokenized["documents"] | "WriteShards" >> WriteShards(
+        config.output,
+        num_buckets=config.num_buckets,
+        shard_tokens=config.shard_tokens,
+        dtype=spec.dtype,
+        progress_dir=progress_dir,
+    )
+    counts.append(written["counts"])
+    totals = (
+        counts
+        | "FlattenCounts" >> beam.Flatten()
+        | "MergeCounts" >> beam.CombineGlobally(MergeCounts())
+    )
+    if keep:
+        rejects_written = (
+            rejects
+            | "FlattenRejects" >> beam.Flatten()
+            | "WriteRejects" >> WriteRejects(config.output, config.num_buckets)
+        )
+    else:
+        rejects_written = p | "NoRejects" >> beam.Create([0])
+    finished = (
+        written["shards"]
+        | "AllShards" >> beam.combiners.ToList()
+        | "Finish"
+        >> beam.ParDo(
+            FinishShardSetDoFn(spec, tokenizer_ref),
+            counts=beam.pvalue.AsSingleton(totals),
+            rejects_written=beam.pvalue.AsSingleton(rejects_written),
+        )
+    )
+    # Only once the set is finished (the side input waits for it), one bucket per element.
+    _ = written["spills"] | "DeleteSpills" >> beam.ParDo(
+        DeleteSpillsDoFn(config.output), finished=beam.pvalue.AsSingleton(finished)
+    )
+    return finished

@@ -1,0 +1,157 @@
+"""Which runner a preprocess run uses and how many workers it has: a local run on the Python
+FnApiRunner (in the launcher's process for a small input, else one worker process per core),
+our DaskRunner, or any other Beam runner by name; and the thread pool each worker's tokenizer
+gets."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Sequence
+
+from apache_beam.options.pipeline_options import (
+    DebugOptions,
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+    WorkerOptions,
+)
+
+# Runner names that mean "run it here with the Python FnApiRunner".
+LOCAL_PYTHON_RUNNERS = ("DirectRunner", "FnApiRunner", "SwitchingDirectRunner")
+# A local run whose input (bytes as listed, compressed or not) is under this runs in the
+# launcher's own process unless --direct_running_mode says otherwise: starting worker processes
+# costs ~2.5 s of wall-clock time (each imports Beam and loads the tokenizer and language model),
+# more than a second core saves on a few MB (the clean + tokenize loop does ~3.6 MB/s per core,
+# and a compressed dump expands ~5x: bench/results/preprocess.md).
+IN_PROCESS_MAX_BYTES = 4 << 20
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def import_runner_options(argv: Sequence[str]) -> None:
+    """Import the option class of a runner Beam does not import by itself (DaskOptions), so
+    that its flags are known: a run on it names it or passes one of its flags."""
+    if any("DaskRunner" in arg or arg.startswith("--dask_") for arg in argv):
+        try:
+            import pipelines.dask_runner  # noqa: F401
+        except ImportError as error:
+            raise ValueError(
+                f"the DaskRunner needs dask: pip install 'shardsmith[dask]' ({error})"
+            ) from None
+
+
+def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: int | None = None):
+    """(runner to pass to beam.Pipeline, is it a local Python run). A local run is
+    multi_processing over every core, or in this process when `input_bytes` is known and under
+    IN_PROCESS_MAX_BYTES; --direct_running_mode and --direct_num_workers override both."""
+    standard = options.view_as(StandardOptions)
+    name = standard.runner
+    if name in ("DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):
+        # Beam 2.77 knows no short name for it, and its own loses data (pipelines/dask_runner.py)
+        from pipelines.dask_runner import DaskRunner
+
+        return DaskRunner(), False
+    if name is not None and name not in LOCAL_PYTHON_RUNNERS:
+        return name, name == "PrismRunner"
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.transforms.environments import SubprocessSDKEnvironment
+
+    direct = options.view_as(DirectOptions)
+    given = {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}
+    if "--direct_running_mode" not in given:
+        small = input_bytes is not None and input_bytes < IN_PROCESS_MAX_BYTES
+        direct.direct_running_mode = "in_memory" if small else "multi_processing"
+    if "--direct_num_workers" not in given:
+        # 0 = one worker per core; in this process, one (more would be threads under one GIL)
+        direct.direct_num_workers = 1 if direct.direct_running_mode == "in_memory" else 0
+    provision = None
+    if direct.direct_running_mode == "multi_processing":
+        # Worker processes start with `python -m pipelines.beam_worker`: they must import this
+        # package from wherever it is, installed or not.
+        path = os.environ.get("PYTHONPATH", "")
+        if REPO_ROOT not in path.split(os.pathsep):
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, path) if p)
+        # Whole documents (a book is megabytes) are allocated and freed all run long; with
+        # glibc's adaptive mmap threshold they end up on the heap and fragment it, so a
+        # worker's memory crept up with the corpus size. A fixed threshold keeps them in mmap
+        # chunks that go back to the OS: worker memory stays flat (bench/results/preprocess.md).
+        os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 << 10))
+        # This runner hands its workers no pipeline options of their own; without a log level
+        # they log every gRPC channel they open at INFO.
+        level = options.view_as(WorkerOptions).default_sdk_harness_log_level or "WARNING"
+        provision = _provision_info({"default_sdk_harness_log_level": level})
+        # Our own worker entry point (Beam's, with its start-up messages kept out of the
+        # run's output). Beam replaces the environment with its own whenever the options say
+        # multi_processing, so they stop saying it once the environment is chosen.
+        environment = SubprocessSDKEnvironment.from_command_string(
+            f"{sys.executable} -m pipelines.beam_worker"
+        )
+        direct.direct_running_mode = None
+        return FnApiRunner(default_environment=environment, provision_info=provision), True
+    return FnApiRunner(provision_info=provision), True
+
+
+def _provision_info(worker_options: dict):
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProvisionInfo
+    from google.protobuf import struct_pb2
+
+    struct = struct_pb2.Struct()
+    struct.update(worker_options)
+    return ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(
+            retrieval_token="unused-retrieval-token", pipeline_options=struct
+        )
+    )
+
+
+def worker_count(options: PipelineOptions) -> int:
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode == "in_memory":
+        return 1
+    return direct.direct_num_workers or multiprocessing.cpu_count()
+
+
+def planned_workers(options: PipelineOptions, runner, local: bool) -> int | None:
+    """How many workers the run's tasks are sized for (sources.task_size): a local run's
+    processes, a Dask cluster's threads, Dataflow's most VMs times their vCPUs (one SDK
+    process each); None when the launcher cannot know (tasks then keep their upper bound)."""
+    if local:
+        return worker_count(options)
+    threads = getattr(runner, "worker_threads", None)  # our DaskRunner
+    if threads is not None:
+        return threads(options)
+    workers = options.view_as(WorkerOptions)
+    vms = workers.max_num_workers or workers.num_workers
+    if not vms:
+        return None
+    vcpus = (workers.machine_type or "").rsplit("-", 1)[-1]
+    return vms * (int(vcpus) if vcpus.isdigit() else 1)
+
+
+def where_it_runs(running_mode: str | None, workers: int | None) -> str:
+    if running_mode == "in_memory":
+        return "in this process"
+    return f"{workers} local worker processes"
+
+
+def tokenizer_threads(options: PipelineOptions) -> int:
+    """Threads for the tokenizer pool of one SDK process: the cores that process has alone.
+
+    A tokenizer's pool defaults to every core of the machine, but most runners start one SDK
+    process per core (Dataflow does, unless `no_use_multiple_sdk_containers`; our local
+    multi_processing runs do): a pool per process would put cores x cores threads on the
+    machine. One in-memory local process gets every core.
+    """
+    name = options.view_as(StandardOptions).runner
+    cores = multiprocessing.cpu_count()
+    if name is None or name in LOCAL_PYTHON_RUNNERS:
+        return max(1, cores // worker_count(options))
+    experiments = options.view_as(DebugOptions).experiments or []
+    if name.endswith("DataflowRunner") and "no_use_multiple_sdk_containers" in experiments:
+        # one process per VM: it may use the machine type's every vCPU (n2-standard-8: 8)
+        machine = options.view_as(WorkerOptions).machine_type or ""
+        vcpus = machine.rsplit("-", 1)[-1]
+        return int(vcpus) if vcpus.isdigit() else 1
+    return 1
