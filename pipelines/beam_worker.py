@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -260,6 +261,9 @@ class StandbyWorkers:
 
 
 if __name__ == "__main__":
+    # A Ctrl-C reaches every process of the terminal's group: the launcher stops the run and
+    # its workers with it, in one line, where each worker would print a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if len(sys.argv) == 4 and sys.argv[1] == "--standby":
         standby(sys.argv[2], sys.argv[3])
     else:

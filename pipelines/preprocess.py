@@ -84,11 +84,12 @@ def _parser(option_classes) -> argparse.ArgumentParser:
     return parser
 
 
-def unknown_arguments(argv: Sequence[str]) -> list[str]:
+def unknown_arguments(argv: Sequence[str], exclude: Sequence[type] = ()) -> list[str]:
     """Flags no PipelineOptions class knows. Beam drops them with a warning, which would turn a
-    typo such as --shard_tokens (ours use dashes) into a silently ignored setting."""
+    typo such as --shard_tokens (ours use dashes) into a silently ignored setting. `exclude`:
+    option classes of another command, whose flags count as unknown (pipelines.dedup's)."""
     import_runner_options(argv)
-    every = {str(c): c for c in PipelineOptions.__subclasses__()}.values()
+    every = {str(c): c for c in PipelineOptions.__subclasses__() if c not in exclude}.values()
     _, unknown = _parser(every).parse_known_args(list(argv))
     return [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
 
@@ -158,12 +159,24 @@ def sweep_stale_run_tmps(parent: str | None = None) -> list[str]:
 
 
 class Terminated(BaseException):
-    """SIGTERM arrived: unwinds the launcher through its cleanup (not an Exception, so that
-    no `except Exception` on the way swallows it)."""
+    """SIGTERM or SIGINT arrived: unwinds the launcher through its cleanup (not an Exception,
+    so that no `except Exception` on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _raise_terminated(signum, frame):
-    raise Terminated()
+    raise Terminated(signum)
+
+
+# What each stopping signal is called in the run's one line: SIGINT is a user's Ctrl-C.
+_STOP_SIGNALS = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGINT: "interrupted"}
+
+
+def _stopped_line(signum: int) -> str:
+    return f"preprocess: {_STOP_SIGNALS[signum]}; no shard set was finished"
 
 
 def failure_line(error: BaseException, output: str, verbose: bool) -> str:
@@ -207,6 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = add_stderr_handler(verbose, logging.INFO)
     try:
         return _main(argv, verbose)
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler was in place
+        print(_stopped_line(signal.SIGINT), file=sys.stderr)
+        return 128 + signal.SIGINT
     finally:  # as it was: main() may be called from a program with logging of its own
         root.removeHandler(handler)
         root.setLevel(levels[0])
@@ -260,7 +276,7 @@ def _main(argv: list[str], verbose: bool) -> int:
 
 def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=None) -> int:
     """Run the pipeline on a claimed OUTPUT; temporary files are gone when this returns, and
-    so is OUTPUT's work area, whether the run succeeded, failed or was sent SIGTERM."""
+    so is OUTPUT's work area, whether the run succeeded, failed or was sent SIGTERM or SIGINT."""
     config = plan.config
     workers = worker_count(options) if local else None
     running_mode = None
@@ -288,12 +304,13 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
     }
     saved_tempdir = tempfile.tempdir
     run_tmp = lock_fd = None
-    previous_sigterm = None
+    previous_handlers = {}
     display = None
     result = None
     try:
         if threading.current_thread() is threading.main_thread():
-            previous_sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
+            for signum in _STOP_SIGNALS:
+                previous_handlers[signum] = signal.signal(signum, _raise_terminated)
         if local:
             sweep_stale_run_tmps()
             run_tmp, lock_fd = make_run_tmp()
@@ -323,8 +340,8 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
             display = None
         _remove_work_area(config.output)
         if isinstance(e, Terminated):
-            print("preprocess: terminated (SIGTERM); no shard set was finished", file=sys.stderr)
-            return 128 + signal.SIGTERM
+            print(_stopped_line(e.signum), file=sys.stderr)
+            return 128 + e.signum
         stats = _read_stats(config.output)
         if stats and stats.get("status") == "failed":
             print(format_report(stats), file=sys.stderr)
@@ -340,8 +357,8 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
     finally:
         if display:
             display.stop()
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
         tempfile.tempdir = saved_tempdir
         for key, value in saved_env.items():
             if value is None:

@@ -83,9 +83,11 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: i
         provision = _provision_info({"default_sdk_harness_log_level": level})
         # Our own worker entry point (Beam's, with its start-up messages kept out of the
         # run's output). Beam replaces the environment with its own whenever the options say
-        # multi_processing, so they stop saying it once the environment is chosen.
+        # multi_processing, so they stop saying it once the environment is chosen. Beam runs
+        # the command through `sh -c`; `exec` leaves no shell in between, which a Ctrl-C would
+        # kill (the worker itself ignores it) and the runner report as a failed worker.
         environment = SubprocessSDKEnvironment.from_command_string(
-            f"{sys.executable} -m pipelines.beam_worker"
+            f"exec {sys.executable} -m pipelines.beam_worker"
         )
         direct.direct_running_mode = None
         return FnApiRunner(default_environment=environment, provision_info=provision), True

@@ -312,7 +312,16 @@ def test_sigkill_leaves_no_whole_looking_partial_shard_and_rerun_equals_clean_ru
     assert not (killed / "_work").exists()
 
 
-def test_sigterm_leaves_no_temporary_directories_and_no_work_area(tmp_path):
+@pytest.mark.parametrize(
+    "signum, group, said",
+    [
+        (signal.SIGTERM, False, "terminated (SIGTERM)"),  # the launcher only: a job scheduler
+        (signal.SIGINT, True, "interrupted"),  # every process of the group: Ctrl-C at a terminal
+    ],
+)
+def test_a_stopping_signal_is_one_line_and_leaves_no_temporary_directories_or_work_area(
+    tmp_path, signum, group, said
+):
     temp = tmp_path / "tmp"
     temp.mkdir()
     out = tmp_path / "out"
@@ -322,6 +331,7 @@ def test_sigterm_leaves_no_temporary_directories_and_no_work_area(tmp_path):
          f"--input={CORPORA / 'books'}/*.txt", f"--output={out}", f"--tokenizer={GPT2}",
          "--no-dedup", "--language=any", "--progress-interval=0", *TWO_PROCESSES],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
@@ -330,14 +340,18 @@ def test_sigterm_leaves_no_temporary_directories_and_no_work_area(tmp_path):
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        process.send_signal(signal.SIGTERM)  # the launcher only, as a job scheduler would
+        if group:
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
         _, err = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    assert process.returncode == 128 + signal.SIGTERM, err
-    assert "terminated" in err and "Traceback" not in err
+    assert process.returncode == 128 + signum, err
+    lines = [line for line in err.splitlines() if not line.startswith("INFO pipelines.")]
+    assert lines == [f"preprocess: {said}; no shard set was finished"], err
     assert os.listdir(temp) == []
     assert not (out / "_work").exists() and not (out / "manifest.json").exists()
 
@@ -345,7 +359,7 @@ def test_sigterm_leaves_no_temporary_directories_and_no_work_area(tmp_path):
 def test_disk_full_at_the_final_write_is_one_line_and_stats_say_failed(
     tmp_path, capsys, monkeypatch
 ):
-    import pipelines.write as write
+    import pipelines.write.finish as write
 
     real = write._write_json
 

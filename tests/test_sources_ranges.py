@@ -214,8 +214,8 @@ def test_a_bad_source_option_fails_on_the_launcher(tmp_path):
     """Tasks are planned on the workers, so the launcher checks the source options itself."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.options import PreprocessConfig
     from pipelines.graph import plan_run
+    from pipelines.options import PreprocessConfig
 
     path = _write_jsonl(tmp_path / "owt.jsonl", _texts()[:2])
     for option, message in (("json_keys= , ", "json_keys"), ("task_bytes=0", "task_bytes")):
