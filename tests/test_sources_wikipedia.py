@@ -455,6 +455,52 @@ def test_truncated_bz2_keeps_every_page_before_the_cut(
     assert str(path) in items[-1].location
 
 
+def test_a_control_character_costs_its_page_not_the_rest_of_the_dump(
+    tmp_path: Path, enwiki_documents: list[Document]
+):
+    """Issue 18: one control byte in a title lost every page after it (500 of 1,001)."""
+    xml = bz2.decompress(ENWIKI_BZ2.read_bytes())
+    victim = enwiki_documents[len(enwiki_documents) // 2]
+    title = f"<title>{html.escape(victim.title, quote=False)}</title>".encode()
+    assert xml.count(title) == 1
+    path = tmp_path / "enwiki-control.xml.bz2"
+    path.write_bytes(bz2.compress(xml.replace(title, title[:9] + b"\x01" + title[9:]), 1))
+    items = read_path(path)
+    (failure,) = failures(items)
+    assert failure.reason == "malformed_xml" and "not well-formed" in failure.detail
+    assert failure.lost_from is None  # one record, and reading went on
+    at = xml.index(title) + 9  # where the control byte went
+    line, column = xml[:at].count(b"\n") + 1, at - xml.rindex(b"\n", 0, at) - 1
+    assert failure.location == f"{path}:{line}:{column}"
+    assert documents(items) == [d for d in enwiki_documents if d.title != victim.title]
+
+
+def test_two_bad_pages_each_cost_their_own(tmp_path: Path):
+    data = ENWIKI_PARTIAL.read_bytes()
+    data = data.replace(b"<title>Archer (typeface)", b"<title>Archer\x02 (typeface)")
+    data = data.replace(b"<title>Ricky Minard</title>", b"<title>Ricky</titel>")
+    path = tmp_path / "enwiki-two-bad.xml"
+    path.write_bytes(data)
+    items = read_path(path)
+    assert [f.reason for f in failures(items)] == ["malformed_xml", "malformed_xml"]
+    assert documents(items) == []  # the two articles of the file, both broken
+
+
+def test_truncated_and_corrupt_streams_say_what_is_lost(tmp_path: Path):
+    data = ENWIKI_BZ2.read_bytes()
+    cut = tmp_path / "enwiki-cut.xml.bz2"
+    cut.write_bytes(data[: len(data) // 2])
+    assert failures(read_path(cut))[-1].lost_from == 0  # the missing tail cannot be measured
+    corrupt = bytearray(data)
+    middle = len(data) // 2
+    corrupt[middle : middle + 64] = bytes(64)
+    path = tmp_path / "enwiki-corrupt.xml.bz2"
+    path.write_bytes(bytes(corrupt))
+    lost_from = failures(read_path(path))[-1].lost_from
+    # bz2 blocks are ~100-900 kB: the fault is found in the block that holds it
+    assert 0 < lost_from <= middle
+
+
 def test_truncated_plain_xml(tmp_path: Path):
     data = ENWIKI_PARTIAL.read_bytes()
     path = tmp_path / "enwiki-cut.xml"
@@ -620,8 +666,10 @@ def test_undeclared_entity_is_malformed(tmp_path: Path):
     path = tmp_path / "enwiki-entity.xml"
     path.write_bytes(data)
     items = read_path(path)
-    assert [f.reason for f in failures(items)] == ["malformed_xml"]
-    assert "undefined entity" in items[-1].detail
+    (failure,) = failures(items)
+    assert failure.reason == "malformed_xml" and "undefined entity" in failure.detail
+    # the page is skipped, and the parse goes on at the next one
+    assert [d.title for d in documents(items)] == ["Ricky Minard"]
 
 
 def test_missing_file_is_a_failure_not_an_exception(tmp_path: Path):
@@ -671,8 +719,11 @@ def test_index_cutting_a_page_in_two_gives_failures_not_wrong_pages(tmp_path: Pa
     assert [d.title for d in documents(first)] == ["April", "August"]
     assert [f.reason for f in failures(first)] == ["truncated_input"]
     assert "ends inside a <page>" in first[-1].detail
-    assert documents(second) == []
+    # the tail of "Art" is skipped; the pages after it are read
     assert [f.reason for f in failures(second)] == ["malformed_xml"]
+    titles = [d.title for d in documents(second)]
+    assert titles and "Art" not in titles
+    assert f"<title>{titles[0]}</title>".encode() in xml[cut:]
 
 
 def test_multistream_on_an_fsspec_filesystem(simple_multistream: tuple[bytes, bytes]):

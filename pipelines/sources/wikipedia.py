@@ -138,12 +138,14 @@ def classify_page(ns: int, title: str, text: str, is_redirect: bool) -> str | No
 
 
 class _InputError(Exception):
-    """The bytes of the input end early or are corrupt (carries the Failure reason)."""
+    """The bytes of the input end early or are corrupt (carries the Failure reason, and where
+    the task's input counts as lost from: Failure.lost_from)."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, lost_from: int = 0) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.lost_from = lost_from
 
 
 def _raw_chunks(raw: BinaryIO, start: int, end: int) -> Iterator[bytes]:
@@ -189,7 +191,8 @@ def _decompressed(raw: BinaryIO, start: int, end: int, label: str) -> Iterator[b
     try:
         opened = archives.open_decompressed(_RangeReader(raw, start, end))
     except archives.InputError as error:
-        raise _InputError(error.reason, f"{label}: {error.detail}") from None
+        raise _InputError(error.reason, f"{label}: {error.detail}",
+                          archives.lost_from(error)) from None
     if not opened.head:
         raise _InputError("unreadable_file", f"{label}: no bytes to read")
     if start and opened.compression != "bz2":
@@ -202,7 +205,8 @@ def _read_chunks(stream: BinaryIO, label: str) -> Iterator[bytes]:
         while data := stream.read(_MAX_OUT):
             yield data
     except archives.InputError as error:
-        raise _InputError(error.reason, f"{label}: {error.detail}") from None
+        raise _InputError(error.reason, f"{label}: {error.detail}",
+                          archives.lost_from(error)) from None
 
 
 # --- parsing XML -------------------------------------------------------------------------------
@@ -245,6 +249,12 @@ class _DumpHandler:
         self.site_fields: dict[str, str] = {}
         self.namespaces: list[tuple[int, str]] = []
         self.namespace_key = 0
+        self._reset_page()
+
+    def restart(self) -> None:
+        """Forget the page being parsed: a fresh parser goes on at the next <page>."""
+        self.stack = []
+        self.capture = None
         self._reset_page()
 
     def _reset_page(self) -> None:
@@ -476,29 +486,122 @@ _END_OF_INPUT_ERRORS = frozenset(
 )
 
 
+_PAGE_TAG = re.compile(rb"<page[\s>]")
+_MEDIAWIKI_PREFIX = b"<mediawiki>"
+
+
+def _next_page(data: bytes, chunks: Iterator[bytes]) -> tuple[bytes | None, int]:
+    """`data` and the chunks after it from the next `<page>` tag on (None when no page follows),
+    and the number of lines passed over on the way (the rest of a page that would not parse).
+    In a dump a literal "<page" is only ever that tag: text has its "<" escaped."""
+    carry, lines = b"", 0
+    while True:
+        window = carry + data
+        match = _PAGE_TAG.search(window)
+        if match:
+            return window[match.start() :], lines + window.count(b"\n", 0, match.start())
+        lines += window.count(b"\n", 0, max(len(window) - 5, 0))
+        carry = window[-5:]  # a "<page" cut in two by the chunk boundary
+        data = next(chunks, None)
+        if data is None:
+            return None, lines
+
+
+def _bytes_from(recent: list[tuple[int, bytes]], index: int) -> bytes:
+    """The bytes fed to the parser from `index` on, of the last two chunks fed."""
+    joined_start = recent[0][0]
+    joined = b"".join(chunk for _, chunk in recent)
+    return joined[max(index - joined_start, 0) :]
+
+
+class _PageParser:
+    """An expat parser over a dump's bytes that, when a page does not parse, skips to the next
+    `<page>` and goes on with a fresh parser (a control character or a bad byte costs its page,
+    not the rest of the file)."""
+
+    def __init__(self, handler: _DumpHandler, in_root: bool) -> None:
+        self.handler = handler
+        self.line_base = 1  # the dump's line number of the parser's first line
+        self._start(in_root)
+
+    def _start(self, in_root: bool) -> None:
+        self.parser = expat.ParserCreate()
+        self.parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+        self.handler.install(self.parser)
+        self.fed = 0
+        self.recent: list[tuple[int, bytes]] = []  # the last two chunks fed
+        if in_root:  # pages without their <mediawiki> root: a range task, or after a skip
+            self.parser.Parse(_MEDIAWIKI_PREFIX, False)
+            self.fed = len(_MEDIAWIKI_PREFIX)
+
+    def feed(self, chunk: bytes, chunks: Iterator[bytes], location: str) -> Iterator[Failure]:
+        """Parse `chunk`; for each page that does not parse, a Failure, and the parse goes on
+        at the next page (read from `chunks` as far as needed)."""
+        pending: bytes | None = chunk
+        while pending:
+            self.recent = [*self.recent[-1:], (self.fed, pending)]
+            try:
+                self.parser.Parse(pending, False)
+            except expat.ExpatError as error:
+                yield self.failure(error, location, "the page is skipped")
+                # from the byte after the fault, so that a fault at a <page> tag moves on
+                rest = _bytes_from(self.recent, self.parser.ErrorByteIndex + 1)
+                line = self.line_base + error.lineno - 1
+                pending, skipped_lines = _next_page(rest, chunks)
+                self.handler.restart()
+                self._start(in_root=True)
+                self.line_base = line + skipped_lines
+                continue
+            self.fed += len(pending)
+            pending = None
+
+    def finish(self, closing: bytes) -> None:
+        """The end of the input (`closing` closes a range task's root)."""
+        self.parser.Parse(closing, True)
+
+    def end_failure(self, error: expat.ExpatError, location: str) -> Failure:
+        """The Failure of a parse error at the end of the input: the file stops inside the
+        document (a cut file, its missing rest counted lost: Failure.lost_from) or ends badly."""
+        if self.handler.stack and error.code in _END_OF_INPUT_ERRORS:
+            return dataclasses.replace(
+                self.failure(error, location, "the file ends there", "truncated_input"),
+                lost_from=0,
+            )
+        return self.failure(error, location, "nothing follows")
+
+    def failure(self, error: expat.ExpatError, location: str, outcome: str,
+                reason: str = "") -> Failure:
+        line = self.line_base + error.lineno - 1
+        if _invalid_utf8_at(self.recent, self.parser.ErrorByteIndex):
+            reason = "invalid_utf8"
+        elif not reason:
+            reason = "malformed_xml"
+        message = expat.errors.messages[error.code]
+        return Failure(
+            f"{location}:{line}:{error.offset}",
+            reason,
+            f"{message} at line {line}, column {error.offset}; {outcome} "
+            f"({self.handler.page_count} pages read before it)",
+        )
+
+
 def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
-    """Every `<page>` of the task's file or byte range, in file order, then one Failure if the
-    input turns out truncated, corrupt or malformed part-way (pages before it are kept)."""
+    """Every `<page>` of the task's file or byte range, in file order. A page that does not
+    parse is a Failure and the parse goes on at the next `<page>`; input that turns out
+    truncated or corrupt part-way ends the task with one Failure (pages before it are kept)."""
     location = _location(task)
     is_range = task.start > 0 or task.end >= 0
     site = _read_header_siteinfo(task.path) if task.start > 0 else None
     handler = _DumpHandler(
         site, stop_after_siteinfo=False, max_page_bytes=archives.max_document_bytes(task.options)
     )
-    parser = expat.ParserCreate()
-    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    handler.install(parser)
-    fed = 0
-    recent: list[tuple[int, bytes]] = []  # the last two chunks fed, to explain a parse error
-    if task.start > 0:  # a middle piece of a multistream dump: <page>s without their root
-        prefix = b"<mediawiki>"
-        parser.Parse(prefix, False)
-        fed = len(prefix)
+    # a middle piece of a multistream dump holds <page>s without their root
+    pages = _PageParser(handler, in_root=task.start > 0)
 
     def drain() -> Iterator[WikiPage | Failure]:
-        pages = handler.pages
+        finished = handler.pages
         handler.pages = []
-        for page in pages:
+        for page in finished:
             if isinstance(page, Failure):
                 yield dataclasses.replace(page, location=f"{location}: {page.location}")
             else:
@@ -507,7 +610,7 @@ def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
     try:
         raw = open_input(task.path)
     except OSError as error:
-        yield Failure(location, "unreadable_file", f"cannot open: {error}")
+        yield Failure(location, "unreadable_file", f"cannot open: {error}", lost_from=0)
         return
     try:
         with raw:
@@ -517,15 +620,16 @@ def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
                 end = _stream_start_from(raw, end) if end >= 0 else -1
                 if start < 0 or 0 <= end <= start:
                     return  # no stream starts in this range: an earlier task reads it whole
-            for chunk in _decompressed(raw, start, end, location):
-                if not recent and not chunk.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+            chunks = _decompressed(raw, start, end, location)
+            for number, chunk in enumerate(chunks):
+                if number == 0 and not chunk.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
                     raise _InputError(
                         "unreadable_file",
                         f"{location}: neither XML nor gzip/bz2/xz/zstd: {chunk[:8]!r}...",
                     )
-                recent = [*recent[-1:], (fed, chunk)]
-                parser.Parse(chunk, False)
-                fed += len(chunk)
+                for skipped in pages.feed(chunk, chunks, location):
+                    yield from drain()
+                    yield skipped
                 yield from drain()
             if is_range and len(handler.stack) > 1:
                 yield Failure(
@@ -535,39 +639,27 @@ def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
                     "dump's stream boundaries",
                 )
                 return
-            if is_range and handler.stack:
-                parser.Parse(b"</mediawiki>", True)
-            else:
-                parser.Parse(b"", True)
+            pages.finish(closing=b"</mediawiki>" if is_range and handler.stack else b"")
             yield from drain()
     except _InputError as error:
         yield from drain()
-        yield Failure(location, error.reason, f"{error.detail}; {handler.page_count} pages read")
+        yield Failure(location, error.reason, f"{error.detail}; {handler.page_count} pages read",
+                      lost_from=error.lost_from)
     except _ForbiddenDTD:
         yield from drain()
         yield Failure(
             location,
             "forbidden_dtd",
-            f"DTD or entity declaration at line {parser.CurrentLineNumber}: refused (entity "
-            "expansion is never done)",
+            f"DTD or entity declaration at line {pages.parser.CurrentLineNumber}: refused "
+            "(entity expansion is never done)",
+            lost_from=0,
         )
     except _NotMediaWiki as error:
-        yield Failure(location, "unreadable_file", f"root element <{error}> is not <mediawiki>")
-    except expat.ExpatError as error:
+        yield Failure(location, "unreadable_file", f"root element <{error}> is not <mediawiki>",
+                      lost_from=0)
+    except expat.ExpatError as error:  # at the end of the input: the file stops in a page
         yield from drain()
-        message = expat.errors.messages[error.code]
-        where = f"line {error.lineno}, column {error.offset}"
-        if _invalid_utf8_at(recent, parser.ErrorByteIndex):
-            reason = "invalid_utf8"
-        elif handler.stack and error.code in _END_OF_INPUT_ERRORS:
-            reason = "truncated_input"  # the file ends inside the document
-        else:
-            reason = "malformed_xml"
-        yield Failure(
-            f"{location}:{error.lineno}:{error.offset}",
-            reason,
-            f"{message} at {where}; {handler.page_count} pages read before it",
-        )
+        yield pages.end_failure(error, location)
 
 
 # --- documents ---------------------------------------------------------------------------------
