@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.sources import wiki_sections
+from pipelines.sources import wiki_blocks, wiki_sections
 from pipelines.sources import wikimarkup as wm
 from pipelines.sources.wikimarkup import wikitext_to_text
 
@@ -80,9 +80,19 @@ def test_unclosed_template_stays_as_text():
     assert wm.strip_templates_and_tables("a {{broken b {{ok}} c") == "a {{broken b  c"
 
 
-def test_tables_removed_with_nested_tables_and_templates():
-    text = "before\n{| class=x\n|-\n| {{flag|A}} || 1\n|-\n|\n{|\n| inner\n|}\n|}\nafter"
-    assert wm.strip_templates_and_tables(text) == "before\n\nafter"
+def test_tables_become_rows_with_nested_tables_and_templates():
+    text = (
+        "before\n{| class=x\n|-\n| {{flag|A}} || 1{{efn|note}}\n|-\n|\n{|\n| inner\n|}\n|}\nafter"
+    )
+    row = wiki_blocks.ROW_MARK
+    assert wm.strip_templates_and_tables(text) == f"before\n\n{row}A | 1\n{row}inner\n\nafter"
+    assert wikitext_to_text(text) == "before\n\nA | 1\ninner\n\nafter"
+
+
+def test_table_nested_too_deep_is_dropped_whole():
+    nested = "{|\n| a\n" * 4 + "|}\n" * 4
+    assert wikitext_to_text("before\n" + nested + "after") == "before\n\nafter"
+    assert wikitext_to_text("before\n" + nested[7:-3] + "after") == "before\n\na\na\na\n\nafter"
 
 
 def test_template_closed_after_a_pipe_at_line_start_is_not_a_table_end():
@@ -170,7 +180,7 @@ def test_headings_lists_and_paragraphs():
         "First line\nsame paragraph.\n\n== History ==\nEarly.\n* one\n*# two\n: three\n"
         "=== Empty section ===\n=== Later ===\nLate.\n----\n"
     )
-    assert wm.format_blocks(text) == (
+    assert wiki_blocks.format_blocks(text).text == (
         "First line same paragraph.\n\nHistory\n\nEarly.\n\none\ntwo\nthree\n\nLater\n\nLate."
     )
 
@@ -252,7 +262,7 @@ def test_a_pipe_line_inside_a_paragraph_keeps_the_sentence(elwiki: dict[str, str
     assert "[[" not in cyprus and "]]" not in cyprus
     # The same with markup that is no link at all: the words stay.
     assert wikitext_to_text("He said\n|that it was fine.") == "He said that it was fine."
-    assert wm.format_blocks("a [[b\n|c]] d") == "a [[b c]] d"
+    assert wiki_blocks.format_blocks("a [[b\n|c]] d").text == "a [[b c]] d"
 
 
 def test_media_links_under_any_namespace_name():
@@ -274,7 +284,7 @@ def test_entities_decoded_after_markup_removal():
 
 
 def test_table_debris_lines_dropped():
-    assert wm.format_blocks("prose\n| cell || cell\n! header\nmore") == "prose more"
+    assert wiki_blocks.format_blocks("prose\n| cell || cell\n! header\nmore").text == "prose more"
 
 
 # --- a real article ----------------------------------------------------------------------------

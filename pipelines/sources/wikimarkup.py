@@ -4,10 +4,11 @@
 WikiExtractor does (templates dropped, links reduced to their visible text), with a few choices
 of its own:
 
-- Templates `{{...}}` and tables `{| ... |}` are dropped whole, nested to any depth; an opening
-  `{{` that is never closed stays as text, as MediaWiki shows it. A few templates that write
-  prose inline are rendered instead of dropped (`{{lang|fr|mot}}` -> "mot", `{{convert|5|km}}`
-  -> "5 km", `{{nowrap|...}}`; see `render_template`), so sentences keep their words.
+- Templates `{{...}}` are dropped whole, nested to any depth; an opening `{{` that is never
+  closed stays as text, as MediaWiki shows it. A few templates that write prose inline are
+  rendered instead of dropped (`{{lang|fr|mot}}` -> "mot", `{{convert|5|km}}` -> "5 km",
+  `{{nowrap|...}}`; see `render_template`), so sentences keep their words. Tables `{| ... |}`
+  keep their text, a line per row (`wiki_blocks.render_table`).
 - `<ref>`, `<gallery>`, `<math>` (no placeholder: a formula's TeX is not prose, and a fake token
   like "formula_7" teaches the model nothing), `<syntaxhighlight>`/`<source>` code, HTML
   `<table>`s and a few other non-prose extension tags are dropped with their content; every
@@ -18,13 +19,14 @@ of its own:
   links to a media file by any namespace name (`[[画像:x.jpg|thumb|...]]`: a localized alias
   siteinfo does not list) and interlanguage links `[[fr:...]]` vanish; `[[:Category:X]]` (a
   visible link) stays. External links `[http://x label]` -> label, `[http://x]` -> nothing.
-- Headings become a paragraph of their own; headings with no text under them are dropped, and
-  so are the closing sections ("References", "External links", "See also", ... in the
-  languages of `wiki_sections.CLOSING_SECTIONS`) at the article's top heading level.
-- List items become one line each; other lines of a paragraph are joined with spaces, as a
-  browser shows them; paragraphs are separated by one blank line. Rows of a table whose
-  markup could not be paired are dropped, but a line starting with `|` that continues a
-  paragraph is kept: markup that cannot be parsed never takes prose with it.
+- Lines into paragraphs (`wiki_blocks.format_blocks`): headings become a paragraph of their
+  own; headings with no text under them are dropped, and so are the closing sections
+  ("References", "External links", "See also", ... in the languages of
+  `wiki_sections.CLOSING_SECTIONS`) at the article's top heading level. List items and table
+  rows become one line each; other lines of a paragraph are joined with spaces, as a browser
+  shows them; paragraphs are separated by one blank line. Rows of a table whose markup could
+  not be paired are dropped, but a line starting with `|` that continues a paragraph is kept:
+  markup that cannot be parsed never takes prose with it.
 - HTML entities are decoded last (`&nbsp;` becomes a plain space).
 
 Every step is a single left-to-right scan or a regex whose matches cannot overlap, so the cost
@@ -34,14 +36,11 @@ is linear in the input: a 50 MB page or ten thousand nested templates take secon
 from __future__ import annotations
 
 import dataclasses
-import html
 import re
 from collections.abc import Iterable
 
-from pipelines.sources import wiki_sections
-
-# Closing-section headings of every language in the table, compared casefolded.
-DROPPED_SECTIONS: frozenset[str] = wiki_sections.closing_section_names()
+from pipelines.sources import wiki_blocks
+from pipelines.sources.wiki_blocks import DROPPED_SECTIONS
 
 # Names under which every wiki accepts its File/Media and Category namespaces, besides the
 # localized names siteinfo lists: MediaWiki's canonical names and its standard "Image" alias.
@@ -201,6 +200,10 @@ _SYMBOLS = {
 _RANGE_WORDS = frozenset({"to", "-", "\u2013", "and", "or", "by", "x", "\u00d7", "+/-"})
 _TEMPLATE_HEAD = re.compile(r"\{\{\s*([^{}|\n<:]{1,40}?)\s*(\||\}\})")
 _NAMED_ARGUMENT = re.compile(r"\s*[\w -]{1,30}=")
+# A table holding tables nested this deep (layout tables in layout tables) is dropped whole:
+# each level copies the rendered text of the levels inside it, so the bound keeps the cost
+# linear.
+_MAX_TABLE_NESTING = 3
 # Templates longer than this are never rendered (prose templates are short), which bounds the
 # copying of nested content.
 _MAX_RENDERED_TEMPLATE = 2000
@@ -279,9 +282,10 @@ def _simple_template(match: re.Match[str]) -> str:
 
 
 def strip_templates_and_tables(text: str) -> str:
-    """Remove every balanced `{{...}}` (templates, `{{{parameters}}}`, parser functions) and
-    `{| ... |}` table, nested to any depth; the few prose templates `render_template` knows are
-    replaced by their text instead.
+    """Remove every balanced `{{...}}` (templates, `{{{parameters}}}`, parser functions), nested
+    to any depth; the few prose templates `render_template` knows are replaced by their text
+    instead, and each `{| ... |}` table by its rows (`wiki_blocks.render_table`; a table that
+    holds tables nested `_MAX_TABLE_NESTING` deep is dropped whole).
 
     One regex pass takes the templates with no braces inside; then a single scan pairs each
     remaining close with its opener on a stack (a depth counter that remembers where each level
@@ -295,31 +299,42 @@ def strip_templates_and_tables(text: str) -> str:
     # 3), kind "T" table.
     stack: list[list] = []
     template_count = 0
-    # Spans to replace, (start, end, replacement), outermost only and in text order: an inner
-    # span closes before its outer one, which then takes it off the list.
-    spans: list[tuple[int, int, str]] = []
+    # Spans to replace, (start, end, replacement, table nesting depth), outermost only and in
+    # text order: an inner span closes before its outer one, which then takes it off the list.
+    spans: list[tuple[int, int, str, int]] = []
+
+    def with_inner(start: int, end: int, inner_start: int) -> str:
+        """text[start:end] with the spans inside it replaced."""
+        pieces = []
+        pos = start
+        for inner in spans[inner_start:]:
+            pieces.append(text[pos : inner[0]])
+            pieces.append(inner[2])
+            pos = inner[1]
+        pieces.append(text[pos:end])
+        return "".join(pieces)
 
     def record(start: int, end: int, is_template: bool) -> None:
         inner_start = len(spans)
         while inner_start and spans[inner_start - 1][0] >= start:
             inner_start -= 1
         replacement = ""
+        depth = max((inner[3] for inner in spans[inner_start:]), default=0)
+        if not is_template:
+            depth += 1
+            if depth <= _MAX_TABLE_NESTING:
+                replacement = "\n" + wiki_blocks.render_table(with_inner(start, end, inner_start))
+                replacement += "\n"
         head = _TEMPLATE_HEAD.match(text, start) if is_template else None
         if head and not _is_rendered(head.group(1)):
             head = None
         if head and head.group(2) == "|" and end - start <= _MAX_RENDERED_TEMPLATE:
-            pieces = []
-            pos = head.end()
-            for inner in spans[inner_start:]:
-                pieces.append(text[pos : inner[0]])
-                pieces.append(inner[2])
-                pos = inner[1]
-            pieces.append(text[pos : end - 2])
-            replacement = render_template(head.group(1), _split_arguments("".join(pieces)))
+            arguments = with_inner(head.end(), end - 2, inner_start)
+            replacement = render_template(head.group(1), _split_arguments(arguments))
         elif head:
             replacement = render_template(head.group(1), [])
         del spans[inner_start:]
-        spans.append((start, end, replacement))
+        spans.append((start, end, replacement, depth if replacement else 0))
 
     for token in _BRACE_TOKEN.finditer(text):
         value = token.group()
@@ -361,7 +376,7 @@ def strip_templates_and_tables(text: str) -> str:
         return text
     pieces = []
     pos = 0
-    for start, end, replacement in spans:
+    for start, end, replacement, _ in spans:
         pieces.append(text[pos:start])
         pieces.append(replacement)
         pos = end
@@ -522,131 +537,12 @@ def strip_magic_words(text: str) -> str:
     return _MAGIC_WORD.sub(lambda m: "" if m.group(1).isupper() else m.group(), text)
 
 
-# --- lines into paragraphs ----------------------------------------------------------------------
-
-
-_HEADING, _PARAGRAPH, _LIST = 0, 1, 2
-
-
-def _plain(line: str) -> str:
-    """A line with HTML entities decoded and whitespace runs (`&nbsp;` included) made one space.
-
-    Decoding comes after all markup is gone, so an encoded `&lt;ref&gt;` stays text; str.split
-    is the fast way to fold whitespace (a regex over every space costs more than all else).
-    """
-    if "&" in line:
-        line = html.unescape(line)
-    return " ".join(line.split())
-
-
-def _continues_paragraph(line: str) -> bool:
-    """Whether a line starting with `|` or `!`, right after a paragraph line, is more of that
-    paragraph rather than a table row."""
-    return line[0] == "|" and not line.startswith(("|-", "|+", "|}")) and "||" not in line
-
-
-def _without_closing_sections(
-    blocks: list[tuple[int, int, str]], dropped_sections: frozenset[str]
-) -> list[tuple[int, int, str]]:
-    """The blocks less each section, with its subsections, under a named heading at the
-    article's top heading level, where "References" and "See also" stand, wherever it stands.
-    A named heading deeper down is kept: "=== Literatura ===" under "== Cultura ==" is a
-    Spanish culture section, though "Literatura" is a bibliography in Polish."""
-    top = min((level for kind, level, _ in blocks if kind == _HEADING), default=0)
-    kept = []
-    dropping = False
-    for block in blocks:
-        block_kind, level, block_text = block
-        if block_kind == _HEADING and level == top:
-            dropping = block_text.rstrip(":").strip().casefold() in dropped_sections
-        if not dropping:
-            kept.append(block)
-    return kept
-
-
-def format_blocks(text: str, dropped_sections: frozenset[str] = DROPPED_SECTIONS) -> str:
-    """Lines of (markup-free) wikitext -> paragraphs separated by blank lines.
-
-    A heading line `== H ==` becomes the paragraph "H"; list items (`*`, `#`, `:`, `;`) one line
-    each; other consecutive lines are joined by spaces. Top-level sections named in
-    `dropped_sections` and headings with no text under them are removed. Leftover table rows
-    (lines starting with `|` or `!`) are dropped, except a `|` line right after a paragraph line
-    outside an unclosed `{|` that has no cell or row markup (`||`, `|-`, `|}`): that is the
-    paragraph going on (the `|` of a `[[Target\n|label]]` left as text), kept. HTML entities
-    are decoded here, after all markup is gone, so an encoded `&lt;ref&gt;` stays text.
-    """
-    blocks: list[tuple[int, int, str]] = []  # (kind, heading level, text)
-    lines: list[str] = []
-    kind = _PARAGRAPH
-    in_table = False  # inside a `{|` never closed (strip_templates_and_tables left it)
-    continues_prose = False  # the previous line was a paragraph line
-
-    def flush() -> None:
-        if lines:
-            blocks.append((kind, 0, (" " if kind == _PARAGRAPH else "\n").join(lines)))
-            lines.clear()
-
-    for raw in text.split("\n"):
-        line = raw.strip()
-        after_prose, continues_prose = continues_prose, False
-        if not line:
-            flush()
-            continue
-        first = line[0]
-        if first == "=" and len(line) > 2 and line[-1] == "=":
-            lead = len(line) - len(line.lstrip("="))
-            trail = len(line) - len(line.rstrip("="))
-            level = min(lead, trail, 6)
-            title = _plain(line[level:-level].strip("= \t"))
-            flush()
-            if title:
-                blocks.append((_HEADING, level, title))
-            continue
-        if line.startswith("{|"):
-            in_table = True
-            continue
-        if first in "|!":
-            if in_table or not after_prose or not _continues_paragraph(line):
-                in_table = in_table and not line.startswith("|}")
-                continue  # table debris
-            line = line[1:]
-        if line.startswith("----"):
-            continue  # horizontal rule
-        is_item = first in "*#:;"
-        if is_item:
-            line = line.lstrip("*#:;")
-        line = _plain(line)
-        if not line:
-            continue
-        new_kind = _LIST if is_item else _PARAGRAPH
-        if new_kind != kind:
-            flush()
-            kind = new_kind
-        lines.append(line)
-        continues_prose = new_kind == _PARAGRAPH
-    flush()
-    kept = _without_closing_sections(blocks, dropped_sections)
-
-    # Drop headings with no text under them, walking backwards: has_text[level] says whether
-    # text follows before the next heading of that level or higher.
-    has_text = [False] * 8
-    out: list[str] = []
-    for block_kind, level, block_text in reversed(kept):
-        if block_kind == _HEADING:
-            if has_text[level]:
-                out.append(block_text)
-            for deeper in range(level, 8):
-                has_text[deeper] = False
-        else:
-            out.append(block_text)
-            has_text = [True] * 8
-    out.reverse()
-    return "\n\n".join(out)
-
-
-def wikitext_to_text(wikitext: str, config: MarkupConfig = DEFAULT_CONFIG) -> str:
-    """The plain-text prose of one article's wikitext (see the module docstring)."""
+def convert_wikitext(wikitext: str, config: MarkupConfig = DEFAULT_CONFIG) -> wiki_blocks.Blocks:
+    """The plain-text prose of one article's wikitext (see the module docstring), with the
+    headings of the closing sections it cut."""
     text = wikitext.replace("\r\n", "\n")
+    if wiki_blocks.ROW_MARK in text:
+        text = text.replace(wiki_blocks.ROW_MARK, "")
     text = strip_comments(text)
     text = strip_elements(text)
     text = strip_templates_and_tables(text)
@@ -655,4 +551,9 @@ def wikitext_to_text(wikitext: str, config: MarkupConfig = DEFAULT_CONFIG) -> st
     text = strip_emphasis(text)
     text = strip_html_tags(text)
     text = strip_magic_words(text)
-    return format_blocks(text, config.dropped_sections)
+    return wiki_blocks.format_blocks(text, config.dropped_sections)
+
+
+def wikitext_to_text(wikitext: str, config: MarkupConfig = DEFAULT_CONFIG) -> str:
+    """The plain-text prose of one article's wikitext (see the module docstring)."""
+    return convert_wikitext(wikitext, config).text

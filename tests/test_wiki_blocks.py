@@ -1,0 +1,164 @@
+"""Closing sections per language and tables/lists kept as lines: on the real Greek and English
+dump samples and on pages built here as ukwiki, bgwiki and jawiki write them."""
+
+from __future__ import annotations
+
+import bz2
+import html
+import re
+from pathlib import Path
+
+import pytest
+
+from pipelines.sources import wiki_blocks, wiki_sections
+from pipelines.sources import wikimarkup as wm
+
+WIKIPEDIA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "wikipedia"
+GREEK = wm.config_for_namespaces(file_names=("Αρχείο", "Μέσο"), category_names=("Κατηγορία",))
+_REDIRECT = re.compile(r"\s*#(?:REDIRECT|ΑΝΑΚΑΤΕΥΘΥΝΣΗ)", re.IGNORECASE)
+
+
+def _articles(name: str) -> dict[str, str]:
+    """Raw wikitext by title of the ns-0 non-redirect pages of a real dump sample."""
+    xml = bz2.open(WIKIPEDIA / name).read().decode("utf-8")
+    pages = re.findall(r"<title>(.*?)</title>\s*<ns>0</ns>.*?<text[^>]*>(.*?)</text>", xml, re.S)
+    texts = {html.unescape(title): html.unescape(text) for title, text in pages}
+    return {title: text for title, text in texts.items() if not _REDIRECT.match(text)}
+
+
+@pytest.fixture(scope="module")
+def elwiki() -> dict[str, str]:
+    return _articles("elwiki-pages-articles-head933.xml.bz2")
+
+
+# --- closing sections ------------------------------------------------------------------------
+
+
+def test_the_table_covers_the_largest_wikipedias_and_says_where_each_comes_from():
+    assert len(wiki_sections.LARGEST_WIKIPEDIAS) == 30
+    missing = set(wiki_sections.LARGEST_WIKIPEDIAS) - set(wiki_sections.CLOSING_SECTIONS)
+    assert not missing
+    assert set(wiki_sections.SOURCES) == set(wiki_sections.CLOSING_SECTIONS)
+    for language, names in wiki_sections.CLOSING_SECTIONS.items():
+        assert names and all(name == name.strip() and name for name in names), language
+
+
+# The closing sections of issue 19's held-out articles, as those wikis write them.
+@pytest.mark.parametrize(
+    ("language", "closing", "removed"),
+    [
+        ("uk", "== Див. також ==\n* [[Дніпро]]\n== Джерела та література ==\n"
+               "* Шевчук В. Історія. — К., 2004.\n== Посилання ==\n* [http://x.ua сайт]",
+         ("Див. також", "Джерела та література", "Посилання")),
+        ("bg", "== Вижте също ==\n* [[София]]\n== Източници ==\n<references />\n"
+               "== Външни препратки ==\n* [http://x.bg сайт]",
+         ("Вижте също", "Източници", "Външни препратки")),
+        ("ja", "== 脚注 ==\n{{Reflist}}\n== 関連文献 ==\n* 山田太郎『東京史』2001年。\n"
+               "== 外部リンク ==\n* [http://x.jp 公式]",
+         ("脚注", "関連文献", "外部リンク")),
+        ("ceb", "== Tan-awa usab ==\n* [[Sugbo]]\n== Ang mga gi basihan ==\n{{reflist}}",
+         ("Tan-awa usab", "Ang mga gi basihan")),
+        ("tt", "== Искәрмәләр ==\n{{искәрмәләр}}\n== Сылтамалар ==\n* [http://x.ru сайт]",
+         ("Искәрмәләр", "Сылтамалар")),
+    ],
+)  # fmt: skip
+def test_closing_sections_of_other_languages_are_cut_and_counted(language, closing, removed):
+    assert language in wiki_sections.CLOSING_SECTIONS
+    article = f"'''Назва''' — текст статті.\n== Історія ==\nРаннє.\n{closing}\n"
+    converted = wm.convert_wikitext(article)
+    assert converted.text == "Назва — текст статті.\n\nІсторія\n\nРаннє."
+    assert converted.removed_sections == removed
+
+
+def test_greek_dump_closing_sections_counted(elwiki: dict[str, str]):
+    """Every top-level closing section of the real elwiki sample is cut and named; none is
+    left as a heading line."""
+    removed: dict[str, int] = {}
+    closing = wiki_sections.closing_section_names()
+    for title, wikitext in elwiki.items():
+        converted = wm.convert_wikitext(wikitext, GREEK)
+        for heading in converted.removed_sections:
+            removed[heading] = removed.get(heading, 0) + 1
+        headings_left = [b for b in converted.text.split("\n\n") if b.casefold() in closing]
+        assert not headings_left, title
+    assert len(elwiki) == 524
+    assert sum(removed.values()) == 624
+    assert removed["Εξωτερικοί σύνδεσμοι"] == 288 and removed["Παραπομπές"] == 153
+    # Headings the table learnt from this dump (they were left in before).
+    assert removed["Σημειώσεις και παραπομπές"] == 5 and removed["Παραπομπές και σημειώσεις"] == 5
+    france = wm.convert_wikitext(elwiki["Γαλλία"], GREEK)
+    assert france.removed_sections == ("Σημειώσεις και παραπομπές", "Εξωτερικοί σύνδεσμοι")
+
+
+# --- lists and tables --------------------------------------------------------------------------
+
+# A ukwiki list article and a table-only article, as they are written (markup of "Список ..."
+# pages: a lead sentence in a template, then only a sortable table or a list in columns).
+UK_TABLE_ONLY = """{{Infobox
+| назва = Річки
+}}
+{| class="wikitable sortable"
+|+ Найдовші річки України
+! № !! Назва !! Довжина, км
+|-
+| 1 || [[Дніпро]] || style="text-align:right" | 2201
+|-
+| 2 || [[Дністер]]<ref>ЕСУ</ref> || 1362
+|-
+| 3 || [[Південний Буг]] || 806
+|}
+
+== Примітки ==
+{{reflist}}
+
+[[Категорія:Річки України]]
+"""
+UK_LIST_ONLY = """{{Колонки|3}}
+* [[Київ]]
+* [[Харків]]
+** [[Холодна Гора]]
+# [[Одеса]]
+{{Колонки-кінець}}
+== Див. також ==
+* [[Міста України]]
+"""
+
+
+def test_a_table_only_article_keeps_its_rows():
+    assert wm.wikitext_to_text(UK_TABLE_ONLY) == (
+        "Найдовші річки України\n№ | Назва | Довжина, км\n1 | Дніпро | 2201\n2 | Дністер | 1362\n"
+        "3 | Південний Буг | 806"
+    )
+
+
+def test_a_list_only_article_keeps_its_items():
+    converted = wm.convert_wikitext(UK_LIST_ONLY)
+    assert converted.text == "Київ\nХарків\nХолодна Гора\nОдеса"
+    assert converted.removed_sections == ("Див. також",)
+
+
+def test_table_cells_over_lines_headers_and_empty_rows():
+    table = (
+        '{| class="wikitable"\n|-\n! scope="col" | Рік\n! Подія\n|-\n| 1991\n| Незалежність\n'
+        "проголошено.\n|-\n|\n|-\n| colspan=2 | 2004<br />Помаранчева революція\n|}"
+    )
+    mark = wiki_blocks.ROW_MARK
+    assert wiki_blocks.render_table(table).split("\n")[0] == f"{mark}Рік | Подія"
+    assert wm.wikitext_to_text(table) == (
+        "Рік | Подія\n1991 | Незалежність проголошено.\n2004 Помаранчева революція"
+    )
+
+
+def test_english_output_only_gains_table_lines(monkeypatch):
+    """On the real enwiki sample, every article's text with tables kept holds every line of its
+    text with tables dropped (what it was before), in order: tables only add lines."""
+    articles = _articles("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+    with_tables = {title: wm.wikitext_to_text(text) for title, text in articles.items()}
+    monkeypatch.setattr(wiki_blocks, "render_table", lambda markup: "")
+    gained = 0
+    for title, text in articles.items():
+        before = wm.wikitext_to_text(text).split("\n")
+        after = iter(with_tables[title].split("\n"))
+        assert all(any(line == kept for kept in after) for line in before), title
+        gained += with_tables[title] != "\n".join(before)
+    assert len(articles) == 106 and gained == 33
