@@ -14,13 +14,20 @@ Layout of ``RUN/checkpoints/step-00000100/``:
 
 Everything is written under ``.tmp-step-00000100`` and renamed into place after ``meta.json``,
 so a crash while saving (or while an ``--async-checkpoint`` write is in flight) leaves the
-previous checkpoint the latest valid one. Files are hashed in parallel (rank r hashes every
-world_size-th file) on save and on load. ``trainer.pt`` is loaded with
-``torch.load(weights_only=True)``; DCP files hold tensors and plain metadata.
+previous checkpoint the latest valid one. A save that fails (a full disk) removes its
+temporary directory and raises one line; every save first sweeps the temporary directories an
+earlier killed process left. Files are hashed in parallel (rank r hashes every world_size-th
+file) on save and on load.
+
+A checkpoint is untrusted input: ``meta.json`` is read under a cap, every file it lists must be
+a regular file of the recorded size and sha256, ``trainer.pt`` is loaded with
+``torch.load(weights_only=True)``, and DCP's files are read through :mod:`train.checkpoint_io`
+(no pickle in them can name code).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -34,6 +41,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -41,11 +49,22 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from dataset_format.safe_io import (
+    MIB,
+    UnsafeInputError,
+    load_json_capped,
+    require_regular_file,
+)
+from train import checkpoint_io
+
 FORMAT = "shardsmith-checkpoint"
 FORMAT_VERSION = 2
 TRAINER_FILE = "trainer.pt"
-DCP_METADATA = ".metadata"
+DCP_METADATA = checkpoint_io.DCP_METADATA
 STEP_DIR = re.compile(r"^step-(\d{8})$")
+TMP_PREFIX = ".tmp-"
+# meta.json lists one record (~120 bytes) per file: 16 MiB is over 100k files.
+META_CAP = 16 * MIB
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -83,9 +102,9 @@ def saved_run_id(path: str) -> str | None:
     """The job id recorded in a checkpoint's meta.json (None if none or unreadable; reading it
     for real, with every check, is :func:`read_meta`'s job)."""
     try:
-        with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
-            value = json.load(f).get("run_id")
-    except (OSError, ValueError, AttributeError):
+        value = load_json_capped(os.path.join(path, "meta.json"), "meta.json", META_CAP)
+        value = value.get("run_id")
+    except (UnsafeInputError, AttributeError):
         return None
     return value if isinstance(value, str) else None
 
@@ -189,31 +208,90 @@ class PendingSave:
 
     def commit(self) -> str | None:
         """Wait for the shards, hash every file (in parallel), then rank 0 writes meta.json and
-        renames the directory into place. Returns the final path on rank 0, None elsewhere."""
+        renames the directory into place. Returns the final path on rank 0, None elsewhere.
+        A failure on any rank removes the temporary directory and raises CheckpointError on
+        every rank; the previous checkpoint stays the latest."""
+        rank, _ = _rank_and_size()
+        # every rank's shards and trainer.pt are on disk before anyone lists them
+        _agreed(self.run_dir, self.step, self.tmp, self._finish_shards)
+        records = _agreed(self.run_dir, self.step, self.tmp, self._hash_my_share)
+        gathered = _all_gather(records)
+
+        def publish() -> str | None:
+            if rank != 0:
+                return None
+            files = {name: record for part in gathered for name, record in part.items()}
+            return _commit(self.run_dir, self.step, self.tmp, files, self.trainer_state)
+
+        # nobody runs ahead (and maybe dies) before the checkpoint is final
+        final = _agreed(self.run_dir, self.step, self.tmp, publish)
+        if rank == 0:
+            _prune(self.run_dir, self.keep)
+        return final
+
+    def _finish_shards(self) -> None:
         if self.future is not None:
             self.future.result()
-        rank, _ = _rank_and_size()
-        if rank == 0:
+        if _rank_and_size()[0] == 0:
             with open(os.path.join(self.tmp, TRAINER_FILE), "wb") as f:
                 torch.save(self.trainer_state, f)
                 f.flush()
                 os.fsync(f.fileno())
-        _barrier()  # every rank's shards and trainer.pt are on disk before anyone lists them
-        names = sorted(os.listdir(self.tmp))
+
+    def _hash_my_share(self) -> dict:
         records = {}
-        for name in _my_share(names):
+        for name in _my_share(sorted(os.listdir(self.tmp))):
             file_path = os.path.join(self.tmp, name)
             with open(file_path, "rb") as f:
                 os.fsync(f.fileno())
             records[name] = {"bytes": os.path.getsize(file_path), "sha256": _sha256(file_path)}
-        gathered = _all_gather(records)
-        final = None
-        if rank == 0:
-            files = {name: record for part in gathered for name, record in part.items()}
-            final = _commit(self.run_dir, self.step, self.tmp, files, self.trainer_state)
-            _prune(self.run_dir, self.keep)
-        _barrier()  # nobody runs ahead (and maybe dies) before the checkpoint is final
-        return final
+        return records
+
+
+def save_failure_reason(error: BaseException) -> str:
+    """A failed write in a few words: a full disk (the common case) by name, else the cause."""
+    cause = checkpoint_io.root_cause(error)
+    if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on device"
+    return _one_line(cause)
+
+
+def _agreed(run_dir: str, step: int, tmp: str, work: Callable[[], object]) -> object:
+    """Run one step of a save on every rank and agree on its outcome (a collective, so it is
+    also a barrier). If it failed anywhere, rank 0 removes the temporary directory and every
+    rank raises the same one-line CheckpointError."""
+    try:
+        result, reason = work(), None
+    except (OSError, CheckpointException) as e:
+        result, reason = None, save_failure_reason(e)
+    reasons = [r for r in _all_gather(reason) if r is not None]
+    if not reasons:
+        return result
+    if _rank_and_size()[0] == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+    latest = latest_checkpoint(run_dir)
+    raise CheckpointError(
+        f"checkpoint of step {step} not saved ({reasons[0]}); its temporary directory {tmp} "
+        f"was removed; the last complete checkpoint is {latest or 'none'}"
+    )
+
+
+def sweep_stale_saves(run_dir: str) -> list[str]:
+    """Remove the temporary directories of saves that never finished (a process killed while
+    saving leaves one, and it may hold most of a disk); returns their names. Rank 0 calls it
+    at the start of a run and before every save (no other save can be in flight then: a
+    pending save is committed before the next one starts)."""
+    root = checkpoints_dir(run_dir)
+    if not os.path.isdir(root):
+        return []
+    stale = sorted(
+        name
+        for name in os.listdir(root)
+        if name.startswith(TMP_PREFIX) and STEP_DIR.match(name[len(TMP_PREFIX) :])
+    )
+    for name in stale:
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    return stale
 
 
 def save_checkpoint(
@@ -233,13 +311,14 @@ def save_checkpoint(
     checkpointing) the shards are staged to host memory and written by a background thread
     while training goes on; otherwise they are written before this returns. Either way
     :meth:`PendingSave.commit` must follow (before the next save) for the checkpoint to count.
+    A write that fails raises CheckpointError (one line) after removing the temporary directory.
     """
     rank, _ = _rank_and_size()
     root = checkpoints_dir(run_dir)
-    tmp = os.path.join(root, ".tmp-" + step_dir_name(step))
+    tmp = os.path.join(root, TMP_PREFIX + step_dir_name(step))
     if rank == 0:
         os.makedirs(root, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)  # left by a crash during an earlier save
+        sweep_stale_saves(run_dir)
         os.makedirs(tmp)
     _barrier()
     state = sharded_state(model, optimizer)
@@ -248,8 +327,20 @@ def save_checkpoint(
     if async_group is not None:
         future = dcp.async_save(state, checkpoint_id=tmp, process_group=async_group)
         return PendingSave(run_dir, step, tmp, trainer_state, keep, future)
-    dcp.save(state, checkpoint_id=tmp, no_dist=not _distributed())
+
+    def write() -> None:
+        with checkpoint_io.single_process_quiet():
+            dcp.save(state, checkpoint_id=tmp, no_dist=not _distributed())
+
+    _agreed(run_dir, step, tmp, write)
     return PendingSave(run_dir, step, tmp, trainer_state, keep)
+
+
+def _write_json_synced(path: str, value: object) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _commit(run_dir: str, step: int, tmp: str, files: dict, trainer_state: dict) -> str:
@@ -264,10 +355,7 @@ def _commit(run_dir: str, step: int, tmp: str, files: dict, trainer_state: dict)
         "world_size": len(trainer_state["rng"]),
         "files": files,
     }
-    with open(os.path.join(tmp, "meta.json"), "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
+    _write_json_synced(os.path.join(tmp, "meta.json"), meta)
     _fsync_dir(tmp)
     if os.path.exists(final):  # re-saving the same step (a resumed run that stopped there)
         shutil.rmtree(final)
@@ -320,10 +408,9 @@ def read_meta(path: str) -> dict:
     if not os.path.exists(meta_path):
         raise CheckpointError(f"{meta_path}: missing: {path} is not a complete checkpoint")
     try:
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{meta_path}: unreadable checkpoint metadata ({e})") from None
+        meta = load_json_capped(meta_path, "checkpoint metadata", META_CAP)
+    except UnsafeInputError as e:
+        raise CheckpointError(f"unreadable checkpoint metadata: {e}") from None
     fault = _meta_fault(meta)
     if fault is not None:
         raise CheckpointError(f"{meta_path}: {fault}")
@@ -332,9 +419,13 @@ def read_meta(path: str) -> dict:
 
 def _file_fault(path: str, name: str, record: dict, hash_it: bool) -> str | None:
     file_path = os.path.join(path, name)
-    if not os.path.exists(file_path):
+    if not os.path.lexists(file_path):
         return f"{file_path}: missing"
-    size = os.path.getsize(file_path)
+    try:
+        # a FIFO would block the hash below forever, a link to /dev/zero never end it
+        size = require_regular_file(file_path, "checkpoint file").st_size
+    except UnsafeInputError as e:
+        return str(e)
     if size != record["bytes"]:
         return f"{file_path}: {size} bytes, meta.json says {record['bytes']} (cut or replaced)"
     if hash_it and _sha256(file_path) != record["sha256"]:
@@ -389,6 +480,19 @@ def _one_line(error: Exception, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def load_dcp(path: str, state: dict, planner: object | None = None) -> None:
+    """Read a verified checkpoint's DCP files into ``state`` (in place; every rank, or one
+    process offline): ``.metadata`` through the restricted unpickler and checked against
+    meta.json's file list, non-tensor entries ``weights_only``. CheckpointError (one line) if
+    anything in them is unsafe; RuntimeError (one line) if a tensor does not fit ``state``."""
+    sizes = {name: record["bytes"] for name, record in read_meta(path)["files"].items()}
+    try:
+        metadata = checkpoint_io.read_checked_metadata(path, sizes)
+        checkpoint_io.load_into(path, metadata, state, planner, no_dist=not _distributed())
+    except UnsafeInputError as e:
+        raise CheckpointError(str(e)) from None
+
+
 def load_checkpoint(
     path: str,
     model: nn.Module,
@@ -416,9 +520,9 @@ def load_checkpoint(
     # tensors, in groups of their own), and the groups' settings come from this run's flags.
     wanted = {"model": state["model"], "optimizer": {"state": state["optimizer"]["state"]}}
     try:
-        dcp.load(wanted, checkpoint_id=path, no_dist=not _distributed())
+        load_dcp(path, wanted)
         set_model_state_dict(model, state["model"])
-    except (RuntimeError, KeyError, ValueError, dcp.api.CheckpointException) as e:
+    except (RuntimeError, KeyError, ValueError) as e:
         raise CheckpointError(
             f"{path}: its model state does not fit this model ({_one_line(e)}); "
             "was it saved with another --preset or tokenizer?"

@@ -8,7 +8,8 @@
 ``torch.load(weights_only=True)``. ``hf`` writes a Hugging Face directory: ``config.json`` and
 ``model.safetensors`` (``GPT2LMHeadModel`` or ``BertForPreTraining`` / ``BertForMaskedLM``
 names, see :mod:`train.models.hf`); ``transformers`` is needed only for that one.
-The checkpoint's sizes and hashes are checked first (:func:`train.checkpoint.verify_checkpoint`).
+The checkpoint's sizes and hashes are checked first (:func:`train.checkpoint.verify_checkpoint`)
+and its DCP files are read as untrusted input (:func:`train.checkpoint.load_dcp`).
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ import dataclasses
 import json
 import os
 import sys
-import tempfile
 
 import torch
-from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from train import checkpoint as ckpt
+from train.checkpoint_io import SafeFullLoadPlanner
 from train.models.bert import BertConfig
 from train.models.gpt import GPTConfig
 
@@ -34,10 +34,13 @@ def consolidated_state(checkpoint_dir: str) -> dict:
     ckpt.verify_checkpoint(checkpoint_dir)
     trainer = ckpt.read_trainer_state(checkpoint_dir)
     trainer.pop("rng")
-    with tempfile.TemporaryDirectory() as scratch:
-        path = os.path.join(scratch, "full.pt")
-        dcp_to_torch_save(checkpoint_dir, path)
-        state = torch.load(path, map_location="cpu", weights_only=True)
+    state: dict = {}
+    try:
+        ckpt.load_dcp(checkpoint_dir, state, SafeFullLoadPlanner())
+    except RuntimeError as e:
+        raise ckpt.CheckpointError(f"{checkpoint_dir}: unreadable DCP files ({e})") from None
+    if not isinstance(state.get("model"), dict) or not isinstance(state.get("optimizer"), dict):
+        raise ckpt.CheckpointError(f"{checkpoint_dir}: holds no model and optimizer state")
     return {"model": state["model"], "optimizer": state["optimizer"], "trainer": trainer}
 
 

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from dataclasses import dataclass
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch import nn
 
 from train import checkpoint as ckpt
@@ -68,10 +66,10 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
     model = Bert(config) if isinstance(config, BertConfig) else GPT(config)
     state = {"model": model.state_dict()}
     try:
-        with warnings.catch_warnings():  # "assuming ... a single process": that is the intent
-            warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
-            dcp.load(state, checkpoint_id=checkpoint, no_dist=True)
+        ckpt.load_dcp(checkpoint, state)
         model.load_state_dict(state["model"])
+    except ckpt.CheckpointError as e:
+        raise LoadError(str(e)) from None
     except (RuntimeError, KeyError, ValueError) as e:
         raise LoadError(f"{checkpoint}: model state does not fit its own config ({e})") from None
     info = trainer_state.get("tokenizer") or {}
