@@ -537,12 +537,33 @@ def test_record_whose_content_length_is_wrong_is_a_failure(tmp_path: Path, compr
     path.write_bytes(b"".join(gzip.compress(r) for r in (first, second)) if compressed
                      else first + second)
     out = _read(path)
+    # the bad record is one failure; the record after it is still read (resynchronised)
     assert [(type(x).__name__, getattr(x, "reason", "")) for x in out] == [
-        ("Failure", "corrupt_input")], out
+        ("Failure", "corrupt_input"), ("Document", "")], out
     assert "record 1" in out[0].detail and "Content-Length" in out[0].detail
+    assert out[0].lost_from is None and out[1].url == "https://a.example/two"
     # the same two records with their true lengths are two documents
     path.write_bytes(_record_bytes("https://a.example/one", _page("14cc")) + second)
     assert [type(x).__name__ for x in _read(path)] == ["Document", "Document"]
+
+
+@pytest.mark.parametrize("delta", [-500, 300])
+def test_a_bad_content_length_halfway_costs_one_record(tmp_path: Path, delta: int) -> None:
+    """Issue 18: a record with a wrong Content-Length halfway lost every record after it."""
+    real = b"".join([gzip.decompress((WARC_DIR / "whirlwind.warc.gz").read_bytes()),
+                     gzip.decompress((WARC_DIR / "example.warc.gz").read_bytes()),
+                     (WARC_DIR / "example-iana.org-chunked.warc").read_bytes()])
+    (tmp_path / "real.warc").write_bytes(real)
+    expected = _read(tmp_path / "real.warc")
+    assert len(expected) == 3 and not [x for x in expected if isinstance(x, Failure)]
+    bad = _with_length_off_by(_record_bytes("https://a.example/one", _page("14cc")), delta)
+    path = tmp_path / "crawl.warc.gz"
+    path.write_bytes(gzip.compress(real + bad + real))
+    out = _read(path)
+    failures = [x for x in out if isinstance(x, Failure)]
+    assert [(f.reason, f.location) for f in failures] == [
+        ("corrupt_input", f"{path}:record {real.count(b'WARC/1.') + 1}")]
+    assert [x for x in out if not isinstance(x, Failure)] == expected * 2
 
 
 def test_garbage_after_warc_header_is_corrupt(tmp_path: Path) -> None:
@@ -550,7 +571,12 @@ def test_garbage_after_warc_header_is_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "bad.warc"
     start = whole.index(b"WARC/1.0", 10)
     path.write_bytes(whole[:start] + b"NOT A WARC RECORD\r\n" * 50 + whole[start:])
-    assert [(f.reason, f.location) for f in _read(path)] == [("corrupt_input", str(path))]
+    out = _read(path)
+    # the record the garbage follows fails, and the records after the garbage are read
+    assert [(type(x).__name__, getattr(x, "reason", "")) for x in out] == [
+        ("Failure", "corrupt_input"), ("Document", "")], out
+    assert out[0].location == f"{path}:record 1"
+    assert out[1] == _read(WARC_DIR / "example-iana.org-chunked.warc")[0]
 
 
 def test_page_declaring_utf8_but_written_in_cp1251(tmp_path: Path) -> None:

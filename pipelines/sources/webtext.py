@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import logging
 import re
 import urllib.parse
@@ -88,6 +89,7 @@ from pipelines.sources.ranges import (
     tar_range_stream,
     task_bytes,
 )
+from pipelines.sources.warc_framing import CorruptRecord, warc_records
 
 NAME = "webtext"
 logger = logging.getLogger(__name__)
@@ -308,48 +310,34 @@ def _warc_document(records: ArchiveIterator, record: object, index: int, key: st
     return _document(text, key, where, url=url)
 
 
-def _bad_header_block(stream: BinaryIO, index: int, problem: str) -> InputError:
-    # at the end of the data a broken header block is a cut file, elsewhere it is garbage
-    if stream.peek(1) == b"":  # type: ignore[attr-defined]
-        return TruncatedInputError(f"WARC data ends inside the headers of record {index + 1}")
-    return CorruptInputError(f"unreadable WARC record {index + 1}: {problem}")
-
-
-def _next_record(records: Iterator, stream: BinaryIO, index: int) -> object | None:
+def _parse_record(data: bytes, index: int) -> tuple[ArchiveIterator, object]:
+    """warcio's reading of one delimited record (warc_framing checked its length and end)."""
+    records = ArchiveIterator(io.BytesIO(data))
     try:
-        record = next(records)
-    except StopIteration:
-        return None
-    except ArchiveLoadFailed as error:  # the record does not start with a WARC version line
-        first_line = str(error).rsplit("first line: ", 1)[-1].strip("[]'\" \r\n")
-        if first_line and any(v.startswith(first_line) for v in ("WARC/1.0", "WARC/1.1")):
-            raise _bad_header_block(stream, index, str(error)) from None  # a cut "WARC/1.0"
-        raise CorruptInputError(f"unreadable WARC record {index + 1}: {error}") from None
-    except (ValueError, AttributeError, TypeError) as error:
+        return records, next(iter(records))
+    except (StopIteration, ArchiveLoadFailed, ValueError, AttributeError, TypeError) as error:
         # warcio fails in assorted ways on a broken header block (AttributeError on a response
         # with no WARC-Target-URI)
-        raise _bad_header_block(stream, index, repr(error)) from None
-    # Content-Length is mandatory; without it warcio cannot tell where the record ends
-    if not (record.rec_headers.get_header("Content-Length") or "").strip().isdigit():
-        raise _bad_header_block(stream, index, "no valid Content-Length header")
-    return record
+        raise CorruptInputError(f"unreadable WARC record {index}: {error!r}") from None
 
 
 def _read_warc(stream: BinaryIO, key: str, location: str,
                settings: _Settings) -> Iterator[Document | Failure]:
-    records = ArchiveIterator(stream)
-    iterator = iter(records)
-    index = 0
-    while (record := _next_record(iterator, stream, index)) is not None:
-        index += 1
-        result = _warc_document(records, record, index, key, location, settings)
+    """The documents of a WARC stream; a record that cannot be read is one Failure and reading
+    goes on at the next record (warc_framing finds it)."""
+    for item in warc_records(stream, settings.limit):
+        if isinstance(item, CorruptRecord):
+            yield failure(f"{location}:record {item.index}", item.reason, item.detail)
+            continue
+        index, data = item
+        try:
+            records, record = _parse_record(data, index)
+            result = _warc_document(records, record, index, key, location, settings)
+        except InputError as error:
+            yield failure_from(error, f"{location}:record {index}")
+            continue
         if result is not None:
             yield result
-    # warcio ends quietly (EOFError inside) when the file stops in a record's header block;
-    # `next_line` then still holds that record's first line instead of None
-    # (the first record included: the file starts with "WARC/" or it would not be read here)
-    if records.next_line or index == 0:
-        raise TruncatedInputError(f"WARC data ends inside the headers of record {index + 1}")
 
 
 def _read_member(member: ArchiveMember, key: str, archive_location: str, settings: _Settings,
