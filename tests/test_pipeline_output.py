@@ -247,7 +247,7 @@ def test_the_lock_is_held_across_processes_and_dropped_when_the_holder_dies(tmp_
 
 
 def test_a_remote_output_is_locked_by_a_lock_object(monkeypatch):
-    monkeypatch.setattr("pipelines.write._LOCK_SETTLE_S", 0.0)
+    monkeypatch.setattr("pipelines.write.output._LOCK_SETTLE_S", 0.0)
     url = "memory://output-lock-test/set"
     first = claim_output(url, run_id="first-run")
     with pytest.raises(OutputError, match="first-run.*delete memory://output-lock-test/set/"):
@@ -258,7 +258,7 @@ def test_a_remote_output_is_locked_by_a_lock_object(monkeypatch):
 
 # -- 4. stats.json never says ok for a set that was not finished --------------------------------
 def test_a_failed_manifest_write_leaves_stats_saying_failed(tmp_path, monkeypatch):
-    import pipelines.write as write
+    import pipelines.write.finish as write
 
     real = write._write_json
 
@@ -277,7 +277,7 @@ def test_a_failed_manifest_write_leaves_stats_saying_failed(tmp_path, monkeypatc
 
 
 def test_a_failed_stats_write_after_the_manifest_takes_the_manifest_back(tmp_path, monkeypatch):
-    import pipelines.write as write
+    import pipelines.write.finish as write
 
     real = write._write_json
 

@@ -1,0 +1,176 @@
+"""Step 3 of writing a shard set: one bucket's spill files merged into its shards.
+
+The bucket's documents are sorted by id and cut into consecutive shards of at most
+`shard_tokens` tokens (a single longer document gets a shard to itself), named
+`shard-<bucket:05d>-<part:05d>`. Same input, same shards, same names: a retried merge rewrites
+identical files, each written under a temporary name and renamed into place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+
+import apache_beam as beam
+from apache_beam import pvalue
+
+from dataset_format import IndexedDatasetWriter, ShardInfo
+from pipelines import progress as progress_lib
+from pipelines.stats import BundleCounts
+from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
+from pipelines.write.spill import SpillFile
+
+LOG = logging.getLogger(__name__)
+
+SHARD_PREFIX = "shard-"
+# A shard of 2^27 tokens is 256 MiB of uint16 ids: big enough that a set of a few hundred GB
+# has a manageable number of files, small enough to copy and checksum quickly.
+DEFAULT_SHARD_TOKENS = 1 << 27
+
+
+def shard_name(bucket: int, part: int) -> str:
+    return f"{SHARD_PREFIX}{bucket:05d}-{part:05d}"
+
+
+def split_into_parts(lengths: Sequence[int], shard_tokens: int) -> list[tuple[int, int]]:
+    """Cut consecutive documents into [start, end) runs of at most `shard_tokens` tokens each.
+
+    A document longer than `shard_tokens` is never split (documents stay whole): it becomes a
+    part of its own.
+    """
+    if shard_tokens <= 0:
+        raise ValueError(f"shard_tokens must be positive, got {shard_tokens}")
+    parts: list[tuple[int, int]] = []
+    start, tokens = 0, 0
+    for i, n in enumerate(lengths):
+        if i > start and tokens + int(n) > shard_tokens:
+            parts.append((start, i))
+            start, tokens = i, 0
+        tokens += int(n)
+    if start < len(lengths):
+        parts.append((start, len(lengths)))
+    return parts
+
+
+def _raise_open_files_limit() -> None:
+    """A bucket's merge keeps every spill file of the bucket memory-mapped; with thousands of
+    bundles the default soft limit of 1024 descriptors runs out."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def _load_spills(spill_dir: OutputDir, names: Sequence[str], local_dir: str) -> list[SpillFile]:
+    spills = []
+    for name in names:
+        if spill_dir.is_local:
+            path = spill_dir.path(name)
+        else:
+            path = os.path.join(local_dir, name)
+            spill_dir.get_file(name, path)
+        spills.append(SpillFile(path))
+    return spills
+
+
+def _document_order(spills: Sequence[SpillFile]) -> list[tuple[int, int]]:
+    """(spill, document) pairs in id order. Ids are unique by contract; if a source breaks
+    that, equal ids are ordered by their tokens so the output stays deterministic."""
+    order = sorted(
+        ((spill.ids[j], s, j) for s, spill in enumerate(spills) for j in range(len(spill.ids))),
+        key=lambda t: t[0],
+    )
+    result: list[tuple[int, int]] = []
+    i = 0
+    while i < len(order):
+        k = i + 1
+        while k < len(order) and order[k][0] == order[i][0]:
+            k += 1
+        run = order[i:k]
+        if len(run) > 1:
+            LOG.warning(
+                "document id %r occurs %d times; ordering them by content", run[0][0], len(run)
+            )
+
+            def content(t):
+                seqs = spills[t[1]].document_sequences(t[2])
+                return (tuple(len(q) for q in seqs), b"".join(q.tobytes() for q in seqs))
+
+            run = sorted(run, key=content)
+        result.extend((s, j) for _, s, j in run)
+        i = k
+    return result
+
+
+def write_bucket(
+    bucket: int,
+    spill_names: Iterable[str],
+    output: OutputDir,
+    shard_tokens: int,
+    dtype: str,
+) -> Iterator[tuple[ShardInfo, int]]:
+    """Write one bucket's shards; yields (ShardInfo, UTF-8 text bytes of its documents)."""
+    spill_dir = output.child(WORK_DIR).child(SPILL_DIR)
+    with tempfile.TemporaryDirectory(prefix=f"bucket{bucket:05d}-") as local_dir:
+        spills = _load_spills(spill_dir, sorted(spill_names), local_dir)
+        order = _document_order(spills)
+        doc_lengths = [spill.document_lengths() for spill in spills]
+        lengths = [int(doc_lengths[s][j]) for s, j in order]
+        for part, (start, end) in enumerate(split_into_parts(lengths, shard_tokens)):
+            name = shard_name(bucket, part)
+            prefix = output.path(name) if output.is_local else os.path.join(local_dir, name)
+            writer = IndexedDatasetWriter(prefix, dtype)
+            text_bytes = 0
+            try:
+                for s, j in order[start:end]:
+                    writer.add_document(spills[s].document_sequences(j))
+                    text_bytes += spills[s].text_bytes[j]
+                info = writer.finalize()
+            except BaseException:
+                writer.discard()
+                raise
+            if not output.is_local:
+                # .bin before .idx, like the local writer: a pair is whole only once both are.
+                for ext in (".bin", ".idx"):
+                    output.put_file(prefix + ext, name + ext)
+                    os.remove(prefix + ext)
+            yield info, text_bytes
+
+
+class MergeBucketDoFn(beam.DoFn):
+    """(bucket, spill names) -> that bucket's ShardInfos, and the counts of what they hold."""
+
+    def __init__(self, output: str, shard_tokens: int, dtype: str, progress_dir: str | None):
+        self.output = output
+        self.shard_tokens = shard_tokens
+        self.dtype = dtype
+        self.progress_dir = progress_dir
+
+    def setup(self) -> None:
+        _raise_open_files_limit()
+        self.out = OutputDir(self.output)
+        self.progress = progress_lib.reporter(self.progress_dir)
+
+    def process(self, element: tuple[int, Iterable[str]]) -> Iterator:
+        bucket, names = element
+        counts = BundleCounts()
+        for info, text_bytes in write_bucket(
+            bucket, list(names), self.out, self.shard_tokens, self.dtype
+        ):
+            counts.inc("shards_written")
+            counts.inc("docs_written", info.documents)
+            counts.inc("sequences_written", info.sequences)
+            counts.inc("tokens_written", info.tokens)
+            counts.inc("bytes_written", text_bytes)
+            if self.progress:
+                self.progress.add(shards=1)
+            yield info
+        if self.progress:
+            self.progress.flush()
+        yield pvalue.TaggedOutput("counts", counts.drain())
+        yield pvalue.TaggedOutput("spills", (bucket, list(names)))
