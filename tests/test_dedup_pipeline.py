@@ -6,8 +6,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import os
 import random
 import re
+import shutil
 from pathlib import Path
 
 import apache_beam as beam
@@ -23,6 +25,7 @@ from pipelines.dedup.__main__ import main
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row, read_parquet_documents
 from pipelines.document import Document
 from pipelines.stats import MergeCounts, build_stats
+from pipelines.write import DEDUP_OUTPUT, MARKER_NAME, claim_output
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
@@ -218,6 +221,7 @@ def _run(tmp_path: Path, docs: list[Document], *args: str) -> dict:
         "rejects": _read_rows(out / "rejects-*.parquet"),
         "clusters": _read_rows(out / "clusters-*.parquet"),
         "stats": json.loads((out / "stats.json").read_text()),
+        "out": out,
     }
 
 
@@ -476,3 +480,57 @@ def test_too_few_component_rounds_fail_the_run_with_a_clear_message(tmp_path, ca
     assert main(["--input", pattern, "--output", str(tmp_path / "ok"), "--keep-rejects"]) == 0
     stats = json.loads((tmp_path / "ok" / "stats.json").read_text())
     assert stats["kept"] == 1 and stats["removed"]["near_duplicate"] == 15
+
+
+# -- OUTPUT is claimed by the ownership rule, and flags Beam does not know are refused -----------
+def _small_input(tmp_path: Path) -> str:
+    docs = [Document(f"books:alice:{i:03d}", "books", text)
+            for i, text in enumerate(_paragraphs("11-0.txt")[40:46])]  # fmt: skip
+    return _write_input(docs, tmp_path / "input")
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_folder_of_user_files_is_refused_and_left_as_it_was(tmp_path, capsys):
+    """Issue 18: dedup wrote its stats.json over a user's own in such a folder, exit 0."""
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "stats.json").write_text('{"mine": true}\n')
+    (users / "notes.txt").write_text("my notes\n")
+    before = _files(users)
+    code = main(["--input", _small_input(tmp_path), "--output", str(users)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "not written by this tool" in err and "stats.json" in err
+    assert _files(users) == before
+
+
+def test_an_earlier_dedup_output_is_replaced_only_with_overwrite(default_run, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(default_run["out"], out)  # the fixture's own folder stays as it was
+    marker = json.loads((out / MARKER_NAME).read_text())
+    assert marker["tool"] == "dedup" and marker["state"] == "finished"
+    assert set(marker["files"]) == set(_files(out)) - {MARKER_NAME}
+    before = _files(out)
+    pattern = str(tmp_path / "missing-*.parquet")  # refused before the input is looked at
+    assert main(["--input", pattern, "--output", str(out)]) == 2
+    assert "holds a finished dedup output; pass --overwrite" in capsys.readouterr().err
+    (out / "notes.txt").write_text("a user's file beside ours")
+    assert main(["--input", pattern, "--output", str(out), "--overwrite"]) == 2
+    assert "did not write (notes.txt)" in capsys.readouterr().err
+    (out / "notes.txt").unlink()
+    assert _files(out) == before
+    # --overwrite: the claim (what main makes first) takes the earlier output away
+    claim_output(str(out), overwrite=True, layout=DEDUP_OUTPUT).release()
+    assert sorted(os.listdir(out)) == [MARKER_NAME]
+
+
+@pytest.mark.parametrize("flag", ["--keep_rejects", "--shard-tokens=5", "--dedup-treshold=0.5"])
+def test_unknown_flags_are_refused_like_preprocess_refuses_them(tmp_path, capsys, flag):
+    """Issue 19: Beam only warned about them; a preprocess flag is unknown to dedup too."""
+    code = main(["--input", _small_input(tmp_path), "--output", str(tmp_path / "o"), flag])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"error: unknown option(s): {flag.split('=')[0]}\n"
+    assert not (tmp_path / "o").exists()

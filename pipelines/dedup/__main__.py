@@ -1,6 +1,7 @@
 """`python -m pipelines.dedup`: deduplicate already-cleaned documents, Parquet in, Parquet out.
 
     python -m pipelines.dedup --input 'clean/*.parquet' --output deduped/ [--keep-rejects]
+        [--overwrite]
         [--dedup-threshold 0.8 --dedup-scope all ... --decontaminate wiki.test.tokens]
         [Beam options: --runner DataflowRunner --project ... ; default --runner DirectRunner]
 
@@ -10,6 +11,11 @@ OUTPUT/clusters-*.parquet (kept_id, removed_id, reason, matched_id, jaccard: one
 duplicate; group by kept_id for a cluster's members), and OUTPUT/stats.json (the run's
 "pipelines" counters: removals by reason, candidate pairs, components rounds, and "shuffle": the
 bytes each stage sent through a GroupByKey, in all and per byte of input text).
+
+OUTPUT is claimed as preprocess claims its shard sets (`pipelines.write.claim_output`, the
+ownership rule of `dataset_format.output_dir`): a folder holding files this tool did not write
+is refused, and an earlier dedup output is replaced only with --overwrite. Flags neither dedup
+nor Beam knows are refused too, by preprocess's rule (`unknown_arguments`).
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ import sys
 import time
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -30,6 +35,16 @@ from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
 from pipelines.stats import NAMESPACE, shuffle_summary
+from pipelines.write import (
+    DEDUP_OUTPUT,
+    LOCK_NAME,
+    MARKER_NAME,
+    STATS_NAME,
+    OutputClaim,
+    OutputError,
+    claim_output,
+    write_marker,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m pipelines.dedup",
         description="Remove URL, exact and near-duplicate documents (MinHash LSH) and "
         "evaluation-set overlaps from Parquet document files.",
-        epilog="Other options are passed to Beam (e.g. --runner DataflowRunner).",
+        epilog="Every Beam pipeline option applies too (e.g. --runner DataflowRunner).",
+        allow_abbrev=False,  # an abbreviation would pass where the full flag was meant
     )
     parser.add_argument("--input", required=True, help="Parquet document files (glob)")
     parser.add_argument("--output", required=True, help="output directory (local or gs://...)")
@@ -45,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-rejects",
         action="store_true",
         help="also write the removed documents and the duplicate clusters, for auditing",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier dedup output in --output (deleted when the run starts)",
     )
     add_dedup_arguments(parser, with_disable_flag=False)
     return parser
@@ -103,19 +124,43 @@ def _worker_error(error: Exception) -> str | None:
     return None
 
 
+def unknown_flags(beam_args: list[str]) -> list[str]:
+    """The flags of `beam_args` that Beam does not know: preprocess's rule, with preprocess's
+    own flags counted as unknown here (Beam would take them and ignore them)."""
+    from pipelines.options import PreprocessOptions
+    from pipelines.preprocess import unknown_arguments
+
+    return unknown_arguments(beam_args, exclude=(PreprocessOptions,))
+
+
 def main(argv: list[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     try:
+        unknown = unknown_flags(beam_args)
+        if unknown:
+            raise ValueError(f"unknown option(s): {', '.join(unknown)}")
         config = DedupConfig.from_args(args)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = ["--runner", "DirectRunner", *beam_args]
+    try:
+        claim = claim_output(args.output, overwrite=args.overwrite, layout=DEDUP_OUTPUT)
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        return _run(args, beam_args, config, claim)
+    finally:
+        claim.release()
+
+
+def _run(args, beam_args: list[str], config: DedupConfig, claim: OutputClaim) -> int:
     started = time.time()
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     try:
-        build_pipeline(pipeline, args.input, args.output, config, args.keep_rejects)
+        build_pipeline(pipeline, args.input, claim.out.url, config, args.keep_rejects)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -129,8 +174,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {reason}", file=sys.stderr)
         return 1
     stats = stats_document(counters(result), config, time.time() - started)
-    with FileSystems.create(f"{args.output.rstrip('/')}/stats.json") as f:
-        f.write(json.dumps(stats, indent=2).encode("utf-8"))
+    out = claim.out
+    written = [n for n in out.list_files() if n not in (MARKER_NAME, LOCK_NAME)]
+    written += [f"{d}/" for d in out.list_dirs()]  # none, unless a sink left its temporaries
+    # The marker names the whole output before stats.json, written last, says it is finished.
+    write_marker(out, claim.run_id, {*written, STATS_NAME}, tool=DEDUP_OUTPUT.tool)
+    out.write_bytes(STATS_NAME, json.dumps(stats, indent=2).encode("utf-8"))
     removed = ", ".join(f"{k} {v:,}" for k, v in stats["removed"].items() if v) or "nothing"
     print(
         f"dedup: {stats['documents_in']:,} documents in, {stats['kept']:,} kept; removed {removed}"
