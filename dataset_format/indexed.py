@@ -29,6 +29,8 @@ from typing import BinaryIO
 
 import numpy as np
 
+from dataset_format.safe_io import UnsafeInputError, require_regular_file
+
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
 HEADER = struct.Struct("<9sQBQQ")  # magic, version, dtype code, sequences, document-index entries
@@ -43,6 +45,9 @@ DTYPE_CODES: dict[int, np.dtype] = {
     8: np.dtype(np.uint16),
 }
 CODE_OF_DTYPE = {dtype: code for code, dtype in DTYPE_CODES.items()}
+# MMIDIDX also has float codes (Megatron indexes float arrays with the same format); a token set's
+# ids are integers, and a float set would pass every length check and break only on use.
+TOKEN_DTYPE_CODES = {code: d for code, d in DTYPE_CODES.items() if d.kind in "iu"}
 # Megatron picks uint16 below this vocabulary size; above it ids need int32.
 UINT16_VOCAB_LIMIT = 65500
 _COPY_CHUNK = 16 << 20
@@ -107,11 +112,9 @@ class IndexedDatasetWriter:
         self.dtype = np.dtype(dtype)
         if self.dtype not in CODE_OF_DTYPE:
             raise ValueError(f"{prefix}: dtype {self.dtype} has no MMIDIDX code")
-        self._limits = (
-            (np.iinfo(self.dtype).min, np.iinfo(self.dtype).max)
-            if self.dtype.kind in "iu"
-            else None
-        )
+        if self.dtype.kind not in "iu":
+            raise ValueError(f"{prefix}: dtype {self.dtype} is not an integer dtype for token ids")
+        self._limits = (np.iinfo(self.dtype).min, np.iinfo(self.dtype).max)
         directory = os.path.dirname(os.path.abspath(prefix))
         os.makedirs(directory, exist_ok=True)
         tag = f".tmp-{uuid.uuid4().hex[:12]}"
@@ -276,11 +279,16 @@ class IndexedDataset:
     def __init__(self, prefix: str):
         self.prefix = prefix
         index_file, data_file = idx_path(prefix), bin_path(prefix)
+        sizes = {}
         for path, other in ((index_file, data_file), (data_file, index_file)):
             if not os.path.exists(path):
                 missing = "missing pair: " if os.path.exists(other) else ""
                 raise FormatError(f"{path}: {missing}file not found")
-        idx_size = os.path.getsize(index_file)
+            try:  # a FIFO or a device would block or never end a read
+                sizes[path] = require_regular_file(path, "shard file").st_size
+            except UnsafeInputError as e:
+                raise FormatError(str(e)) from None
+        idx_size = sizes[index_file]
         if idx_size < HEADER.size:
             raise FormatError(
                 f"{index_file}: {idx_size} bytes is shorter than the {HEADER.size}-byte header"
@@ -293,6 +301,10 @@ class IndexedDataset:
             raise FormatError(f"{index_file}: unknown index version {version}, expected {VERSION}")
         if code not in DTYPE_CODES:
             raise FormatError(f"{index_file}: unknown dtype code {code}")
+        if code not in TOKEN_DTYPE_CODES:
+            raise FormatError(
+                f"{index_file}: dtype {DTYPE_CODES[code]} is not an integer dtype: not token ids"
+            )
         if doc_entries < 1:
             raise FormatError(f"{index_file}: document index must have at least one entry")
         self.dtype = DTYPE_CODES[code]
@@ -312,7 +324,7 @@ class IndexedDataset:
         offset += 8 * sequences
         self.document_index = index[offset:].view(np.int64)
 
-        bin_size = os.path.getsize(data_file)
+        bin_size = sizes[data_file]
         itemsize = self.dtype.itemsize
         if bin_size % itemsize:
             raise FormatError(f"{data_file}: {bin_size} bytes is not a multiple of {itemsize}")
@@ -395,9 +407,22 @@ class IndexedDataset:
         return i
 
     def sequence(self, j: int) -> np.ndarray:
+        """Sequence j's tokens. Its own pointer and length are checked here (O(1)), so one
+        sequence can be read without the O(n) pass of :meth:`sequence_offsets`."""
         j = self._check(j, self.num_sequences, "sequence")
-        start = int(self.sequence_pointers[j]) // self.dtype.itemsize
-        return self._tokens[start : start + int(self.sequence_lengths[j])]
+        pointer, length = int(self.sequence_pointers[j]), int(self.sequence_lengths[j])
+        itemsize = self.dtype.itemsize
+        if (
+            pointer < 0
+            or length < 0
+            or pointer % itemsize
+            or pointer // itemsize + length > (self.num_tokens)
+        ):
+            raise FormatError(
+                f"{idx_path(self.prefix)}: sequence {j} points to byte {pointer} with {length} "
+                f"tokens, outside the {self.num_tokens * itemsize} bytes of the data file"
+            )
+        return self._tokens[pointer // itemsize : pointer // itemsize + length]
 
     def document(self, i: int) -> np.ndarray:
         """All tokens of document i, as one view (sequences of a document are contiguous)."""

@@ -21,7 +21,8 @@ import shutil
 import unicodedata
 from collections.abc import Sequence
 
-from dataset_format.indexed import DTYPE_CODES, FormatError, ShardInfo, file_sha256
+from dataset_format.indexed import TOKEN_DTYPE_CODES, FormatError, ShardInfo, file_sha256
+from dataset_format.safe_io import UnsafeInputError, parse_json, read_bytes_capped
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "mmidx-shard-set"
@@ -31,6 +32,10 @@ SEQUENCE_UNITS = ("document", "sentence")
 MAX_MANIFEST_BYTES = 64 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SHARD_INT_FIELDS = ("documents", "sequences", "tokens", "bin_bytes", "idx_bytes")
+# Counts are file offsets and lengths (int64 in the .idx); token ids are int32 at most (Megatron
+# stores them as int32 above a uint16 vocabulary). Anything larger is a broken or hostile file.
+MAX_COUNT = (1 << 63) - 1
+MAX_VOCAB_SIZE = 1 << 31
 
 
 def check_file_name(name: object, what: str, where: str) -> str:
@@ -85,11 +90,20 @@ def _as_tuple(types: type | tuple) -> tuple:
     return types if isinstance(types, tuple) else (types,)
 
 
-def _count(data: dict, key: str, where: str, *, minimum: int = 0) -> int:
+def _count(data: dict, key: str, where: str, *, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
     value = _field(data, key, int, where)
-    if value < minimum:
-        raise FormatError(f"{where}: malformed manifest: {key!r} must be >= {minimum}, got {value}")
+    if not minimum <= value <= maximum:
+        raise FormatError(
+            f"{where}: malformed manifest: {key!r} must be in [{minimum}, {maximum}], "
+            f"got {_short(value)}"
+        )
     return value
+
+
+def _short(value: int) -> str:
+    """An integer for a message: a hostile one may have thousands of digits."""
+    text = str(value)
+    return text if len(text) <= 24 else f"an integer of {len(text)} digits"
 
 
 def _sha256(data: dict, key: str, where: str, *, required: bool = True) -> str:
@@ -158,15 +172,20 @@ class TokenizerInfo:
             check_file_name(file, "tokenizer file", where)
         special_ids = _field(data, "special_ids", dict, where, required=False) or {}
         for name, token_id in special_ids.items():
-            if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
+            if (
+                not isinstance(token_id, int)
+                or isinstance(token_id, bool)
+                or not 0 <= token_id < MAX_VOCAB_SIZE
+            ):
+                shown = _short(token_id) if isinstance(token_id, int) else repr(token_id)
                 raise FormatError(
-                    f"{where}: malformed manifest: special id {name!r} must be an int >= 0, "
-                    f"got {token_id!r}"
+                    f"{where}: malformed manifest: special id {name!r} must be an int in "
+                    f"[0, {MAX_VOCAB_SIZE}), got {shown}"
                 )
         return cls(
             file=file,
             kind=_field(data, "kind", str, where),
-            vocab_size=_count(data, "vocab_size", where, minimum=1),
+            vocab_size=_count(data, "vocab_size", where, minimum=1, maximum=MAX_VOCAB_SIZE),
             sha256=_sha256(data, "sha256", where, required=False),
             special_ids=dict(special_ids),
         )
@@ -235,8 +254,10 @@ class Manifest:
         if version != FORMAT_VERSION or isinstance(version, bool):
             raise FormatError(f"{where}: unknown manifest format_version {version!r}")
         dtype = _field(data, "dtype", str, where)
-        if dtype not in {str(d) for d in DTYPE_CODES.values()}:
-            raise FormatError(f"{where}: malformed manifest: dtype {dtype!r} has no MMIDIDX code")
+        if dtype not in {str(d) for d in TOKEN_DTYPE_CODES.values()}:
+            raise FormatError(
+                f"{where}: malformed manifest: dtype {dtype!r} has no MMIDIDX code for token ids"
+            )
         sequence_unit = _field(data, "sequence_unit", str, where)
         if sequence_unit not in SEQUENCE_UNITS:
             raise FormatError(
@@ -260,26 +281,22 @@ class Manifest:
     def loads(cls, text: str | bytes, where: str = MANIFEST_NAME) -> Manifest:
         if len(text) > MAX_MANIFEST_BYTES:
             raise FormatError(f"{where}: over {MAX_MANIFEST_BYTES} bytes: not a manifest")
-        if isinstance(text, bytes):
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise FormatError(f"{where}: not UTF-8 text: {e}") from None
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise FormatError(f"{where}: not valid JSON: {e}") from None
-        except RecursionError:
-            raise FormatError(f"{where}: not a manifest: JSON nested too deeply") from None
+            data = parse_json(text, where)
+        except UnsafeInputError as e:
+            raise FormatError(str(e)) from None
         return cls.from_json(data, where)
 
     @classmethod
     def read(cls, directory: str) -> Manifest:
         path = os.path.join(directory, MANIFEST_NAME)
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise FormatError(f"{path}: no manifest: not a finished shard set")
-        with open(path, "rb") as f:
-            return cls.loads(f.read(MAX_MANIFEST_BYTES + 1), path)
+        try:
+            data = read_bytes_capped(path, "manifest", MAX_MANIFEST_BYTES)
+        except UnsafeInputError as e:
+            raise FormatError(str(e)) from None
+        return cls.loads(data, path)
 
     def write(self, directory: str) -> str:
         """Write atomically (temp file + rename): readers see the old manifest or the new one."""

@@ -112,8 +112,9 @@ def parse_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH) ->
         raise UnsafeInputError(f"{what}: not valid JSON ({_first_line(e)})") from None
 
 
-def load_json_capped(path: str | os.PathLike, what: str, cap: int,
-                     max_depth: int = MAX_JSON_DEPTH) -> Any:
+def load_json_capped(
+    path: str | os.PathLike, what: str, cap: int, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
     """A regular JSON file of at most `cap` bytes, parsed by `parse_json`."""
     return parse_json(read_bytes_capped(path, what, cap), f"{what} {os.fspath(path)!s}", max_depth)
 

@@ -326,6 +326,42 @@ def test_noncontiguous_pointer_found_by_verify(real_pair):
         IndexedDataset(real_pair).document(1)
 
 
+def test_one_sequence_with_a_pointer_out_of_range_is_refused(real_pair):
+    """sequence(j) alone (tools/dump --seq) checks its own pointer: no silent empty slice."""
+    ds = IndexedDataset(real_pair)
+    pos = 34 + 4 * ds.num_sequences + 8 * 3
+    del ds
+    rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<q", 10**9) + d[pos + 8 :])
+    ds = IndexedDataset(real_pair)
+    assert len(ds.sequence(2)) > 0  # the others still read
+    with pytest.raises(FormatError, match="sequence 3 points to byte 1000000000 with"):
+        ds.sequence(3)
+
+
+@pytest.mark.parametrize("code, dtype", [(7, "<f4"), (6, "<f8")])
+def test_a_float_pair_is_not_a_token_set(tmp_path, book_documents, code, dtype):
+    _, ids = book_documents
+    write_megatron_pair(str(tmp_path / "floats"), [[d] for d in ids[:5]], code, dtype)
+    with pytest.raises(FormatError, match=r"floats.idx: dtype float\d+ is not an integer dtype"):
+        IndexedDataset(str(tmp_path / "floats"))
+    with pytest.raises(FormatError, match="not an integer dtype"):
+        ShardSet(str(tmp_path / "floats"))
+    with pytest.raises(ValueError, match="not an integer dtype for token ids"):
+        IndexedDatasetWriter(str(tmp_path / "w"), np.float32)
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_or_device_as_half_of_a_pair_is_refused_without_a_hang(real_pair):
+    os.remove(real_pair + ".bin")
+    os.mkfifo(real_pair + ".bin")
+    with pytest.raises(FormatError, match=r"p.bin is a FIFO, not a regular file"):
+        IndexedDataset(real_pair)
+    os.remove(real_pair + ".bin")
+    os.symlink("/dev/zero", real_pair + ".bin")
+    with pytest.raises(FormatError, match=r"p.bin is a character device"):
+        IndexedDataset(real_pair)
+
+
 def test_decreasing_document_index_refused_at_open(tmp_path, book_documents):
     _, ids = book_documents
     prefix = write_pair(tmp_path / "p", [[d] for d in ids[:10]])
@@ -590,7 +626,8 @@ def test_remote_file_larger_than_its_record_is_not_fetched(tmp_path, book_docume
     [
         (b"[1, 2, 3]", "a JSON list, not an object"),
         (b"\xff\xfe{}", "not UTF-8"),
-        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"[" * 100_000 + b"]" * 100_000, "JSON nested 100000 deep"),
+        (b'{"format_version": ' + b"9" * 5000 + b"}", "an integer of 5000 digits"),
     ],
 )
 def test_manifest_that_is_not_an_object(tmp_path, book_documents, raw, message):
@@ -606,7 +643,8 @@ def test_manifest_that_is_not_an_object(tmp_path, book_documents, raw, message):
     "edit, message",
     [
         (lambda d: d["shards"][0].update(documents="20"), "'documents' must be int, got str"),
-        (lambda d: d["shards"][0].update(tokens=-1), "'tokens' must be >= 0"),
+        (lambda d: d["shards"][0].update(tokens=-1), r"'tokens' must be in \[0, "),
+        (lambda d: d["shards"][0].update(tokens=1 << 64), r"'tokens' must be in \[0, 9223"),
         (lambda d: d["shards"][0].update(documents=True), "'documents' must be int, got bool"),
         (lambda d: d["shards"][0].update(bin_sha256=7), "'bin_sha256' must be str"),
         (lambda d: d["shards"][0].update(idx_sha256="../x"), "not a sha256 hex digest"),
@@ -620,7 +658,9 @@ def test_manifest_that_is_not_an_object(tmp_path, book_documents, raw, message):
         (lambda d: d.update(format_version=True), "unknown manifest format_version True"),
         (lambda d: d.update(tokenizer=[]), "'tokenizer' must be dict or NoneType"),
         (lambda d: d["tokenizer"].update(vocab_size="50257"), "'vocab_size' must be int"),
-        (lambda d: d["tokenizer"].update(vocab_size=0), "'vocab_size' must be >= 1"),
+        (lambda d: d["tokenizer"].update(vocab_size=0), r"'vocab_size' must be in \[1, "),
+        (lambda d: d["tokenizer"].update(vocab_size=10**30), "got an integer of 31 digits"),
+        (lambda d: d.update(dtype="float32"), "dtype 'float32' has no MMIDIDX code for token"),
         (lambda d: d["tokenizer"].update(special_ids={"eod": "x"}), "special id 'eod'"),
         (lambda d: d["tokenizer"].update(file=5), "'file' must be str or NoneType"),
     ],

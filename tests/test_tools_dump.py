@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 
@@ -139,7 +140,7 @@ def assert_one_line_error(out, *fragments):
     [
         (b'[{"format": "mmidx-shard-set"}]', "a JSON list, not an object"),
         ('{"format": "mmidx-shard-set", "dtype": "\u00e9"}'.encode("latin-1"), "not UTF-8"),
-        (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+        (b"[" * 200_000 + b"]" * 200_000, "JSON nested 200000 deep"),
     ],
 )
 @pytest.mark.parametrize("mode", [[], ["--verify"]])
@@ -223,3 +224,17 @@ def test_reader_closing_the_pipe_is_not_an_error(shard_set):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+def test_seq_with_a_pointer_out_of_range_is_one_line(shard_set, tmp_path):
+    """--seq reads one sequence without the O(n) pointer pass: it must still check its own
+    pointer (it printed "0 tokens" and exited 0)."""
+    directory, _, _ = shard_set
+    copy = copy_set(directory, tmp_path / "copy")
+    idx = copy / "shard-00000.idx"
+    data = bytearray(idx.read_bytes())
+    sequences = struct.unpack_from("<Q", data, 18)[0]
+    struct.pack_into("<q", data, 34 + 4 * sequences + 8 * 3, 10**9)
+    idx.write_bytes(bytes(data))
+    assert dump(copy, "--seq", 2).returncode == 0
+    assert_one_line_error(dump(copy, "--seq", 3), "shard-00000.idx: sequence 3 points to byte")
