@@ -63,6 +63,11 @@ class ReadTask:
 
 SourceRecord = Union[Document, Failure]
 
+# The meta key under which a source says which parts of a record it cut and kept the rest
+# ("title_page 1, contents 1" for a book's front matter): the read stage counts such documents
+# and writes the note to the rejects audit.
+PARTS_REMOVED = "parts_removed"
+
 
 @dataclasses.dataclass(frozen=True)
 class Reject:

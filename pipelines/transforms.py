@@ -25,7 +25,7 @@ from apache_beam import pvalue
 from apache_beam.transforms.window import GlobalWindows
 
 from pipelines import progress as progress_lib
-from pipelines.document import Document, Failure, ReadTask, Reject
+from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask, Reject
 from pipelines.stats import DROPPED, FAILED, INPUT_BYTES, BundleCounts, input_loss_counts
 
 LOG = logging.getLogger(__name__)
@@ -246,6 +246,7 @@ class ReadDoFn(_CountingDoFn):
                     if self.progress:
                         self.progress.add(docs_read=1, bytes_read=size)
                     yield record
+                    yield from self._parts_removed(record)
                 else:
                     self.counts.inc("read_failures")
                     for name, lost in input_loss_counts(record, input_bytes).items():
@@ -266,6 +267,17 @@ class ReadDoFn(_CountingDoFn):
         self.counts.inc("tasks_read")
         if self.progress:
             self.progress.add(tasks=1)
+
+    def _parts_removed(self, doc: Document) -> Iterator:
+        """A kept document the source cut parts of (a book's front matter): counted, and its
+        note written to the rejects audit when rejects are kept."""
+        removed = doc.meta.get(PARTS_REMOVED)
+        if removed:
+            self.counts.inc("docs_with_parts_removed")
+            if self.keep_failures:
+                yield pvalue.TaggedOutput(
+                    "failures", Reject(doc.id, doc.source, PARTS_REMOVED, removed)
+                )
 
     def finish_bundle(self) -> Iterator:
         if self.progress:

@@ -14,6 +14,7 @@ import pytest
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.sources import books
+from pipelines.sources.book_front_matter import strip_front_matter
 from pipelines.sources.books import gutenberg_title, strip_gutenberg
 
 BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "books"
@@ -47,6 +48,12 @@ LICENSE_PHRASES = (
 
 def _text(name: str) -> str:
     return (BOOKS / name).read_bytes().decode("utf-8-sig")
+
+
+def _book(name: str) -> str:
+    """The text the books source gives for a corpus book: without Gutenberg's boilerplate and
+    without the book's front matter."""
+    return strip_front_matter(strip_gutenberg(_text(name))).text
 
 
 def test_every_corpus_book_has_an_expectation() -> None:
@@ -182,7 +189,7 @@ def test_read_directory_of_books() -> None:
     for doc in docs:
         name = doc.id.split(":", 1)[1]
         assert doc.source == "books"
-        assert doc.text == strip_gutenberg(_text(name))
+        assert doc.text == _book(name)
         assert doc.title == EXPECTED[name][2]
         assert not doc.text.startswith("\ufeff") and "\r" not in doc.text
         assert doc.meta["encoding"] == "utf-8"
@@ -207,7 +214,7 @@ def test_tar_of_books(tmp_path: Path, mode: str, suffix: str) -> None:
     _books_tar(path, mode, names)
     docs = [item for task in books.plan(str(path), {}) for item in books.read(task)]
     assert [doc.id for doc in docs] == [f"books:books1{suffix}/books1/epubtxt/{n}" for n in names]
-    assert [doc.text for doc in docs] == [strip_gutenberg(_text(n)) for n in names]
+    assert [doc.text for doc in docs] == [_book(n) for n in names]
     assert docs[1].title == "The Legend of Sleepy Hollow"
 
 
@@ -220,7 +227,7 @@ def test_truncated_tar_xz_gives_books_before_the_cut_and_one_failure(tmp_path: P
     out = _read(cut)
     docs, failures = out[:-1], out[-1:]
     assert 1 <= len(docs) < len(names)
-    assert [d.text for d in docs] == [strip_gutenberg(_text(n)) for n in names[: len(docs)]]
+    assert [d.text for d in docs] == [_book(n) for n in names[: len(docs)]]
     assert [f.reason for f in failures] == ["truncated_input"]
     assert failures[0].location == str(cut)
 
@@ -239,7 +246,7 @@ def test_compressed_single_book(tmp_path: Path) -> None:
     path.write_bytes(lzma.compress((BOOKS / "2701-0.txt").read_bytes(), preset=1))
     (doc,) = _read(path)
     assert doc.id == "books:2701-0.txt.xz"
-    assert doc.text == strip_gutenberg(_text("2701-0.txt"))
+    assert doc.text == _book("2701-0.txt")
 
 
 def test_unsafe_and_non_text_members_are_counted(tmp_path: Path) -> None:
@@ -269,7 +276,7 @@ def test_cp1252_book_is_decoded_and_marked(tmp_path: Path) -> None:
     path.write_bytes(_text("41-0.txt").encode("cp1252"))
     (doc,) = _read(path)
     assert doc.meta["encoding"] == "cp1252"
-    assert doc.text == strip_gutenberg(_text("41-0.txt"))  # curly quotes intact
+    assert doc.text == _book("41-0.txt")  # curly quotes intact
 
 
 def test_invalid_utf8_bytes_become_replacement_characters(tmp_path: Path) -> None:

@@ -7,8 +7,13 @@ compressed (gzip/bz2/xz/zstd, found by magic bytes), or tar archives of them (`.
 - id `books:<name>`, the name relative to the input pattern's directory (for a tar member
   `books:<archive name>/<member path>`), so ids do not depend on where the corpus is mounted;
 - title from the Project Gutenberg `Title:` header when there is one;
-- text with CRLF/CR as LF, the BOM removed, and the Project Gutenberg header, footer and
-  license stripped by `strip_gutenberg` (a file with no Gutenberg markers is kept whole).
+- text with CRLF/CR as LF, the BOM removed, the Project Gutenberg header, footer and
+  license stripped by `strip_gutenberg` (a file with no Gutenberg markers is kept whole), and
+  the book's front matter (title page, imprint, contents, lists of illustrations, editors'
+  notes, a preface before the first chapter, `{15}` page markers, `[Illustration]` blocks) cut
+  by `book_front_matter.strip_front_matter`, so the text begins at the first chapter's prose;
+- `meta["parts_removed"]` counting what that cut, by class ("title_page 1, contents 1"), which
+  the read stage writes to the rejects audit (--keep-rejects).
 
 Option `max_document_bytes` (default 256 MiB) caps one book's decompressed size. An uncompressed
 tar bigger than `task_bytes` (default 64MiB) is read as ranges of whole members by several
@@ -21,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from pipelines.document import Document, Failure, ReadTask
+from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask
 from pipelines.io import open_input
 from pipelines.sources.archives import (
     ArchiveError,
@@ -40,6 +45,7 @@ from pipelines.sources.archives import (
     task_name,
     to_lf,
 )
+from pipelines.sources.book_front_matter import strip_front_matter
 from pipelines.sources.ranges import split_tar_file, tar_range_stream, task_bytes
 
 NAME = "books"
@@ -290,12 +296,16 @@ def book_document(data: bytes, name: str, location: str) -> Iterator[Document | 
     if not body.strip():
         yield failure(location, "no_book_text", "nothing left after removing Gutenberg boilerplate")
         return
+    front = strip_front_matter(body)
+    meta = {"encoding": decoded.encoding}
+    if front.removed:
+        meta[PARTS_REMOVED] = front.summary()
     yield Document(
         id=f"{NAME}:{name}",
         source=NAME,
-        text=body,
+        text=front.text,
         title=_title_from_header(header),
-        meta={"encoding": decoded.encoding},
+        meta=meta,
     )
 
 

@@ -1,0 +1,150 @@
+"""Front matter of real Project Gutenberg books (shared/corpora/books): what is cut, that the
+text then begins at the first chapter's prose, and that no body text is lost; the classes the
+corpus books do not show (dotted contents, imprints, lists of illustrations, e-text notes, page
+markers, captioned illustrations) inserted into a real book as Gutenberg files print them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines.document import PARTS_REMOVED, Document, ReadTask, Reject
+from pipelines.sources.book_front_matter import paragraphs, strip_front_matter
+from pipelines.sources.books import strip_gutenberg
+
+BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "books"
+DEMO_BOOKS = Path(__file__).resolve().parents[1] / "demo" / "corpus" / "books"
+
+# book -> (the start of its first kept paragraph, what was cut)
+EXPECTED = {
+    "11-0.txt": ("Alice was beginning to get very tired of sitting by her sister",
+                 "title_page 1, contents 1, illustrations 1"),
+    "1952-0.txt": ("It is very seldom that mere ordinary people like John and myself",
+                   "title_page 1"),
+    "2701-0.txt": ("Call me Ishmael. Some years ago", "title_page 1, contents 1, preface 1"),
+    # No chapters: the tale opens on its epigraph, after the title page.
+    "41-0.txt": ("        A pleasing land of drowsy head it was,", "title_page 1"),
+    "46-0.txt": ("MARLEY was dead: to begin with.", "title_page 1, contents 1, preface 1"),
+    # Voltaire's own chapter summary opens chapter I; the editor's preface is cut.
+    "Candide-fr.txt": ("Comment Candide fut élevé dans un beau château",
+                       "title_page 1, imprint 2, notes 1"),
+    "pg1080.txt": ("It is a melancholy object to those, who walk through this great town",
+                   "title_page 1, imprint 1"),
+    "tinyshakespeare-input.txt": ("First Citizen:\nBefore we proceed any further", ""),
+}  # fmt: skip
+
+
+def _body(name: str, folder: Path = BOOKS) -> str:
+    return strip_gutenberg((folder / name).read_bytes().decode("utf-8-sig"))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_book_begins_at_the_first_chapters_prose_and_keeps_all_after(name: str):
+    first, removed = EXPECTED[name]
+    body = _body(name)
+    front = strip_front_matter(body)
+    (start, end) = paragraphs(front.text)[0]
+    assert front.text[start:end].startswith(first)
+    assert front.summary() == removed
+    # No body text is lost: everything from the first kept paragraph on is the book's text,
+    # unchanged, to its last line.
+    assert body.endswith(front.text)
+    assert len(front.text) > 0.9 * len(body)
+
+
+def test_what_is_cut_is_front_matter_only():
+    moby = strip_front_matter(_body("2701-0.txt"))
+    assert moby.removed_text.startswith("MOBY-DICK;\n\nor, THE WHALE.")
+    assert "CHAPTER 135. The Chase.—Third Day." in moby.removed_text  # the contents
+    assert "ETYMOLOGY." in moby.removed_text and "EXTRACTS" in moby.removed_text
+    assert "Call me Ishmael" not in moby.removed_text
+    carol = strip_front_matter(_body("46-0.txt"))
+    assert "PREFACE\n\nI HAVE endeavoured" in carol.removed_text
+    assert "Stave   I: Marley's Ghost" in carol.removed_text
+    assert carol.text.count("STAVE") == 4  # staves II to V keep their headings
+    candide = strip_front_matter(_body("Candide-fr.txt"))
+    assert "Préface de l'Éditeur" in candide.removed_text
+    assert "CHEZ LEFÈVRE, LIBRAIRE," in candide.removed_text
+    assert "Il y avait en Vestphalie" in candide.text
+
+
+def test_demo_books_are_cut_the_same_way():
+    for path in sorted(DEMO_BOOKS.glob("*.txt")):
+        front = strip_front_matter(_body(path.name, DEMO_BOOKS))
+        assert front.summary() == EXPECTED[path.name][1], path.name
+
+
+# Front matter as other Gutenberg books print it, put into The Legend of Sleepy Hollow after
+# its byline: a publisher's title page and imprint, contents with dotted page numbers, a list
+# of illustrations and an e-text note.
+HELD_OUT_FRONT = (
+    "With Illustrations by\n\nARTHUR RACKHAM\n\n"
+    "LONDON\nGEORGE ALLEN, 156 CHARING CROSS ROAD\n1906\n\n"
+    "CONTENTS\n\n"
+    "On Love.....15\nThe Schoolmaster.....27\nThe Haunted Bridge.....41\n\n"
+    "LIST OF ILLUSTRATIONS\n\n"
+    "The Headless Horseman  _Frontispiece_\nIchabod Crane at the School  12\n\n"
+    "E-text Editor's Note\n\n"
+    "[This e-text keeps the spelling and punctuation of the 1906 edition; obvious printer's\n"
+    "errors have been corrected.]\n\n"
+)
+
+
+def test_held_out_front_matter_classes_are_cut_and_counted():
+    body = _body("41-0.txt")
+    expected = strip_front_matter(body)
+    byline = "by Washington Irving\n\n"
+    assert byline in body
+    front = strip_front_matter(body.replace(byline, byline + HELD_OUT_FRONT, 1))
+    assert front.text == expected.text
+    assert front.removed == {
+        "title_page": 2, "imprint": 1, "contents": 1, "illustrations": 1, "notes": 1,
+    }  # fmt: skip
+    assert "GEORGE ALLEN, 156 CHARING CROSS ROAD" in front.removed_text
+
+
+def test_page_markers_and_illustration_blocks_anywhere_are_cut():
+    body = _body("41-0.txt")
+    expected = strip_front_matter(body).text
+    spans = paragraphs(expected)
+    # Page numbers of the printed edition inline and on lines of their own, captioned
+    # illustrations between paragraphs, in the middle of the tale.
+    marked, inserted = expected, 0
+    for i, (start, end) in enumerate(spans[10:40:3]):
+        paragraph = expected[start:end]
+        sentence_end = paragraph.find(". ")
+        if sentence_end > 0:
+            number = f" {{{20 + i}}}"
+            new = paragraph[: sentence_end + 1] + number + paragraph[sentence_end + 1 :]
+            marked = marked.replace(paragraph, new, 1)
+            inserted += 1
+    gap = expected[spans[50][1] : spans[51][0]]
+    illustration = "[Illustration: Ichabod Crane and the\nHeadless Horseman at the bridge]"
+    marked = marked.replace(
+        expected[spans[50][0] : spans[51][0]],
+        expected[spans[50][0] : spans[50][1]] + gap + illustration + gap + "{xii}\n",
+        1,
+    )
+    assert marked != expected
+    front = strip_front_matter(marked)
+    assert front.text == expected
+    assert front.removed["illustrations"] == 1
+    assert inserted >= 8 and front.removed["page_markers"] == inserted + 1  # and {xii}
+    assert "Headless Horseman at the bridge]" in front.removed_text
+
+
+def test_books_source_counts_the_cut_in_meta_and_the_read_stage_audits_it():
+    from pipelines.transforms import ReadDoFn
+
+    read = ReadDoFn("books", keep_failures=True, progress_dir=None)
+    read.setup()
+    read.start_bundle()
+    task = ReadTask(source="books", path=str(BOOKS / "2701-0.txt"))
+    out = list(read.process(task))
+    (doc,) = [record for record in out if isinstance(record, Document)]
+    assert doc.text.startswith("Call me Ishmael.")
+    assert doc.meta[PARTS_REMOVED] == "title_page 1, contents 1, preface 1"
+    audits = [o.value for o in out if getattr(o, "tag", None) == "failures"]
+    assert audits == [Reject(doc.id, "books", PARTS_REMOVED, "title_page 1, contents 1, preface 1")]
+    assert read.counts.drain()["docs_with_parts_removed"] == 1
