@@ -3,15 +3,20 @@
 Local paths and Beam's own schemes (gs://, s3://, hdfs://) go through Beam's FileSystems so a
 Dataflow worker needs nothing extra; any other fsspec URL (memory://, http://, ...) goes
 through fsspec. Decompression is done by the sources themselves, so that sizes can be bounded.
+A local input must be a regular file: a FIFO, device or socket is refused (UnsafeInputError)
+when listed and again before it is opened, since opening or reading one can block forever.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import BinaryIO
 
 import fsspec
 from apache_beam.io.filesystems import FileSystems
+
+from dataset_format.safe_io import require_regular_file
 
 _BEAM_SCHEMES = ("gs://", "s3://", "hdfs://", "azfs://")
 
@@ -24,6 +29,13 @@ class InputFile:
 
 def _uses_fsspec(path: str) -> bool:
     return "://" in path and not path.startswith(_BEAM_SCHEMES) and not path.startswith("file://")
+
+
+def _local(path: str) -> str | None:
+    """The local file name of `path`, None for a remote one."""
+    if path.startswith("file://"):
+        return path[len("file://") :]
+    return None if "://" in path else path
 
 
 def match_inputs(pattern: str) -> list[InputFile]:
@@ -43,6 +55,10 @@ def match_inputs(pattern: str) -> list[InputFile]:
     else:
         results = FileSystems.match([pattern])[0].metadata_list
         files = [InputFile(m.path, m.size_in_bytes) for m in results]
+        for f in files:
+            local = _local(f.path)
+            if local is not None and not os.path.isdir(local):  # directories: callers skip them
+                require_regular_file(local, "input")
     files.sort(key=lambda f: f.path)
     if not files:
         raise FileNotFoundError(f"no input files match {pattern!r}")
@@ -51,6 +67,9 @@ def match_inputs(pattern: str) -> list[InputFile]:
 
 def open_input(path: str) -> BinaryIO:
     """A binary, forward-readable file object for `path` (raw bytes, no decompression)."""
+    local = _local(path)
+    if local is not None and os.path.exists(local):  # a missing file: the open says so
+        require_regular_file(local, "input")
     if _uses_fsspec(path):
         return fsspec.open(path, "rb").open()
     from apache_beam.io.filesystem import CompressionTypes

@@ -93,8 +93,10 @@ class PreprocessOptions(PipelineOptions):
             "--max-failure-rate",
             type=float,
             default=DEFAULT_MAX_FAILURE_RATE,
-            help="fail the run when more than this fraction of records cannot be read "
-            f"(default {DEFAULT_MAX_FAILURE_RATE})",
+            help="fail the run when more than this fraction of records cannot be read, or "
+            "of input bytes is lost to files that broke off (a truncated or corrupt "
+            f"compressed stream; see stats.json files_broken_off) (default "
+            f"{DEFAULT_MAX_FAILURE_RATE})",
         )
         group.add_argument(
             "--keep-rejects",
