@@ -119,10 +119,14 @@ def broken_off(error: InputError, location: str) -> Failure:
     cut short counts whole: how much of it is missing cannot be known, and what is read of it
     cannot be told complete. Corrupt data counts from where the decompressor found it, else
     (the fault's place in the input unknown) whole as well."""
-    lost_from = 0
-    if not isinstance(error, TruncatedInputError) and error.input_offset is not None:
-        lost_from = error.input_offset
-    return failure(location, error.reason, error.detail, lost_from)
+    return failure(location, error.reason, error.detail, lost_from(error))
+
+
+def lost_from(error: InputError) -> int:
+    """Failure.lost_from for a task stopped by `error` (see broken_off)."""
+    if isinstance(error, TruncatedInputError) or error.input_offset is None:
+        return 0
+    return error.input_offset
 
 
 # --------------------------------------------------------------------------------- options
