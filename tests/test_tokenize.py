@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from pipelines.document import Document
-from pipelines.tokenize import (
+from pipelines.sentences import split_sentences
+from pipelines.tokenize import tokenize_batch
+from pipelines.tokenizer import (
     EOD_TOKEN,
+    MAX_TOKENIZER_FILE_BYTES,
     TextTokenizer,
     gpt2_byte_to_unicode,
     load_tokenizer,
-    split_sentences,
-    tokenize_batch,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +119,7 @@ def test_literal_special_token_in_text_is_text_on_both_paths(gpt2):
 
 
 def test_fast_path_ranks_equal_the_published_tiktoken_file(gpt2):
-    from pipelines.tokenize import _tiktoken_ranks
+    from pipelines.tokenizer import _tiktoken_ranks
 
     ranks, special = _tiktoken_ranks(json.loads(gpt2.to_json()))
     published = {}
@@ -250,8 +251,8 @@ def test_padding_and_truncation_of_a_saved_tokenizer_are_switched_off(bert, tmp_
 
 
 def test_shard_set_manifest_records_the_switched_off_settings(tmp_path):
-    from pipelines.options import PreprocessConfig
     from pipelines.graph import plan_run, shard_set_spec
+    from pipelines.options import PreprocessConfig
     from pipelines.transforms import TokenizerRef
 
     path = _pipeline_saved_bert_json(tmp_path)
@@ -300,6 +301,47 @@ def test_bad_specs_are_clear_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="holds none of"):
         load_tokenizer(str(tmp_path / "empty"))
+
+
+def test_a_device_a_fifo_or_a_huge_file_is_refused_in_one_line_before_reading(tmp_path):
+    """Issue 18: --tokenizer /dev/zero read 3.4 GB, then MemoryError."""
+    with pytest.raises(ValueError, match=r"^tokenizer file /dev/zero is a character device, not"):
+        load_tokenizer("/dev/zero")
+    fifo = tmp_path / "vocab.txt"
+    os.mkfifo(fifo)  # opening it would block until a writer came
+    with pytest.raises(ValueError, match=r"vocab.txt is a FIFO, not a regular file"):
+        load_tokenizer(str(fifo))
+    huge = tmp_path / "tokenizer.json"
+    with open(huge, "wb") as f:
+        f.truncate(MAX_TOKENIZER_FILE_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(ValueError, match=r"tokenizer.json is larger than its cap of 256 MiB$"):
+        load_tokenizer(str(huge))
+    merges = tmp_path / "merges.txt"
+    os.symlink("/dev/zero", merges)  # judged by what the link names
+    with pytest.raises(ValueError, match="merges.txt is a character device"):
+        load_tokenizer(f"{GPT2 / 'vocab.json'},{merges}")
+
+
+def test_hostile_tokenizer_json_is_one_line(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"model": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    with pytest.raises(ValueError, match=r"deep.json: JSON nested 50001 deep \(at most 64"):
+        load_tokenizer(str(deep))
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ValueError, match="binary.json: not UTF-8"):
+        load_tokenizer(str(binary))
+
+
+def test_preprocess_refuses_dev_zero_as_its_tokenizer_in_one_line(tmp_path, capsys):
+    from pipelines.preprocess import main
+
+    code = main(["--source=books", f"--input={BOOKS}/pg1080.txt", f"--output={tmp_path}/o",
+                 "--tokenizer=/dev/zero", "--direct_running_mode=in_memory"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines() == [
+        "preprocess: error: tokenizer file /dev/zero is a character device, not a regular file"
+    ]
 
 
 # --- sentences -----------------------------------------------------------------------------

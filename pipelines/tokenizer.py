@@ -1,0 +1,535 @@
+"""Tokenizers: reading a tokenizer's files into a `TextTokenizer`, and running it.
+
+    tokenizer = load_tokenizer("/path/gpt2")            # vocab.json + merges.txt: GPT-2 BPE
+    ids = tokenizer.encode_batch(["Some text.", "More."])
+
+Every tokenizer is held as a Hugging Face `tokenizers` JSON string: that is what is pickled to
+Beam workers (a few hundred KB, no Rust object) and what is saved inside a shard set; the Rust
+tokenizer is built lazily, once per process. For plain GPT-2-style byte-level BPE the ids come
+from a `tiktoken.Encoding` built from the same vocabulary and merges (no download), which is
+several times faster than `tokenizers` and gives identical ids (tests/test_tokenize.py checks
+this on every sample corpus).
+
+A tokenizer's files are untrusted input: each is read whole, so only a regular file of at most
+MAX_TOKENIZER_FILE_BYTES is read (dataset_format.safe_io), and its JSON within safe_io's bounds.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from dataset_format import SPECIAL_TOKEN_NAMES
+from dataset_format.safe_io import MIB, format_bytes, parse_json, read_bytes_capped
+
+# The largest tokenizer files in use are tens of MB (a 256k-token multilingual tokenizer.json
+# is ~35 MB); a file past this is not a tokenizer, and reading it whole could fill memory.
+MAX_TOKENIZER_FILE_BYTES = 256 * MIB
+
+EOD_TOKEN = "<|endoftext|>"
+BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# GPT-2's pre-tokenizer regex, as tiktoken writes it; the same split as tokenizers' ByteLevel.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+@functools.cache
+def gpt2_byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 byte values to printable characters: printable
+    Latin-1 bytes map to themselves, the rest to code points from U+0100 on, in byte order."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    mapping = {byte: chr(byte) for byte in printable}
+    extra = 0
+    for byte in range(256):
+        if byte not in mapping:
+            mapping[byte] = chr(0x100 + extra)
+            extra += 1
+    return mapping
+
+
+def _read_text(path: str) -> str:
+    """A tokenizer file's text: a regular file (a FIFO or /dev/zero is refused before it is
+    opened) of at most MAX_TOKENIZER_FILE_BYTES, else one line naming the cap."""
+    if "://" in path:
+        from pipelines.io import open_input  # imports Beam: only for remote paths
+
+        try:
+            with open_input(path) as f:
+                data = f.read(MAX_TOKENIZER_FILE_BYTES + 1)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"tokenizer file not found: {path}") from None
+        if len(data) > MAX_TOKENIZER_FILE_BYTES:
+            raise ValueError(
+                f"tokenizer file {path} is larger than its cap of "
+                f"{format_bytes(MAX_TOKENIZER_FILE_BYTES)}"
+            )
+    else:
+        if not os.path.lexists(path):
+            raise FileNotFoundError(f"tokenizer file not found: {path}")
+        data = read_bytes_capped(path, "tokenizer file", MAX_TOKENIZER_FILE_BYTES)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
+
+
+def _gpt2_tokenizer_json(vocab_path: str, merges_path: str) -> str:
+    """GPT-2 byte-level BPE from a token -> id JSON and a merges file: Hugging Face's
+    vocab.json + merges.txt or OpenAI's original encoder.json + vocab.bpe (the same layout)."""
+    vocab = parse_json(_read_text(vocab_path), f"vocabulary {vocab_path}")
+    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+        raise ValueError(f"{vocab_path}: expected a JSON object mapping token -> id")
+    merges = []
+    for line_number, line in enumerate(_read_text(merges_path).split("\n"), 1):
+        if not line or (line_number == 1 and line.startswith("#version")):
+            continue
+        pair = line.split(" ")
+        if len(pair) != 2:
+            raise ValueError(f"{merges_path}:{line_number}: expected 'left right', got {line!r}")
+        merges.append((pair[0], pair[1]))
+    return _byte_level_bpe_json(vocab, merges)
+
+
+def _byte_level_bpe_json(vocab: dict[str, int], merges: list[tuple[str, str]]) -> str:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens([AddedToken(EOD_TOKEN, special=True, normalized=False)])
+    return tokenizer.to_str()
+
+
+def _tiktoken_tokenizer_json(ranks_path: str) -> str:
+    """GPT-2-style byte-level BPE from a tiktoken ranks file ("base64(token bytes) rank" per
+    line). The file holds no special tokens: `<|endoftext|>` gets the id after the last rank,
+    as in tiktoken's own GPT-2 encoding (50256)."""
+    ranks: dict[bytes, int] = {}
+    for line_number, line in enumerate(_read_text(ranks_path).split("\n"), 1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        try:
+            if len(fields) != 2:
+                raise ValueError("expected two fields")
+            token, rank = base64.b64decode(fields[0], validate=True), int(fields[1])
+        except (ValueError, binascii.Error):
+            raise ValueError(
+                f"{ranks_path}:{line_number}: expected 'base64-token rank', got {line[:80]!r}"
+            ) from None
+        if token in ranks:
+            raise ValueError(f"{ranks_path}:{line_number}: token listed twice")
+        ranks[token] = rank
+    if not all(bytes([byte]) in ranks for byte in range(256)):
+        raise ValueError(f"{ranks_path}: not a byte-level BPE: some of the 256 bytes have no rank")
+    char_of_byte = gpt2_byte_to_unicode()
+    vocab = {"".join(char_of_byte[b] for b in token): rank for token, rank in ranks.items()}
+    if EOD_TOKEN not in vocab:
+        vocab[EOD_TOKEN] = max(ranks.values()) + 1
+    merges = [
+        ("".join(char_of_byte[b] for b in left), "".join(char_of_byte[b] for b in right))
+        for left, right in _merges_from_ranks(ranks, ranks_path)
+    ]
+    return _byte_level_bpe_json(vocab, merges)
+
+
+def _bpe_parts(ranks: dict[bytes, int], token: bytes, below_rank: int) -> list[bytes]:
+    """`token`'s bytes merged as tiktoken merges them (the adjacent pair whose concatenation
+    ranks lowest, first), using only tokens ranked below `below_rank`."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        best_rank, best_index = below_rank, -1
+        for index in range(len(parts) - 1):
+            rank = ranks.get(parts[index] + parts[index + 1])
+            if rank is not None and rank < best_rank:
+                best_rank, best_index = rank, index
+        if best_index < 0:
+            break
+        parts[best_index : best_index + 2] = [parts[best_index] + parts[best_index + 1]]
+    return parts
+
+
+def _merges_from_ranks(ranks: dict[bytes, int], name: str) -> list[tuple[bytes, bytes]]:
+    """The merge (left, right) that makes each multi-byte token, in rank order.
+
+    A BPE ranks file is the merge list in disguise: a token of rank r is made by one merge of
+    two tokens of lower rank, the two parts its bytes reach when merged with ranks below r.
+    """
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) < 2:
+            continue
+        parts = _bpe_parts(ranks, token, rank)
+        if len(parts) != 2:
+            raise ValueError(
+                f"{name}: not a BPE ranks file: token {token!r} (rank {rank}) is not one merge "
+                f"of two lower-ranked tokens"
+            )
+        merges.append((parts[0], parts[1]))
+    return merges
+
+
+def _wordpiece_tokenizer_json(vocab_path: str, lowercase: bool | None) -> str:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    vocab: dict[str, int] = {}
+    for index, line in enumerate(_read_text(vocab_path).split("\n")):
+        token = line.rstrip("\r")
+        if not token:
+            continue
+        if token in vocab:
+            raise ValueError(f"{vocab_path}:{index + 1}: duplicate token {token!r}")
+        vocab[token] = index
+    if "[UNK]" not in vocab:
+        raise ValueError(f"{vocab_path}: a WordPiece vocab.txt needs an [UNK] line")
+    if lowercase is None:
+        # An uncased vocabulary has (almost) no capital letters outside its [SPECIAL] tokens:
+        # bert-base-uncased has 2 ("ℝ"), bert-base-cased thousands.
+        capitalised = sum(
+            any(c.isupper() for c in token) for token in vocab if not token.startswith("[")
+        )
+        lowercase = "uncased" in vocab_path.lower() or capitalised < 0.001 * len(vocab)
+    tokenizer = Tokenizer(
+        models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100)
+    )
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in BERT_SPECIAL_TOKENS if t in vocab]
+    )
+    return tokenizer.to_str()
+
+
+def load_tokenizer(spec: str, *, lowercase: bool | None = None) -> TextTokenizer:
+    """Load a tokenizer; never downloads anything.
+
+    `spec` is one of
+    - a Hugging Face `tokenizers` JSON file (what `python -m pipelines.train_tokenizer` writes);
+    - GPT-2 byte-level BPE: "vocab.json,merges.txt" (either order) or a directory holding both,
+      or OpenAI's original names for the same two files, encoder.json + vocab.bpe, or a
+      tiktoken ranks file `*.tiktoken` (`<|endoftext|>` is the end-of-document token, id 50256
+      in GPT-2's vocabulary);
+    - BERT WordPiece: a `vocab.txt`, or a directory holding one. `lowercase` defaults to True
+      when the path says "uncased" or the vocabulary has no capital letters.
+    A directory is searched in that order: tokenizer.json, vocab.json + merges.txt,
+    encoder.json + vocab.bpe, one *.tiktoken, vocab.txt.
+    A JSON's padding and truncation settings are switched off (`TextTokenizer.disabled`).
+    """
+    from tokenizers import Tokenizer
+
+    if "," in spec:
+        paths = [p.strip() for p in spec.split(",")]
+        json_paths = [p for p in paths if p.endswith(".json")]
+        if len(paths) != 2 or len(json_paths) != 1:
+            raise ValueError(f"tokenizer spec {spec!r}: expected 'vocab.json,merges.txt'")
+        merges_path = next(p for p in paths if p not in json_paths)
+        return TextTokenizer(_gpt2_tokenizer_json(json_paths[0], merges_path))
+    if os.path.isdir(spec):
+
+        def present(name: str) -> str | None:
+            path = os.path.join(spec, name)
+            return path if os.path.isfile(path) else None
+
+        if present("tokenizer.json"):
+            return load_tokenizer(os.path.join(spec, "tokenizer.json"))
+        for vocab_name, merges_name in (
+            ("vocab.json", "merges.txt"),
+            ("encoder.json", "vocab.bpe"),
+        ):
+            if present(vocab_name) and present(merges_name):
+                return TextTokenizer(
+                    _gpt2_tokenizer_json(
+                        os.path.join(spec, vocab_name), os.path.join(spec, merges_name)
+                    )
+                )
+        ranks_files = sorted(n for n in os.listdir(spec) if n.endswith(".tiktoken") and present(n))
+        if len(ranks_files) > 1:
+            raise ValueError(
+                f"tokenizer directory {spec} holds {len(ranks_files)} *.tiktoken files "
+                f"({', '.join(ranks_files)}): pass the one to use"
+            )
+        if ranks_files:
+            return TextTokenizer(_tiktoken_tokenizer_json(os.path.join(spec, ranks_files[0])))
+        if present("vocab.txt"):
+            return TextTokenizer(
+                _wordpiece_tokenizer_json(os.path.join(spec, "vocab.txt"), lowercase)
+            )
+        raise FileNotFoundError(
+            f"tokenizer directory {spec} holds none of tokenizer.json, vocab.json + merges.txt, "
+            f"encoder.json + vocab.bpe, *.tiktoken, vocab.txt"
+        )
+    if spec.endswith(".tiktoken"):
+        return TextTokenizer(_tiktoken_tokenizer_json(spec))
+    if spec.endswith(".txt"):
+        return TextTokenizer(_wordpiece_tokenizer_json(spec, lowercase))
+    text = _read_text(spec)
+    parsed = parse_json(text, f"tokenizer file {spec}")  # one line for bad or hostile JSON
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("model"), dict):
+        raise ValueError(
+            f"{spec}: not a Hugging Face tokenizers JSON (no 'model'); a GPT-2 vocab.json needs its "
+            f"merges: pass 'vocab.json,merges.txt' or their directory"
+        )
+    try:
+        tokenizer = Tokenizer.from_str(text)
+    except Exception as e:  # tokenizers raises a bare Exception for a malformed file
+        raise ValueError(f"{spec}: cannot be loaded by tokenizers: {e}") from None
+    return TextTokenizer(tokenizer.to_str())
+
+
+def _token_ids(spec: dict) -> dict[str, int]:
+    """Every token of a tokenizers JSON (model vocabulary and added tokens) -> id."""
+    vocab = spec["model"].get("vocab") or {}
+    if isinstance(vocab, list):  # Unigram: [[piece, score], ...], id = position
+        token_ids = {piece: index for index, (piece, _) in enumerate(vocab)}
+    else:
+        token_ids = dict(vocab)
+    for added in spec.get("added_tokens") or []:
+        token_ids[added["content"]] = int(added["id"])
+    return token_ids
+
+
+def _model_kind(spec: dict) -> str:
+    model_type = spec["model"].get("type", "")
+    if model_type == "BPE" and _has_byte_level_pre_tokenizer(spec):
+        return "byte_level_bpe"
+    return model_type.lower()
+
+
+def _has_byte_level_pre_tokenizer(spec: dict) -> bool:
+    pre = spec.get("pre_tokenizer") or {}
+    if pre.get("type") == "Sequence":
+        return any(p.get("type") == "ByteLevel" for p in pre.get("pretokenizers", []))
+    return pre.get("type") == "ByteLevel"
+
+
+def _tiktoken_ranks(spec: dict) -> tuple[dict[bytes, int], dict[str, int]] | None:
+    """(mergeable_ranks, special_tokens) for a tiktoken.Encoding that gives the same ids as
+    `spec`, or None when `spec` is not plain GPT-2-style byte-level BPE.
+
+    Plain means: no normalizer; exactly one ByteLevel pre-tokenizer with GPT-2's regex and no
+    prefix space; a BPE model without dropout, unknown token, byte fallback or subword
+    affixes; every added token special; and merge results whose ids rise with merge order
+    (tiktoken ranks a pair by the id of the merged token, tokenizers by the merge's position).
+    """
+    model = spec.get("model") or {}
+    pre = spec.get("pre_tokenizer") or {}
+    if spec.get("normalizer") is not None or model.get("type") != "BPE":
+        return None
+    if (
+        pre.get("type") != "ByteLevel"
+        or pre.get("add_prefix_space")
+        or not pre.get("use_regex", True)
+    ):
+        return None
+    if model.get("dropout") is not None or model.get("unk_token") is not None:
+        return None
+    if (
+        model.get("byte_fallback")
+        or model.get("continuing_subword_prefix")
+        or model.get("end_of_word_suffix")
+    ):
+        return None
+    added = spec.get("added_tokens") or []
+    if not all(t.get("special") for t in added):
+        return None
+    vocab: dict[str, int] = model["vocab"]
+    byte_of_char = {char: byte for byte, char in gpt2_byte_to_unicode().items()}
+    if not all(char in vocab for char in byte_of_char):
+        return None
+    previous = -1
+    for merge in model.get("merges", []):
+        left, right = merge.split(" ") if isinstance(merge, str) else merge
+        merged_id = vocab.get(left + right)
+        if merged_id is None or merged_id <= previous:
+            return None
+        previous = merged_id
+    special_tokens = {t["content"]: int(t["id"]) for t in added}
+    ranks: dict[bytes, int] = {}
+    for token, token_id in vocab.items():
+        if token in special_tokens:
+            continue
+        try:
+            ranks[bytes(byte_of_char[c] for c in token)] = token_id
+        except KeyError:  # a character outside the byte alphabet: not byte-level after all
+            return None
+    return ranks, special_tokens
+
+
+# Settings of a tokenizers JSON that change the ids of a whole text: padding fills every
+# sequence up to a length with [PAD], truncation cuts every longer one. A tokenizer.json saved
+# from a model's pipeline often carries both; shards must hold every token of the text and no
+# padding, so both are switched off on load.
+_SEQUENCE_LENGTH_SETTINGS = ("padding", "truncation")
+
+
+def without_padding_and_truncation(tokenizer_json: str) -> tuple[str, dict[str, dict]]:
+    """(the JSON with padding and truncation switched off, the settings switched off).
+
+    The JSON comes back unchanged (same bytes, same sha256) when it had neither.
+    """
+    spec = json.loads(tokenizer_json)
+    disabled = _switch_off_sequence_settings(spec)
+    if not disabled:
+        return tokenizer_json, {}
+    return json.dumps(spec, ensure_ascii=False), disabled
+
+
+def _switch_off_sequence_settings(spec: dict) -> dict[str, dict]:
+    """Set `spec`'s padding and truncation to None; returns the settings it had."""
+    disabled = {key: spec[key] for key in _SEQUENCE_LENGTH_SETTINGS if spec.get(key)}
+    for key in disabled:
+        spec[key] = None
+    return disabled
+
+
+class TextTokenizer:
+    """A tokenizer as shipped to workers: its JSON plus a few facts, built lazily.
+
+    `vocab_size` is one more than the largest id (the embedding rows a model needs). `kind` is "byte_level_bpe", "bpe", "wordpiece", "unigram" or "wordlevel"; `special_ids`
+    maps "eod" (GPT) or "cls", "sep", "mask", "pad", "unk" (BERT) to ids, for those present.
+    `disabled` holds the padding and truncation settings the given JSON had: they are
+    switched off (see `without_padding_and_truncation`), and a run records that they were.
+    """
+
+    def __init__(self, tokenizer_json: str) -> None:
+        # Facts only, from the JSON: the Rust tokenizer is built on first use, in the process
+        # that uses it.
+        # One parse: a GPT-2 tokenizer's JSON is 2 MB, and this runs in the launcher and in
+        # every worker (as without_padding_and_truncation, which parses it on its own).
+        spec = json.loads(tokenizer_json)
+        self.disabled = _switch_off_sequence_settings(spec)
+        if self.disabled:
+            tokenizer_json = json.dumps(spec, ensure_ascii=False)
+        self._json = tokenizer_json
+        self.kind: str = _model_kind(spec)
+        token_ids = _token_ids(spec)
+        self.vocab_size: int = max(token_ids.values()) + 1
+        self.special_ids: dict[str, int] = {}
+        for name, candidates in SPECIAL_TOKEN_NAMES.items():
+            for token in candidates:
+                if token in token_ids:
+                    self.special_ids[name] = token_ids[token]
+                    break
+        self._lock = threading.Lock()
+        self._hf = None
+        self._fast = None
+        self._fast_checked = False
+
+    # Pickle only the JSON and the facts: workers rebuild the Rust objects on first use.
+    def __getstate__(self) -> dict:
+        return {
+            "json": self._json,
+            "kind": self.kind,
+            "vocab_size": self.vocab_size,
+            "special_ids": self.special_ids,
+            "disabled": self.disabled,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self._json = state["json"]
+        self.disabled = state["disabled"]
+        self.kind = state["kind"]
+        self.vocab_size = state["vocab_size"]
+        self.special_ids = state["special_ids"]
+        self._lock = threading.Lock()
+        self._hf = None
+        self._fast = None
+        self._fast_checked = False
+
+    def __repr__(self) -> str:
+        return f"TextTokenizer(kind={self.kind!r}, vocab_size={self.vocab_size}, special_ids={self.special_ids})"
+
+    def to_json(self) -> str:
+        return self._json
+
+    def _hf_tokenizer(self):
+        with self._lock:
+            if self._hf is None:
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_str(self._json)
+                # A literal "<|endoftext|>" or "[SEP]" inside a document is text, not a
+                # document boundary: encode special tokens' strings like any other text.
+                tokenizer.encode_special_tokens = True
+                self._hf = tokenizer
+            return self._hf
+
+    def _fast_encoding(self):
+        """The tiktoken Encoding for this tokenizer, or None when it has no fast path."""
+        with self._lock:
+            if not self._fast_checked:
+                ranks = _tiktoken_ranks(json.loads(self._json))
+                if ranks is not None:
+                    import tiktoken
+
+                    mergeable_ranks, special_tokens = ranks
+                    self._fast = tiktoken.Encoding(
+                        "shardsmith-byte-level-bpe",
+                        pat_str=GPT2_PATTERN,
+                        mergeable_ranks=mergeable_ranks,
+                        special_tokens=special_tokens,
+                    )
+                self._fast_checked = True
+            return self._fast
+
+    @property
+    def uses_fast_path(self) -> bool:
+        """Whether `encode_batch` runs on tiktoken (plain GPT-2-style byte-level BPE)."""
+        return self._fast_encoding() is not None
+
+    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids (int32) of each text; no special tokens are added."""
+        texts = list(texts)
+        if not texts:
+            return []
+        fast = self._fast_encoding()
+        if fast is not None:
+            # tiktoken's batch call runs its own thread pool; RAYON_NUM_THREADS is the one
+            # knob that sizes both it and tokenizers' pool.
+            threads = int(os.environ.get("RAYON_NUM_THREADS") or os.cpu_count() or 1)
+            id_lists = fast.encode_ordinary_batch(texts, num_threads=max(1, threads))
+            return [np.array(ids, dtype=np.int32) for ids in id_lists]
+        return self.encode_batch_hf(texts)
+
+    def encode_batch_hf(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """`encode_batch` through `tokenizers` even where a fast path exists (for comparison)."""
+        tokenizer = self._hf_tokenizer()
+        # encode_batch_fast (tokenizers >= 0.20) skips computing character offsets.
+        encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+        encodings = encode(list(texts), add_special_tokens=False)
+        return [np.array(e.ids, dtype=np.int32) for e in encodings]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self._hf_tokenizer().decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def save(self, path: str) -> None:
+        """Write the tokenizer JSON (local path or any fsspec URL)."""
+        if "://" in path and not path.startswith("file://"):
+            import fsspec
+
+            with fsspec.open(path, "w", encoding="utf-8") as f:
+                f.write(self._json)
+            return
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self._json)
+
+    def identity(self) -> dict:
+        """What a shard set records about its tokenizer (sha256 is of the saved JSON)."""
+        return {
+            "kind": self.kind,
+            "vocab_size": self.vocab_size,
+            "sha256": hashlib.sha256(self._json.encode("utf-8")).hexdigest(),
+            "special_ids": dict(self.special_ids),
+        }
