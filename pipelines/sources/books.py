@@ -33,6 +33,7 @@ from pipelines.sources.archives import (
     ArchiveMember,
     BinaryContentError,
     InputError,
+    broken_off,
     decode_text,
     failure,
     failure_from,
@@ -369,6 +370,6 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
                 data = read_bounded(opened.stream, limit, "book")
                 yield from book_document(data, name, task.path)
     except InputError as error:
-        yield failure_from(error, task.path)
+        yield broken_off(error, task.path)
     except OSError as error:
         yield failure(task.path, "unreadable_file", str(error))
