@@ -162,3 +162,23 @@ def test_english_output_only_gains_table_lines(monkeypatch):
         assert all(any(line == kept for kept in after) for line in before), title
         gained += with_tables[title] != "\n".join(before)
     assert len(articles) == 106 and gained == 33
+
+
+def test_list_templates_keep_their_items():
+    page = (
+        "Міста:\n{{Columns-list|colwidth=20em|\n* [[Київ]]\n* [[Львів]] {{lang|uk|місто}}\n}}\n"
+        "{{columns-list|3|\n# перше\n# друге}}\n{{ubl|[[Одеса]]|Харків}}\n"
+        "{{Infobox|field=\n* hidden}}"
+    )
+    assert (
+        wm.wikitext_to_text(page) == "Міста:\n\nКиїв\nЛьвів місто\n\nперше\nдруге\n\nОдеса\nХарків"
+    )
+
+
+def test_nested_list_templates_stay_linear():
+    nested = "{{flatlist|\n* a " * 20_000 + "}}" * 20_000
+    # Each list template copies what it holds; one holding lists 3 deep is dropped whole, which
+    # keeps the copying linear. What is left is items, nothing else.
+    text = wm.wikitext_to_text(nested)
+    assert set(text.split()) <= {"a"}
+    assert wm.wikitext_to_text("{{flatlist|\n* a {{flatlist|\n* b}}}}") == "a\nb"

@@ -7,8 +7,10 @@ of its own:
 - Templates `{{...}}` are dropped whole, nested to any depth; an opening `{{` that is never
   closed stays as text, as MediaWiki shows it. A few templates that write prose inline are
   rendered instead of dropped (`{{lang|fr|mot}}` -> "mot", `{{convert|5|km}}` -> "5 km",
-  `{{nowrap|...}}`; see `render_template`), so sentences keep their words. Tables `{| ... |}`
-  keep their text, a line per row (`wiki_blocks.render_table`).
+  `{{nowrap|...}}`; see `render_template`), so sentences keep their words, and so do the
+  templates that lay out a list (`{{columns-list|...}}`, `{{plainlist|...}}`, `{{ubl|a|b}}`):
+  their items stay, a line each. Tables `{| ... |}` keep their text, a line per row
+  (`wiki_blocks.render_table`).
 - `<ref>`, `<gallery>`, `<math>` (no placeholder: a formula's TeX is not prose, and a fake token
   like "formula_7" teaches the model nothing), `<syntaxhighlight>`/`<source>` code, HTML
   `<table>`s and a few other non-prose extension tags are dropped with their content; every
@@ -197,6 +199,15 @@ _SYMBOLS = {
     "snd": " \u2013 ",
     "spnd": " \u2013 ",
 }
+# Templates that lay out a list: their items stay, one line each, as the list would without
+# them. _LIST_BLOCK wraps list lines written as wikitext (`{{columns-list|colwidth=20em|\n* a\n
+# * b}}`): the arguments holding such lines are kept, a column count is not. _LIST_ITEMS takes
+# each item as an argument (`{{ubl|a|b}}`).
+_LIST_BLOCK = frozenset({"columns-list", "col-list", "plainlist", "plain list", "flatlist"})
+_LIST_ITEMS = frozenset(
+    {"unbulleted list", "ubl", "bulleted list", "bulleted", "hlist", "collapsible list"}
+)
+_LIST_LINE = re.compile(r"^[*#]", re.MULTILINE)
 _RANGE_WORDS = frozenset({"to", "-", "\u2013", "and", "or", "by", "x", "\u00d7", "+/-"})
 _TEMPLATE_HEAD = re.compile(r"\{\{\s*([^{}|\n<:]{1,40}?)\s*(\||\}\})")
 _NAMED_ARGUMENT = re.compile(r"\s*[\w -]{1,30}=")
@@ -258,6 +269,13 @@ def render_template(name: str, arguments: list[str]) -> str:
         return " ".join(words)
     if name == "as of" and positional:
         return "As of " + positional[0]
+    if name in _LIST_BLOCK or name in _LIST_ITEMS:
+        items = [
+            argument if name in _LIST_BLOCK else "* " + argument
+            for argument in positional
+            if (_LIST_LINE.search(argument) if name in _LIST_BLOCK else argument)
+        ]
+        return "\n" + "\n".join(items) + "\n" if items else ""
     return ""
 
 
@@ -265,13 +283,23 @@ def render_template(name: str, arguments: list[str]) -> str:
 # pass before the general scan (which then sees only nested ones and tables).
 _SIMPLE_TEMPLATE = re.compile(r"\{\{(?<!\{\{\{)([^{}]*)\}\}(?!\})")
 _RENDERED_NAMES = frozenset(
-    _FIRST_ARGUMENT | _LAST_ARGUMENT | _SYMBOLS.keys() | {"convert", "cvt", "as of"}
+    _FIRST_ARGUMENT
+    | _LAST_ARGUMENT
+    | _SYMBOLS.keys()
+    | _LIST_BLOCK
+    | _LIST_ITEMS
+    | {"convert", "cvt", "as of"}
 )
 
 
 def _is_rendered(name: str) -> bool:
     name = " ".join(name.replace("_", " ").split()).casefold()
     return name in _RENDERED_NAMES or name.startswith("lang-")
+
+
+def _is_list_template(name: str) -> bool:
+    name = " ".join(name.replace("_", " ").split()).casefold()
+    return name in _LIST_BLOCK or name in _LIST_ITEMS
 
 
 def _simple_template(match: re.Match[str]) -> str:
@@ -328,7 +356,14 @@ def strip_templates_and_tables(text: str) -> str:
         head = _TEMPLATE_HEAD.match(text, start) if is_template else None
         if head and not _is_rendered(head.group(1)):
             head = None
-        if head and head.group(2) == "|" and end - start <= _MAX_RENDERED_TEMPLATE:
+        is_list = head and _is_list_template(head.group(1))
+        if is_list and head.group(2) == "|":
+            # Counted with tables: a list template copies what it holds, as a table does.
+            depth += 1
+            if depth <= _MAX_TABLE_NESTING:
+                arguments = with_inner(head.end(), end - 2, inner_start)
+                replacement = render_template(head.group(1), _split_arguments(arguments))
+        elif head and head.group(2) == "|" and end - start <= _MAX_RENDERED_TEMPLATE:
             arguments = with_inner(head.end(), end - 2, inner_start)
             replacement = render_template(head.group(1), _split_arguments(arguments))
         elif head:
