@@ -16,9 +16,14 @@
 #            80 predictions per sequence; it continues from phase 1's weights
 #   micro batches: 8192 / 128 accumulation steps = 64 (phase 1), 4096 / 512 = 8 (phase 2)
 #   data: Wikipedia + BooksCorpus, 15% masking, NSP (Devlin et al. 2019)
-# Phase 1 is 82% of the steps here (BERT's original schedule ran 90% at 128: Devlin et al.
-# 2019, appendix A.2). LAMB's beta2 0.999, eps 1e-6 and weight decay 0.01 are the trainer's
-# LAMB defaults (train/config.py OPTIMIZER_DEFAULTS, NVIDIA's FusedLAMB settings).
+# Phase 1 is 90% of the samples (7,038 x 65,536 against 1,563 x 32,768), as in BERT's original
+# schedule (90% of the training at 128: Devlin et al. 2019, appendix A.2). LAMB's beta2 0.999,
+# eps 1e-6 and weight decay 0.01 are the trainer's LAMB defaults (train/config.py
+# OPTIMIZER_DEFAULTS, NVIDIA's FusedLAMB settings).
+#
+# Phase 2 is a new run from phase 1's weights (`--init-from`, as NVIDIA's --init_checkpoint):
+# a fresh LAMB state, its own warmup and its own schedule over its 1,563 steps. Each phase has
+# its own run directory ($RUN/phase1, $RUN/phase2); RESUME=1 continues whichever stopped.
 #
 # Where this differs from NVIDIA's run, and why:
 # - bf16 autocast instead of fp16 with loss scaling (A100/H100 class GPUs; `--precision fp16`
@@ -27,12 +32,8 @@
 #   (train/data/bert_dataset.py MaskingConfig.max_predictions_per_seq, not a flag), so phase 2
 #   predicts 20 tokens per 512-token sequence where NVIDIA's predicts 80.
 # - Decay: linear to 0 after the warmup. NVIDIA's scheduler is polynomial (not verified here).
-# - Phase 2 starts at 4e-3 without its own 12.8% warmup: the trainer continues a run with
-#   `--resume` and its schedule is a function of the global step, so phase 2 is phase 1's run
-#   resumed at another sequence length and batch (`--allow-config-change`), its warmup set to end
-#   where phase 1 ended. Its --max-steps is phase 1's consumed samples counted in phase-2
-#   batches plus 1,563 (the data position carries over in samples), and --stop-at ends it after
-#   the 1,563 phase-2 steps.
+# - Phase 2 reads phase 1's data from its start again (a new run counts samples from 0);
+#   NVIDIA's phase 2 reads its own seq-512 files.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -50,28 +51,25 @@ PHASE1_STEPS=7038
 PHASE1_BATCH=65536
 PHASE2_STEPS=1563
 PHASE2_BATCH=32768
-PHASE1_IN_PHASE2_BATCHES=$((PHASE1_STEPS * PHASE1_BATCH / PHASE2_BATCH))
 
 COMMON=(--model bert --preset bert-large --data "$DATA" --optimizer lamb --decay linear
-  --min-lr 0 --precision "$PRECISION" --out "$RUN" --save-interval 200 --async-checkpoint)
+  --min-lr 0 --precision "$PRECISION" --save-interval 200 --async-checkpoint)
 
 # phase 1: seq 128 (START_PHASE=2 skips it: to continue a phase 2 that stopped, with RESUME=1)
 if [[ "${START_PHASE:-1}" == 1 ]]; then
-  launch "$GPUS" train/pretrain.py "${COMMON[@]}" "${RESUME_FLAG[@]}" \
+  launch "$GPUS" train/pretrain.py "${COMMON[@]}" "${RESUME_FLAG[@]}" --out "$RUN/phase1" \
     --seq-len 128 --global-batch "$PHASE1_BATCH" --micro-batch 64 \
     --max-steps "$PHASE1_STEPS" --lr 6e-3 --warmup-steps 2001 # 0.2843 x 7038
 fi
 
-# phase 2: seq 512, from phase 1's last checkpoint
-launch "$GPUS" train/pretrain.py "${COMMON[@]}" \
-  --seq-len 512 --global-batch "$PHASE2_BATCH" --micro-batch 8 \
-  --resume --allow-config-change \
-  --max-steps $((PHASE1_IN_PHASE2_BATCHES + PHASE2_STEPS)) \
-  --stop-at $((PHASE1_STEPS + PHASE2_STEPS)) \
-  --lr 4e-3 --warmup-steps "$PHASE1_STEPS" --decay-steps $((PHASE1_STEPS + PHASE2_STEPS))
+# phase 2: seq 512, a new run from phase 1's last checkpoint (its weights only)
+launch "$GPUS" train/pretrain.py "${COMMON[@]}" "${RESUME_FLAG[@]}" --out "$RUN/phase2" \
+  --init-from "$RUN/phase1" --seq-len 512 --global-batch "$PHASE2_BATCH" --micro-batch 8 \
+  --max-steps "$PHASE2_STEPS" --lr 4e-3 --warmup-steps 200 # 0.128 x 1563
 
 # Masked-LM accuracy at the phase-2 length on a shard set no step trained on (one node). The
-# validation split of $DATA (--split 969,30,1) is scored during training: $RUN/metrics.jsonl.
+# validation split of $DATA (--split 969,30,1) is scored during training:
+# $RUN/phase{1,2}/metrics.jsonl.
 run torchrun --standalone --nproc-per-node "$GPUS" train/evaluate.py \
-  --checkpoint "$RUN" --task bert-mlm --data "$HELDOUT" --seq-len 512 \
+  --checkpoint "$RUN/phase2" --task bert-mlm --data "$HELDOUT" --seq-len 512 \
   --output "$RUN/eval-mlm.json"

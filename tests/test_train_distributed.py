@@ -73,11 +73,12 @@ def single(data: str, out, *flags: str, **extra_env: str) -> list[float]:
     return losses(out)
 
 
-def torchrun(data: str, out, *flags: str, nproc: int = 2, launcher=(), **extra_env) -> str:
+def torchrun(data: str, out, *flags: str, nproc: int = 2, launcher=(), faults=()) -> str:
+    """``faults``: flags of tests/train_with_faults.py, which then runs the trainer."""
+    script = ["tests/train_with_faults.py", *faults, "--"] if faults else ["train/pretrain.py"]
     return launch(
-        [*TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", *launcher, "train/pretrain.py",
+        [*TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", *launcher, *script,
          "--data", data, "--out", str(out), *COMMON, *flags],
-        env(**extra_env),
     )  # fmt: skip
 
 
@@ -149,8 +150,8 @@ def test_overflow_on_one_fsdp_rank_is_skipped_by_all(gpt_shards, tmp_path):
     """The skip decision comes from the global grad norm: an inf in rank 1's shard alone makes
     every rank skip, exactly as an inf on every rank does (else rank 0's shard would move)."""
     flags = ["--parallel", "fsdp", "--precision", "fp16", "--seq-len", "16", "--max-steps", "4"]
-    torchrun(gpt_shards, tmp_path / "one", *flags, SHARDSMITH_TEST_GRAD_FAULT="3:inf@1")
-    torchrun(gpt_shards, tmp_path / "all", *flags, SHARDSMITH_TEST_GRAD_FAULT="3:inf")
+    torchrun(gpt_shards, tmp_path / "one", *flags, faults=["--grad-fault", "3:inf@1"])
+    torchrun(gpt_shards, tmp_path / "all", *flags, faults=["--grad-fault", "3:inf"])
     with open(tmp_path / "one" / "metrics.jsonl") as f:
         records = [r for r in map(json.loads, f) if r["kind"] == "train"]
     assert [r.get("skip") for r in records] == [None, None, "overflow", None]
@@ -172,7 +173,7 @@ def test_checkpoints_move_between_parallelisms(gpt_shards, reference_padded, tmp
 
 def test_killed_rank_restarts_from_the_last_checkpoint(gpt_shards, tmp_path):
     """torchrun --max-restarts 1 with torch's default shared rendezvous store: without the
-    trainer's per-attempt store (train.loop.attempt_store) the restarted gloo group reads the
+    trainer's per-attempt store (train.runtime.attempt_store) the restarted gloo group reads the
     dead attempt's addresses and fails or hangs (3 of 3 tries here)."""
     unbroken = tmp_path / "unbroken"
     torchrun(gpt_shards, unbroken, "--save-interval", "2")
@@ -180,8 +181,7 @@ def test_killed_rank_restarts_from_the_last_checkpoint(gpt_shards, tmp_path):
     output = torchrun(
         gpt_shards, tmp_path / "faulty", "--save-interval", "2",
         launcher=["--max-restarts", "1"],
-        SHARDSMITH_TEST_KILL_AT_STEP="3",
-        SHARDSMITH_TEST_KILL_MARKER=str(marker),
+        faults=["--kill-at-step", "3", "--kill-marker", str(marker)],
     )  # fmt: skip
     assert marker.read_text().startswith("rank 1 killed itself after step 3")
     assert "resumed from" in output and "step-00000002 at step 2" in output

@@ -17,8 +17,10 @@ import pytest
 
 from tests.conftest import REPO
 from tests.shard_fixtures import make_bert_shards, make_gpt_shards
+from tests.train_faults import FaultHooks, parse_grad_fault
 from train.config import parse_args
-from train.loop import OutlierDetector, main, parse_grad_fault
+from train.loop import main
+from train.skipping import OutlierDetector
 
 SMALL = [
     "--seq-len", "16", "--global-batch", "2", "--micro-batch", "1", "--split", "90,5,5",
@@ -37,8 +39,8 @@ def bert_shards(tmp_path_factory) -> str:
     return make_bert_shards(tmp_path_factory.mktemp("train-data-bert"), 300)
 
 
-def run(data: str, out, *flags: str) -> dict:
-    return main(parse_args(["--data", data, "--out", str(out), *SMALL, *flags]))
+def run(data: str, out, *flags: str, hooks=None) -> dict:
+    return main(parse_args(["--data", data, "--out", str(out), *SMALL, *flags]), hooks)
 
 
 def train_records(out) -> list[dict]:
@@ -65,9 +67,9 @@ def test_resume_gives_the_uninterrupted_losses(gpt_shards, tmp_path):
 
 
 @pytest.mark.slow
-def test_fp16_scaler_skips_an_injected_overflow(gpt_shards, tmp_path, monkeypatch):
-    monkeypatch.setenv("SHARDSMITH_TEST_GRAD_FAULT", "3:inf")
-    summary = run(gpt_shards, tmp_path, "--max-steps", "5", "--precision", "fp16")
+def test_fp16_scaler_skips_an_injected_overflow(gpt_shards, tmp_path):
+    faults = FaultHooks(grad_fault="3:inf")
+    summary = run(gpt_shards, tmp_path, "--max-steps", "5", "--precision", "fp16", hooks=faults)
     records = train_records(tmp_path)
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5]  # the skipped step still counts
     assert [r.get("skip") for r in records] == [None, None, "overflow", None, None]
@@ -81,13 +83,13 @@ def test_fp16_scaler_skips_an_injected_overflow(gpt_shards, tmp_path, monkeypatc
 
 
 @pytest.mark.slow
-def test_skipped_update_leaves_weights_and_optimizer_alone(gpt_shards, tmp_path, monkeypatch):
+def test_skipped_update_leaves_weights_and_optimizer_alone(gpt_shards, tmp_path):
     """A run whose step 2 is skipped holds after step 2 exactly what a run holds after step 1."""
     import torch
 
     run(gpt_shards, tmp_path / "one", "--max-steps", "2", "--stop-at", "1")
-    monkeypatch.setenv("SHARDSMITH_TEST_GRAD_FAULT", "2:inf")
-    run(gpt_shards, tmp_path / "skip", "--max-steps", "2")
+    faults = FaultHooks(grad_fault="2:inf")
+    run(gpt_shards, tmp_path / "skip", "--max-steps", "2", hooks=faults)
     assert train_records(tmp_path / "skip")[1]["skip"] == "nonfinite"
     from train.export import consolidated_state
 
@@ -106,10 +108,10 @@ def test_skipped_update_leaves_weights_and_optimizer_alone(gpt_shards, tmp_path,
 
 
 @pytest.mark.slow
-def test_consecutive_nonfinite_steps_stop_the_run(gpt_shards, tmp_path, monkeypatch):
-    monkeypatch.setenv("SHARDSMITH_TEST_GRAD_FAULT", "2-9:inf")
+def test_consecutive_nonfinite_steps_stop_the_run(gpt_shards, tmp_path):
+    faults = FaultHooks(grad_fault="2-9:inf")
     with pytest.raises(SystemExit) as excinfo:
-        run(gpt_shards, tmp_path, "--max-steps", "10", "--max-consecutive-skips", "3")
+        run(gpt_shards, tmp_path, "--max-steps", "10", "--max-consecutive-skips", "3", hooks=faults)
     assert "3 consecutive steps had non-finite loss or gradients (last at step 4" in str(
         excinfo.value
     )
@@ -117,11 +119,11 @@ def test_consecutive_nonfinite_steps_stop_the_run(gpt_shards, tmp_path, monkeypa
 
 
 @pytest.mark.slow
-def test_grad_norm_outlier_is_skipped(gpt_shards, tmp_path, monkeypatch):
-    monkeypatch.setenv("SHARDSMITH_TEST_GRAD_FAULT", "9:x1000")
+def test_grad_norm_outlier_is_skipped(gpt_shards, tmp_path):
+    faults = FaultHooks(grad_fault="9:x1000")
     summary = run(
         gpt_shards, tmp_path, "--max-steps", "10", "--skip-outliers", "4",
-        "--outlier-window", "5",
+        "--outlier-window", "5", hooks=faults,
     )  # fmt: skip
     records = train_records(tmp_path)
     assert [r["step"] for r in records if r.get("skip")] == [9]

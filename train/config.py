@@ -3,7 +3,7 @@
 Every field is a plain type (str, int, float, bool, list[str], None) so the whole config goes
 into a checkpoint as JSON-able data and loads back under ``torch.load(weights_only=True)``.
 Defaults that depend on the machine or the model (precision, micro batch, sequence length,
-warmup) are left as None here and resolved by :func:`train.loop.main`, which knows the device
+warmup) are left as None here and resolved by :func:`train.build.resolve_config`, which knows the device
 and the model.
 """
 
@@ -52,6 +52,7 @@ class TrainConfig:
     clip_grad: float = 1.0
     precision: str | None = None  # None: bf16 on CUDA, fp32 on CPU
     resume: bool = False
+    init_from: str | None = None  # weights of another run's checkpoint for a fresh run
     allow_config_change: bool = False
     async_checkpoint: bool = False
     dist_timeout: float = 10.0  # minutes a collective may wait before the job fails
@@ -97,26 +98,27 @@ class TrainConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> None:
+    """The one way the trainer reports a user error: one line, exit status 1, no traceback."""
     raise SystemExit(f"error: {message}")
 
 
 def validate(config: TrainConfig) -> None:
     """One-line SystemExit for every setting that cannot work, before anything is built."""
     if config.model is not None and config.model not in MODELS:
-        _fail(f"--model must be one of {', '.join(MODELS)}, got {config.model!r}")
+        fail(f"--model must be one of {', '.join(MODELS)}, got {config.model!r}")
     if config.precision is not None and config.precision not in PRECISIONS:
-        _fail(f"--precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}")
+        fail(f"--precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}")
     if config.parallel not in PARALLEL:
-        _fail(f"--parallel must be one of {', '.join(PARALLEL)}, got {config.parallel!r}")
+        fail(f"--parallel must be one of {', '.join(PARALLEL)}, got {config.parallel!r}")
     if config.decay not in ("cosine", "linear"):
-        _fail(f"--decay must be cosine or linear, got {config.decay!r}")
+        fail(f"--decay must be cosine or linear, got {config.decay!r}")
     if config.eval_wikitext is not None and not os.path.isfile(config.eval_wikitext):
-        _fail(f"--eval-wikitext {config.eval_wikitext}: no such file")
+        fail(f"--eval-wikitext {config.eval_wikitext}: no such file")
     if config.optimizer not in ("adamw", "lamb"):
-        _fail(f"--optimizer must be adamw or lamb, got {config.optimizer!r}")
+        fail(f"--optimizer must be adamw or lamb, got {config.optimizer!r}")
     if config.device not in ("auto", "cpu", "cuda"):
-        _fail(f"--device must be auto, cpu or cuda, got {config.device!r}")
+        fail(f"--device must be auto, cpu or cuda, got {config.device!r}")
     positive = {
         "--max-steps": config.max_steps,
         "--global-batch": config.global_batch,
@@ -137,7 +139,7 @@ def validate(config: TrainConfig) -> None:
             positive[optional] = value
     for flag, value in positive.items():
         if value <= 0:
-            _fail(f"{flag} must be positive, got {value}")
+            fail(f"{flag} must be positive, got {value}")
     non_negative = {
         "--save-interval": config.save_interval,
         "--eval-interval": config.eval_interval,
@@ -152,34 +154,34 @@ def validate(config: TrainConfig) -> None:
         non_negative["--weight-decay"] = config.weight_decay
     for flag, value in non_negative.items():
         if value < 0:
-            _fail(f"{flag} must be >= 0, got {value}")
+            fail(f"{flag} must be >= 0, got {value}")
     if config.lr <= 0:
-        _fail(f"--lr must be positive, got {config.lr}")
+        fail(f"--lr must be positive, got {config.lr}")
     if config.min_lr is not None and not 0 <= config.min_lr <= config.lr:
-        _fail(f"--min-lr must be in [0, --lr={config.lr}], got {config.min_lr}")
+        fail(f"--min-lr must be in [0, --lr={config.lr}], got {config.min_lr}")
     if config.dropout is not None and not 0.0 <= config.dropout < 1.0:
-        _fail(f"--dropout must be in [0, 1), got {config.dropout}")
+        fail(f"--dropout must be in [0, 1), got {config.dropout}")
     if not 0.0 < config.mask_prob < 1.0:
-        _fail(f"--mask-prob must be in (0, 1), got {config.mask_prob}")
+        fail(f"--mask-prob must be in (0, 1), got {config.mask_prob}")
     if config.dist_timeout <= 0:
-        _fail(f"--dist-timeout must be positive, got {config.dist_timeout}")
+        fail(f"--dist-timeout must be positive, got {config.dist_timeout}")
     if config.peak_tflops is not None and config.peak_tflops <= 0:
-        _fail(f"--peak-tflops must be positive, got {config.peak_tflops}")
+        fail(f"--peak-tflops must be positive, got {config.peak_tflops}")
     if config.sequence_parallel and config.parallel != "tp":
-        _fail("--sequence-parallel needs --parallel tp")
+        fail("--sequence-parallel needs --parallel tp")
     if config.activation_checkpointing not in ACTIVATION_CHECKPOINTING:
-        _fail(
+        fail(
             f"--activation-checkpointing must be one of {', '.join(ACTIVATION_CHECKPOINTING)}, "
             f"got {config.activation_checkpointing!r}"
         )
     if config.ac_every < 0:
-        _fail(f"--ac-every must be >= 0, got {config.ac_every}")
+        fail(f"--ac-every must be >= 0, got {config.ac_every}")
     if config.tp > 1 and config.parallel != "tp":
-        _fail(f"--tp {config.tp} needs --parallel tp")
+        fail(f"--tp {config.tp} needs --parallel tp")
     if config.tokenizer is not None and config.vocab_size is not None:
-        _fail("give --tokenizer or --vocab-size, not both (the tokenizer file sets the size)")
+        fail("give --tokenizer or --vocab-size, not both (the tokenizer file sets the size)")
     if config.vocab_size is not None and config.vocab_size <= 0:
-        _fail(f"--vocab-size must be positive, got {config.vocab_size}")
+        fail(f"--vocab-size must be positive, got {config.vocab_size}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -400,6 +402,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default=d.out, metavar="RUN", help="run directory: checkpoints/ and metrics.jsonl"
     )
     g.add_argument("--resume", action="store_true", help="continue from RUN's latest checkpoint")
+    g.add_argument(
+        "--init-from",
+        default=d.init_from,
+        metavar="CHECKPOINT",
+        help="start a new run from the weights of another run's checkpoint (a run directory: "
+        "its latest; any layout) with a fresh optimizer, its own warmup and schedule, from step "
+        "0 (BERT phase 2 from phase 1); position embeddings the checkpoint lacks keep their "
+        "initialisation. With --resume: continue RUN if it has a checkpoint, else start from these "
+        "weights",
+    )
     g.add_argument(
         "--allow-config-change",
         action="store_true",

@@ -1,0 +1,27 @@
+"""train/pretrain.py with faults injected (tests/train_faults.py), for torchrun tests:
+
+torchrun ... tests/train_with_faults.py [--grad-fault SPEC] [--kill-at-step N
+    --kill-marker PATH [--kill-rank R]] -- TRAINER FLAGS...
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.train_faults import FaultHooks  # noqa: E402
+from train.config import parse_args  # noqa: E402
+from train.loop import main  # noqa: E402
+
+if __name__ == "__main__":
+    split = sys.argv.index("--")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--grad-fault")
+    parser.add_argument("--kill-at-step", type=int)
+    parser.add_argument("--kill-marker")
+    parser.add_argument("--kill-rank", type=int, default=1)
+    faults = parser.parse_args(sys.argv[1:split])
+    main(parse_args(sys.argv[split + 1 :]), FaultHooks(**vars(faults)))
