@@ -390,12 +390,12 @@ def _meta_fault(meta: object) -> str | None:
         if not name or "/" in name or "\\" in name or name in (".", ".."):
             return f"'files' names {name!r}, not a plain file name"
         if not isinstance(record, dict):
-            return f"'files'.{name} must be an object, got {type(record).__name__}"
+            return f"'files'[{name!r}] must be an object, got {type(record).__name__}"
         size, digest = record.get("bytes"), record.get("sha256")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            return f"'files'.{name}.bytes must be a non-negative integer, got {size!r}"
+            return f"'files'[{name!r}].bytes must be a non-negative integer, got {size!r}"
         if not isinstance(digest, str) or not SHA256.match(digest):
-            return f"'files'.{name}.sha256 must be 64 hex digits, got {digest!r}"
+            return f"'files'[{name!r}].sha256 must be 64 hex digits, got {digest!r}"
     for required in (TRAINER_FILE, DCP_METADATA):
         if required not in files:
             return f"does not list {required}"

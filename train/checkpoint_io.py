@@ -122,7 +122,10 @@ def check_metadata(md: dcp_metadata.Metadata, what: str, sizes: dict[str, int]) 
     inside a file named in ``sizes`` (file name -> bytes, from meta.json), and no tensor claims
     more bytes than the checkpoint's data files hold (a hostile size would otherwise make an
     export allocate it). UnsafeInputError names the first fault."""
-    fault = _metadata_fault(md, sizes)
+    try:
+        fault = _metadata_fault(md, sizes)
+    except Exception as e:  # noqa: BLE001 - objects built by a hostile pickle may lack any field
+        fault = f"malformed DCP metadata ({_one_line(e)})"
     if fault is not None:
         raise UnsafeInputError(f"{what}: {fault}")
 

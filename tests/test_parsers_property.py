@@ -1,0 +1,199 @@
+"""Property: the parsers of files we did not write (a shard set's manifest.json and .idx, a
+checkpoint's meta.json and DCP .metadata) given random bytes or random mutations of real files
+either return or raise our one-line error type, never another exception, and never run code.
+
+The real files come from a shard set of Moby-Dick paragraphs (../shared/corpora) and a
+checkpoint of a tiny GPT. Mutations: byte flips, cuts, inserted bytes, 8-byte fields set to
+extreme integers, JSON values replaced, and a pickle that would run code spliced in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import pickle
+import shutil
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dataset_format import FormatError, IndexedDataset, Manifest
+from dataset_format.safe_io import UnsafeInputError
+from tests.shard_fixtures import make_gpt_shards
+from tests.test_train_checkpoint import _save, _trained
+from train import checkpoint as ckpt
+from train import checkpoint_io
+
+FEW = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+EXTREMES = [0, 1, -1, 2**31 - 1, 2**31, 2**63 - 1, -(2**63), 2**64 - 1, 10**9]
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """Real bytes of each format, and a scratch directory for the mutated copies."""
+    root = tmp_path_factory.mktemp("real")
+    directory = make_gpt_shards(root, 30, num_shards=1)
+    model, optimizer = _trained()
+    checkpoint = _save(root / "run", 1, model, optimizer)
+
+    def read(path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    return _Real(
+        {
+            "root": root,
+            "manifest": read(os.path.join(directory, "manifest.json")),
+            "idx": read(os.path.join(directory, "shard-00000.idx")),
+            "bin": os.path.join(directory, "shard-00000.bin"),
+            "meta": read(os.path.join(checkpoint, "meta.json")),
+            "metadata": read(os.path.join(checkpoint, ".metadata")),
+            "sizes": {name: r["bytes"] for name, r in ckpt.read_meta(checkpoint)["files"].items()},
+            "counter": itertools.count(),
+        }
+    )
+
+
+class _Real(dict):
+    """The real files' bytes; a short repr, so that a failing example's report stays readable."""
+
+    def __repr__(self) -> str:
+        return "<real manifest.json, .idx, meta.json and .metadata>"
+
+
+@st.composite
+def mutated(draw, data: bytes) -> bytes:
+    """`data` with 1-4 random edits (or, one time in six, replaced by random bytes)."""
+    if draw(st.integers(0, 5)) == 0:
+        return draw(st.binary(max_size=512))
+    out = bytearray(data)
+    for _ in range(draw(st.integers(1, 4))):
+        pos = draw(st.integers(0, max(len(out) - 1, 0)))
+        edit = draw(st.sampled_from(["flip", "cut", "insert", "int64", "int32"]))
+        if edit == "flip" and out:
+            out[pos] ^= draw(st.integers(1, 255))
+        elif edit == "cut":
+            del out[pos:]
+        elif edit == "insert":
+            out[pos:pos] = draw(st.binary(min_size=1, max_size=16))
+        else:
+            fmt = "<q" if edit == "int64" else "<i"
+            bits = 64 if edit == "int64" else 32
+            value = draw(
+                st.sampled_from(EXTREMES) | st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+            )
+            value = (value + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+            out[pos : pos + struct.calcsize(fmt)] = struct.pack(fmt, value)
+    return bytes(out)
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**60), max_value=10**60)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@st.composite
+def json_mutated(draw, data: bytes) -> bytes:
+    """A JSON document with one value (anywhere in it) replaced, or its bytes mutated."""
+    if draw(st.booleans()):
+        return draw(mutated(data))
+    doc = json.loads(data)
+    node, key = doc, None
+    for _ in range(draw(st.integers(1, 4))):
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            break
+        key = draw(st.sampled_from(keys))
+        if not isinstance(node[key], (dict, list)):
+            break
+        node, key = (node[key], None) if draw(st.booleans()) else (node, key)
+        if key is not None:
+            break
+    if key is not None:
+        node[key] = draw(JSON_VALUES)
+    return json.dumps(doc).encode()
+
+
+def _one_line(error: Exception) -> None:
+    assert "\n" not in str(error), str(error)
+
+
+@FEW
+@given(st.data())
+def test_manifest_parser(real, data):
+    raw = data.draw(json_mutated(real["manifest"]))
+    try:
+        Manifest.loads(raw, "manifest.json")
+    except FormatError as e:
+        _one_line(e)
+
+
+@FEW
+@given(st.data())
+def test_idx_parser(real, data):
+    raw = data.draw(mutated(real["idx"]))
+    # a fresh name per example: a memory map of an earlier file must never see it shrink
+    prefix = str(real["root"] / f"pair-{next(real['counter'])}")
+    shutil.copyfile(real["bin"], prefix + ".bin")
+    with open(prefix + ".idx", "wb") as f:
+        f.write(raw)
+    try:
+        ds = IndexedDataset(prefix)
+        ds.verify(vocab_size=50257)
+        if ds.num_documents:
+            ds.document(ds.num_documents - 1)
+            ds.sequence(ds.num_sequences - 1)
+    except FormatError as e:
+        _one_line(e)
+
+
+@FEW
+@given(st.data())
+def test_checkpoint_meta_json_parser(real, data):
+    raw = data.draw(json_mutated(real["meta"]))
+    directory = real["root"] / f"ckpt-{next(real['counter'])}"
+    directory.mkdir()
+    (directory / "meta.json").write_bytes(raw)
+    try:
+        ckpt.read_meta(str(directory))
+    except ckpt.CheckpointError as e:
+        _one_line(e)
+
+
+class _RunsCode:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@FEW
+@given(st.data())
+def test_dcp_metadata_parser(real, data):
+    marker = real["root"] / "code-ran"
+    raw = data.draw(mutated(real["metadata"]))
+    if data.draw(st.integers(0, 3)) == 0:  # splice in a pickle that would run code
+        pos = data.draw(st.integers(0, len(raw)))
+        raw = raw[:pos] + pickle.dumps(_RunsCode(str(marker)))[2:-1] + raw[pos:]
+    try:
+        md = checkpoint_io.parse_metadata(raw, ".metadata")
+        checkpoint_io.check_metadata(md, ".metadata", real["sizes"])
+    except UnsafeInputError as e:
+        _one_line(e)
+    assert not marker.exists()
