@@ -148,3 +148,16 @@ def test_books_source_counts_the_cut_in_meta_and_the_read_stage_audits_it():
     audits = [o.value for o in out if getattr(o, "tag", None) == "failures"]
     assert audits == [Reject(doc.id, "books", PARTS_REMOVED, "title_page 1, contents 1, preface 1")]
     assert read.counts.drain()["docs_with_parts_removed"] == 1
+
+
+def test_a_note_after_the_start_takes_only_itself():
+    """A book without chapters: an e-text note after its opening paragraph goes, the story
+    under it stays."""
+    body = _body("1952-0.txt")
+    expected = strip_front_matter(body).text
+    first_end = paragraphs(expected)[0][1]
+    note = "\n\nEditor's Note\n\nThis e-text follows the spelling of the 1892 edition.\n"
+    noted = body.replace(expected[:first_end], expected[:first_end] + note, 1)
+    front = strip_front_matter(noted)
+    assert front.text == expected
+    assert front.removed == {"title_page": 1, "notes": 1}

@@ -84,6 +84,12 @@ _NOTES_HEADING = re.compile(
     r"|^\W*e-?text\b",
     re.IGNORECASE,
 )
+# What an editor's or an e-text's note talks about.
+_NOTE_WORDS = re.compile(
+    r"e-?text|e-?book|edition|spelling|typograph|punctuation|corrected|errors?\b|transcri"
+    r"|scann|footnote|original\s+(?:text|book|printing)|hyphenat|italic",
+    re.IGNORECASE,
+)
 _SENTENCE_END = re.compile(r"[.!?;:][\"'”’)»]*(?:\s|$)")
 # The first chapter must start within this share of the book's lines (or this many lines).
 _FRONT_SHARE = 0.1
@@ -205,8 +211,10 @@ def _classify(text: str, spans: list[tuple[int, int]], end: int) -> dict[int, st
                 following = text[spans[i][0] : spans[i][1]]
                 rule = not following.strip(" -*_=~.\n")
                 footnote = following.strip().startswith("[")
-                if not (is_prose(following) or rule or footnote) and _is_short(following):
-                    break
+                about_notes = _NOTE_WORDS.search(following)
+                if not (is_prose(following) or rule or footnote or about_notes):
+                    if _is_short(following):
+                        break
                 classes[i] = "notes"
                 i += 1
             continue
@@ -346,9 +354,14 @@ def strip_front_matter(body: str) -> FrontMatter:
             elif dropped.get(i + 1, "title_page") != "title_page" and i + 1 < start:
                 name = dropped[i + 1]  # the heading of the section that follows
         dropped[i] = name
-    # Front matter after the start (a contents page after a preface), within the front.
+    # Front matter after the start (a contents page after a preface), within the front. An
+    # imprint there may be a line of the text; a notes section keeps only its heading and the
+    # paragraphs that talk about the edition, so a story under a note never goes with it.
     for i, name in classes.items():
-        if i >= start and name != "imprint":
+        if i < start or name == "imprint":
+            continue
+        paragraph = text[spans[i][0] : spans[i][1]]
+        if name != "notes" or _is_section_heading(paragraph) or _NOTE_WORDS.search(paragraph):
             dropped[i] = name
     if illustration_blocks:
         removed["illustrations"] = illustration_blocks
