@@ -48,9 +48,10 @@ from pipelines.graph import build_pipeline, plan_run, prepare  # noqa: E402
 from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
 from pipelines.progress import ProgressDisplay  # noqa: E402
 from pipelines.runners import (  # noqa: E402
-    import_runner_options,
+    beam_parser,
     planned_workers,
     resolve_runner,
+    unknown_arguments,
     where_it_runs,
     worker_count,
 )
@@ -69,29 +70,13 @@ LOG = logging.getLogger("pipelines.preprocess")
 
 # -- the launcher -----------------------------------------------------------------------------
 def _parser(option_classes) -> argparse.ArgumentParser:
-    # Beam's own parser class: some option classes add value-provider arguments to it.
-    from apache_beam.options.pipeline_options import _BeamArgumentParser
-
-    parser = _BeamArgumentParser(
+    return beam_parser(
+        option_classes,
         prog="python -m pipelines.preprocess",
-        allow_abbrev=False,
         description=__doc__.split("\n\n")[0],
         epilog="Every Beam pipeline option applies too (--runner, --direct_num_workers, "
         "--direct_running_mode, --project, --region, --temp_location, --setup_file, ...).",
     )
-    for cls in option_classes:
-        cls._add_argparse_args(parser)
-    return parser
-
-
-def unknown_arguments(argv: Sequence[str], exclude: Sequence[type] = ()) -> list[str]:
-    """Flags no PipelineOptions class knows. Beam drops them with a warning, which would turn a
-    typo such as --shard_tokens (ours use dashes) into a silently ignored setting. `exclude`:
-    option classes of another command, whose flags count as unknown (pipelines.dedup's)."""
-    import_runner_options(argv)
-    every = {str(c): c for c in PipelineOptions.__subclasses__() if c not in exclude}.values()
-    _, unknown = _parser(every).parse_known_args(list(argv))
-    return [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
 
 
 def _metrics_summary(result) -> dict[str, int]:

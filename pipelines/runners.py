@@ -1,10 +1,11 @@
 """Which runner a preprocess run uses and how many workers it has: a local run on the Python
 FnApiRunner (in the launcher's process for a small input, else one worker process per core),
 our DaskRunner, or any other Beam runner by name; and the thread pool each worker's tokenizer
-gets."""
+gets; and which flags no option class knows (preprocess and dedup refuse them)."""
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import os
 import sys
@@ -39,6 +40,28 @@ def import_runner_options(argv: Sequence[str]) -> None:
             raise ValueError(
                 f"the DaskRunner needs dask: pip install 'shardsmith[dask]' ({error})"
             ) from None
+
+
+def beam_parser(option_classes, **kwargs) -> argparse.ArgumentParser:
+    """A parser of these PipelineOptions classes' flags, on Beam's own parser class (some option
+    classes add value-provider arguments to it), with abbreviations off: a prefix of a flag
+    never passes for it."""
+    from apache_beam.options.pipeline_options import _BeamArgumentParser
+
+    parser = _BeamArgumentParser(allow_abbrev=False, **kwargs)
+    for cls in option_classes:
+        cls._add_argparse_args(parser)
+    return parser
+
+
+def unknown_arguments(argv: Sequence[str], exclude: Sequence[type] = ()) -> list[str]:
+    """Flags no PipelineOptions class knows. Beam drops them with a warning, which would turn a
+    typo such as --shard_tokens (ours use dashes) into a silently ignored setting. `exclude`:
+    option classes of another command, whose flags count as unknown (pipelines.dedup's)."""
+    import_runner_options(argv)
+    every = {str(c): c for c in PipelineOptions.__subclasses__() if c not in exclude}.values()
+    _, unknown = beam_parser(every).parse_known_args(list(argv))
+    return [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
 
 
 def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: int | None = None):

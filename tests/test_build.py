@@ -88,9 +88,7 @@ def test_every_source_file_is_in_exactly_one_target():
     assert not twice, f"files in more than one target: {twice}"
     missing = [f for f in owners if not (REPO / f).exists()]
     assert not missing, f"BUILD names files that do not exist: {missing}"
-    tools = sorted(
-        os.path.basename(p) for p in _glob(["tools/*"]) if os.access(REPO / p, os.X_OK)
-    )
+    tools = sorted(os.path.basename(p) for p in _glob(["tools/*"]) if os.access(REPO / p, os.X_OK))
     declared = sorted(n for n, t in targets.items() if t["kind"] == "sh_binary")
     assert tools == declared, f"tools/ executables {tools} vs BUILD sh_binary targets {declared}"
 
@@ -108,7 +106,8 @@ def test_imports_follow_declared_dependencies():
     assert set(libraries) == {"dataset_format", "pipelines", "train"}
     # The library a first-party package's files belong to, and what each may import.
     allowed = {
-        name: {name} | {d.lstrip(":") for d in lib.get("deps", [])} for name, lib in libraries.items()
+        name: {name} | {d.lstrip(":") for d in lib.get("deps", [])}
+        for name, lib in libraries.items()
     }
     assert allowed == {
         "dataset_format": {"dataset_format"},
@@ -124,6 +123,55 @@ def test_imports_follow_declared_dependencies():
             for imported in first_party_imports(src) - allowed.get(package, {package}):
                 violations.append(f"{src} imports {imported}")
     assert not violations, violations
+
+
+def _module_of(path: str) -> str:
+    module = path[: -len(".py")].replace("/", ".")
+    return module[: -len(".__init__")] if module.endswith(".__init__") else module
+
+
+def imported_modules(path: str) -> set[str]:
+    """Every first-party module `path` imports by name (`from a.b import c` counts a.b and
+    a.b.c, since c may be a module)."""
+    found = set()
+    for node in ast.walk(ast.parse((REPO / path).read_text(), path)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {m for m in found if m.split(".")[0] in FIRST_PARTY}
+
+
+def test_no_module_imports_a_commands_main_file():
+    """A py_binary's own source is in no library, so under Bazel a module importing it would
+    not find it: what two commands share lives in a library module (dedup reuses preprocess's
+    unknown-flag rule from pipelines.runners, not from pipelines.preprocess)."""
+    targets = evaluate_build()
+    mains = {
+        _module_of(src): name
+        for name, target in targets.items()
+        if target["kind"] == "py_binary"
+        for src in target.get("srcs", [])
+    }
+    violations = [
+        f"{src} imports {module} (the main file of {mains[module]})"
+        for target in targets.values()
+        if target["kind"] in ("py_library", "py_binary")
+        for src in target.get("srcs", [])
+        for module in imported_modules(src) & set(mains)
+        if module != _module_of(src)
+    ]
+    assert not violations, violations
+
+
+def test_no_production_module_reads_a_test_only_variable():
+    """Issue 20: tests inject faults through hook objects or monkeypatching, never through
+    SHARDSMITH_TEST_* environment variables read by the code they test."""
+    sources = _glob([f"{p}/**/*.py" for p in ("dataset_format", "pipelines", "train")])
+    sources += [p for p in _glob(["tools/*"]) if (REPO / p).read_bytes()[:2] == b"#!"]
+    readers = [p for p in sources if "SHARDSMITH_TEST_" in (REPO / p).read_text(errors="replace")]
+    assert not readers, readers
 
 
 @pytest.mark.slow
