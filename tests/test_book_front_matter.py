@@ -161,3 +161,15 @@ def test_a_note_after_the_start_takes_only_itself():
     front = strip_front_matter(noted)
     assert front.text == expected
     assert front.removed == {"title_page": 1, "notes": 1}
+
+
+def test_braces_that_are_not_page_markers_stay():
+    body = _body("1952-0.txt")
+    expected = strip_front_matter(body).text
+    tex = "The ratio is x^{2} over \\frac{1}{2}, and {12}the next page begins"
+    front = strip_front_matter(body + "\n\n" + tex)
+    assert (
+        front.text
+        == expected + "\n\nThe ratio is x^{2} over \\frac{1}{2}, and the next page begins"
+    )
+    assert front.removed["page_markers"] == 1

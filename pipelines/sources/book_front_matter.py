@@ -37,7 +37,9 @@ CLASSES = (
 )  # fmt: skip
 
 _PAGE_MARKER_LINE = re.compile(r"^[ \t]*\{(?:\d{1,4}|[ivxlcdm]{1,8})\}[ \t]*\n", re.MULTILINE)
-_PAGE_MARKER = re.compile(r"[ \t]*\{(?:\d{1,4}|[ivxlcdm]{1,8})\}")
+# Not after a word, a brace or TeX's ^ _ \ $: "x^{2}", "\frac{1}{2}" in a mathematical book
+# are not page numbers.
+_PAGE_MARKER = re.compile(r"[ \t]*(?<![\w^_{}\\$])\{(?:\d{1,4}|[ivxlcdm]{1,8})\}")
 # "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]".
 _ILLUSTRATION = re.compile(
     r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b[^\[\]]{0,2000}?\]", re.IGNORECASE
@@ -299,7 +301,10 @@ def _remove_inline(text: str) -> tuple[str, int, int, list[str]]:
         nonlocal markers
         markers += 1
         cut.append(match.group().strip())
-        return ""
+        # "end. {15}Next": the space before the marker stays between the words.
+        following = match.string[match.end() : match.end() + 1]
+        spaced = match.group()[:1] in (" ", "\t")
+        return " " if spaced and following and not following.isspace() else ""
 
     if "{" in text:
         text = _PAGE_MARKER_LINE.sub(marker, text)
