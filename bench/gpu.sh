@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# GPU benchmark of the trainer: tokens/s and MFU of GPT-2 124M and 355M, bf16, torch.compile,
-# plus gpt2-355m with FSDP2 + full activation checkpointing, and TP+SP (tp=2: two GPUs),
-# one GPU, synthetic data; < 5 minutes on an A100/H100/H200 (most of it compilation).
+# GPU training speed, side by side with Hugging Face transformers, on one GPU: gpt2-124m,
+# bert-large seq 128 (bf16, fp16), gpt2-355m, bert-large seq 512 (bf16, fp16), each ours then
+# HF's at the same batch, precision, optimizer and compile setting, after a bf16 matmul
+# ceiling; < 8 minutes on an H100/H200 (most of it compilation). See bench/bench_gpu.py.
 #
-#   bench/gpu.sh            writes the table to $OUT/gpu.md when $OUT is set (device runner),
-#                           else bench/results/gpu.md
-#   bench/gpu.sh --smoke    the same code path on CPU with a tiny model (what the tests run;
+#   bench/gpu.sh            writes the table, row by row, to $OUT/gpu.md when $OUT is set
+#                           (device runner), else bench/results/gpu.md
+#   bench/gpu.sh --smoke    the same code path on CPU with tiny models (what the tests run;
 #                           table to $OUT/gpu.md or $TMPDIR/gpu-smoke.md)
 #   PYTHON=/path/python bench/gpu.sh   a Python whose torch has CUDA (default: .venv if its
 #                           torch sees a GPU, else python3)
-# Extra flags go to bench/bench_gpu.py (--presets, --steps, --warmup, --micro-batch, ...).
+# Extra flags go to bench/bench_gpu.py (--cases, --steps, --warmup, --profile DIR, --no-hf, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -67,7 +67,8 @@ def test_layout_cls_a_sep_b_sep_then_padding(nsp_samples):
     _, samples = nsp_samples
     for sample in samples:
         assert set(sample) == {
-            "input_ids", "token_type_ids", "attention_mask", "mlm_labels", "nsp_label"
+            "input_ids", "token_type_ids", "attention_mask", "mlm_labels", "mlm_positions",
+            "mlm_targets", "nsp_label",
         }  # fmt: skip
         assert all(sample[k].shape == (MAX_LEN,) and sample[k].dtype == np.int64 for k in
                    ("input_ids", "token_type_ids", "attention_mask", "mlm_labels"))  # fmt: skip
@@ -87,6 +88,23 @@ def test_layout_cls_a_sep_b_sep_then_padding(nsp_samples):
         assert (sample["input_ids"][length:] == PAD).all()
         assert (sample["mlm_labels"][length:] == -100).all()
         assert CLS not in tokens[1:length] and PAD not in tokens[:length]
+
+
+def test_static_mlm_targets_are_the_dense_labels_padded_to_20(nsp_samples):
+    """mlm_positions / mlm_targets: the same predictions as mlm_labels, in position order,
+    padded to max_predictions_per_seq (20 at seq 128) with position 0 and label -100."""
+    _, samples = nsp_samples
+    assert MaskingConfig().max_predictions(128) == 20
+    assert MaskingConfig().max_predictions(512) == 80
+    assert MaskingConfig(max_predictions_per_seq=7).max_predictions(512) == 7
+    for sample in samples:
+        positions, targets = sample["mlm_positions"], sample["mlm_targets"]
+        assert positions.shape == targets.shape == (20,)
+        predicted = np.flatnonzero(sample["mlm_labels"] != -100)
+        n = predicted.size
+        assert np.array_equal(positions[:n], predicted)
+        assert np.array_equal(targets[:n], sample["mlm_labels"][predicted])
+        assert (positions[n:] == 0).all() and (targets[n:] == -100).all()
 
 
 def test_masking_statistics_follow_15_percent_and_80_10_10(nsp_samples):
@@ -304,3 +322,28 @@ def test_token_id_past_the_vocabulary_names_the_file(bert_set, tmp_path):
     dataset = build(bert_set, tmp_path, num=50, vocab_size=2000)
     with pytest.raises(FormatError, match=r"shard-00000\.bin: token id \d+ \(document 0, token"):
         dataset[0]
+
+
+def test_static_mlm_loss_on_real_batches_equals_the_dynamic_one(nsp_samples):
+    """Bert's loss from (mlm_positions, mlm_targets), the fixed-shape path compile needs,
+    equals its loss from the dense labels on real padded batches, and so do the logits."""
+    import torch
+
+    from train.models.bert import Bert, BertConfig
+
+    _, samples = nsp_samples
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=BERT_VOCAB_SIZE, n_layer=2, n_head=2, n_embd=32,
+                        intermediate_size=64, max_position_embeddings=MAX_LEN, dropout=0.0)  # fmt: skip
+    model = Bert(config).eval()
+    for start in (0, 8, 16):
+        batch = {k: torch.from_numpy(np.stack([s[k] for s in samples[start : start + 8]]))
+                 for k in samples[0]}  # fmt: skip
+        common = (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        dynamic = model(*common, batch["mlm_labels"], batch["nsp_label"])
+        static = model(*common, batch["mlm_targets"], batch["nsp_label"],
+                       mlm_positions=batch["mlm_positions"])  # fmt: skip
+        torch.testing.assert_close(static.mlm_loss, dynamic.mlm_loss, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(static.loss, dynamic.loss, rtol=1e-6, atol=1e-6)
+        counted = batch["mlm_targets"].flatten() != -100
+        torch.testing.assert_close(static.mlm_logits[counted], dynamic.mlm_logits)

@@ -1,13 +1,20 @@
-"""bench/gpu.sh --smoke: the GPU benchmark's whole path (synthetic shards, trainer, table) on CPU."""
+"""bench/gpu.sh --smoke: the GPU benchmark's whole path (ours and HF's models, optimizer steps,
+the table written row by row) on CPU with tiny models."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 
 import pytest
 
 from tests.conftest import REPO
+
+
+def cells_of(table: str, case: str, side: str) -> list[str]:
+    row = next(line for line in table.splitlines() if line.startswith(f"| {case} | {side} |"))
+    return [c.strip() for c in row.strip("|").split("|")]
 
 
 @pytest.mark.slow
@@ -19,13 +26,16 @@ def test_gpu_benchmark_smoke_writes_its_table(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     table = (tmp_path / "gpu.md").read_text()
-    row = next(line for line in table.splitlines() if line.startswith("| gpt-tiny"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[2] == "2 x 64"
-    assert float(cells[3].replace(",", "")) > 0  # tokens/s
-    assert cells[5] == "n/a"  # no MFU on CPU: no peak to compare with
-    # the layout cases ran too (torchrun, 1 and 2 gloo processes on CPU)
-    for case in ("gpt-tiny fsdp+ac", "gpt-tiny tp+sp"):
-        row = next(line for line in table.splitlines() if line.startswith(f"| {case} |"))
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        assert float(cells[3].replace(",", "")) > 0, row
+    for case, shape in (("gpt-tiny seq 64 fp32", "2 x 64"), ("bert-tiny seq 64 fp32", "4 x 64")):
+        ours = cells_of(table, case, "ours")
+        assert ours[2] == shape
+        assert float(ours[3].replace(",", "")) > 0  # tokens/s
+        assert float(ours[4].replace(",", "")) > 0  # seq/s
+        assert ours[6] == "n/a"  # no MFU on CPU: no peak to compare with
+        assert ours[11] == "0"  # no recompiles (nothing compiled on the smoke path)
+        hf = cells_of(table, case, "hf")
+        if importlib.util.find_spec("transformers") is None:
+            assert hf[2].startswith("skipped")
+        else:
+            assert float(hf[3].replace(",", "")) > 0
+            assert ours[7].endswith("x")  # ours over HF's tokens/s

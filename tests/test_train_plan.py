@@ -9,7 +9,7 @@ import torch
 from train.models.gpt import GPT, GPTConfig
 from train.models.presets import get_preset
 from train.parallel import apply_activation_checkpointing
-from train.plan import Layout, activation_bytes, main, plan
+from train.plan import GPUS, Layout, activation_bytes, main, plan, suggest_micro_batch
 
 
 @pytest.mark.parametrize(
@@ -73,3 +73,25 @@ def test_cli_reports_fit_and_time(capsys):
     assert main([*argv[:-2], "--micro-batch", "64", "--gpu", "v100-32gb"]) == 0
     assert "v100-32gb: does NOT fit" in capsys.readouterr().out
     assert main(["--preset", "bert-base"]) == 1
+
+
+def test_suggested_micro_batch_is_the_largest_power_of_two_that_fits(capsys):
+    config = get_preset("gpt2-124m").config
+    layout = Layout(seq_len=1024)
+    for gpu in ("a100-40gb", "h100-80gb", "h200-141gb"):
+        micro = suggest_micro_batch(config, layout, gpu)
+        fits = plan(config, Layout(seq_len=1024, micro_batch=micro)).total
+        too_many = plan(config, Layout(seq_len=1024, micro_batch=2 * micro)).total
+        memory = GPUS[gpu][0]
+        assert micro & (micro - 1) == 0 and fits <= 0.9 * memory < too_many, gpu
+    assert suggest_micro_batch(config, layout, "h200-141gb", largest=64) == 64
+    # a layout that shards the model fits more sequences than one GPU holding it whole
+    big = get_preset("gpt2-1.5b").config
+    alone = suggest_micro_batch(big, layout, "a100-40gb")
+    sharded = suggest_micro_batch(big, Layout(seq_len=1024, tp=2, dp=4), "a100-40gb")
+    assert sharded > alone
+    argv = ["--preset", "gpt2-355m", "--gpu", "h200-141gb", "--suggest-micro-batch"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip() == str(suggest_micro_batch(
+        get_preset("gpt2-355m").config, layout, "h200-141gb"))  # fmt: skip
+    assert main(argv[:-3] + ["--suggest-micro-batch"]) == 1  # needs --gpu

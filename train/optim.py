@@ -90,52 +90,84 @@ class Lamb(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):  # noqa: ANN001 - torch.optim signature
+        """One LAMB step in a handful of multi-tensor (``torch._foreach_*``) kernels per
+        parameter group, none per parameter except the trust-ratio scaling, and no host sync:
+        the clip factor and trust ratios stay on the device."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        entries = [
-            (group, param)
-            for group in self.param_groups
-            for param in group["params"]
-            if param.grad is not None
-        ]
-        if not entries:
+        groups = []
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if params:
+                groups.append((group, params))
+        if not groups:
             return loss
-        clip = 1.0
+        clip = None
         if self.max_grad_norm > 0:
-            grad_norm = batched_global_norms([p.grad for _, p in entries]).square().sum().sqrt()
+            grads = [p.grad for _, params in groups for p in params]
+            grad_norm = batched_global_norms(grads).square().sum().sqrt()
             clip = torch.clamp(grad_norm / self.max_grad_norm, min=1.0)
-        updates = []
-        for group, param in entries:
-            beta1, beta2 = group["betas"]
+        updates = [self._adam_updates(group, params, clip) for group, params in groups]
+        flat_params = [p for _, params in groups for p in params]
+        flat_updates = [u for group_updates in updates for u in group_updates]
+        norms = batched_global_norms(
+            flat_params + [_like(u, p) for u, p in zip(flat_updates, flat_params)]
+        )
+        weight_norms, update_norms = norms[: len(flat_params)], norms[len(flat_params) :]
+        trusted = (weight_norms > 0) & (update_norms > 0)
+        ratios = torch.where(trusted, weight_norms / update_norms.clamp(min=1e-30), 1.0)
+        first = 0
+        for (group, params), group_updates in zip(groups, updates):
+            local = [_local(p) for p in params]
+            if self.nvlamb or group["weight_decay"]:
+                # one factor per parameter, on the device: a 0-dim tensor each
+                factors = (ratios[first : first + len(params)] * -group["lr"]).unbind()
+                torch._foreach_mul_(group_updates, factors)
+                torch._foreach_add_(local, group_updates)
+            else:
+                torch._foreach_add_(local, group_updates, alpha=-group["lr"])
+            first += len(params)
+        return loss
+
+    def _adam_updates(
+        self, group: dict, params: list[torch.Tensor], clip: torch.Tensor | None
+    ) -> list[torch.Tensor]:
+        """Adam moments updated in place; returns ``m_hat / (sqrt(v_hat) + eps) + wd * w`` per
+        parameter (shard-local: a parameter, its gradient and moments share one placement)."""
+        beta1, beta2 = group["betas"]
+        exp_avgs, exp_avg_sqs, steps = [], [], []
+        for param in params:
             state = self.state[param]
             if not state:
                 state["step"] = torch.zeros((), dtype=torch.float32)
                 state["exp_avg"] = torch.zeros_like(param)
                 state["exp_avg_sq"] = torch.zeros_like(param)
-            state["step"] += 1
-            step = state["step"].item()
-            # shard-local arithmetic: the parameter, its gradient and its moments share one
-            # placement, so every element-wise operation stays on this rank's piece
-            grad = _local(param.grad) / clip
-            exp_avg, exp_avg_sq = _local(state["exp_avg"]), _local(state["exp_avg_sq"])
-            exp_avg.lerp_(grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = (exp_avg_sq / (1 - beta2**step)).sqrt_().add_(group["eps"])
-            update = (exp_avg / (1 - beta1**step)).div_(denom)
-            if group["weight_decay"]:
-                update.add_(_local(param), alpha=group["weight_decay"])
-            updates.append(update)
-        params = [p for _, p in entries]
-        norms = batched_global_norms(params + [_like(u, p) for u, p in zip(updates, params)])
-        weight_norms, update_norms = norms[: len(params)], norms[len(params) :]
-        trusted = (weight_norms > 0) & (update_norms > 0)
-        ratios = torch.where(trusted, weight_norms / update_norms.clamp(min=1e-30), 1.0)
-        for index, ((group, param), update) in enumerate(zip(entries, updates)):
-            ratio = ratios[index] if (self.nvlamb or group["weight_decay"]) else 1.0
-            _local(param).add_(update * (ratio * -group["lr"]))
-        return loss
+            state["step"] += 1  # a CPU tensor: reading it never waits for the GPU
+            steps.append(state["step"].item())
+            exp_avgs.append(_local(state["exp_avg"]))
+            exp_avg_sqs.append(_local(state["exp_avg_sq"]))
+        grads = [_local(p.grad) for p in params]
+        if clip is not None:
+            grads = torch._foreach_div(grads, clip)
+        torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
+        # m_hat / (sqrt(v_hat) + eps) written as m * (c2 / c1) / (sqrt(v) + eps * c2), with
+        # c1 = 1 - beta1^t, c2 = sqrt(1 - beta2^t): the bias corrections become scalars of
+        # kernels that run anyway, two passes over the state fewer
+        corrections = [math.sqrt(1 - beta2**step) for step in steps]
+        denom = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_add_(denom, [group["eps"] * c2 for c2 in corrections])
+        scales = [c2 / (1 - beta1**step) for c2, step in zip(corrections, steps)]
+        if group["weight_decay"]:
+            updates = torch._foreach_mul([_local(p) for p in params], group["weight_decay"])
+            torch._foreach_addcdiv_(updates, exp_avgs, denom, scales)
+        else:
+            updates = torch._foreach_div(exp_avgs, denom)
+            torch._foreach_mul_(updates, scales)
+        return updates
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:

@@ -178,6 +178,19 @@ def plan(config: GPTConfig, layout: Layout) -> Plan:
     )
 
 
+def suggest_micro_batch(config: GPTConfig, layout: Layout, gpu: str, largest: int = 1024) -> int:
+    """The largest power-of-two micro-batch (at most ``largest``) whose plan fits ``gpu`` with
+    this layout; 0 when not even one sequence fits. A power of two keeps the matmul shapes on
+    the kernels' fast tiles."""
+    memory = GPUS[gpu][0]
+    best, micro = 0, 1
+    while micro <= largest:
+        if plan(config, dataclasses.replace(layout, micro_batch=micro)).total > FITS_WITH * memory:
+            break
+        best, micro = micro, micro * 2
+    return best
+
+
 def _gib(value: float) -> str:
     return f"{value / GIB:8.2f} GiB"
 
@@ -242,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",
                    help="count the attention scores (a s^2 b per layer) as kept")  # fmt: skip
     p.add_argument("--gpu", choices=sorted(GPUS), default=None)
+    p.add_argument("--suggest-micro-batch", action="store_true",
+                   help="print only the largest power-of-two micro-batch that fits --gpu")  # fmt: skip
     p.add_argument("--tokens", type=float, default=300e9, help="tokens to train (time estimate)")
     p.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation to assume")
     return p
@@ -273,6 +288,17 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.mfu <= 1:
         print(f"error: --mfu must be in (0, 1], got {args.mfu}", file=sys.stderr)
         return 1
+    if args.suggest_micro_batch:
+        if args.gpu is None:
+            print("error: --suggest-micro-batch needs --gpu", file=sys.stderr)
+            return 1
+        micro = suggest_micro_batch(config, layout, args.gpu)
+        if micro == 0:
+            print(f"error: one sequence of {layout.seq_len} does not fit {args.gpu} with this "
+                  "layout", file=sys.stderr)  # fmt: skip
+            return 1
+        print(micro)
+        return 0
     print(report(args.preset, config, layout, args.gpu, args.tokens, args.mfu))
     return 0
 

@@ -48,7 +48,9 @@ class MaskingConfig:
     replace_mask: float = 0.8  # of predicted tokens: replaced by [MASK]
     replace_random: float = 0.1  # ... by a random token (the rest stay as they are)
     whole_word: bool = False  # predict whole words (needs continuation ids)
-    max_predictions_per_seq: int = 20
+    # masked positions a sequence at most, and the fixed length of ``mlm_positions``; None:
+    # 20 per 128 tokens (NVIDIA's recipe: 20 at seq 128, 80 at 512)
+    max_predictions_per_seq: int | None = None
     short_seq_prob: float = 0.1  # share of segments packed to a random shorter length
     sentence_order: bool = False  # sentence-order prediction (swap A/B) instead of NSP
 
@@ -61,8 +63,14 @@ class MaskingConfig:
             raise ValueError(
                 f"replace_mask + replace_random = {self.replace_mask + self.replace_random} > 1"
             )
-        if self.max_predictions_per_seq < 1:
+        if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
             raise ValueError("max_predictions_per_seq must be >= 1")
+
+    def max_predictions(self, max_seq_length: int) -> int:
+        """``max_predictions_per_seq``, or by default 20 per 128 tokens."""
+        if self.max_predictions_per_seq is not None:
+            return self.max_predictions_per_seq
+        return max(1, round(max_seq_length * 20 / 128))
         if not 0 <= self.short_seq_prob <= 1:
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
 
@@ -193,7 +201,10 @@ def truncate_pair(
 
 
 class BertDataset:
-    """dataset[i] -> input_ids, token_type_ids, attention_mask, mlm_labels, nsp_label."""
+    """dataset[i] -> input_ids, token_type_ids, attention_mask, mlm_labels, nsp_label, and the
+    static-shape form of the MLM targets: ``mlm_positions`` (the predicted positions in order,
+    padded with 0) and ``mlm_targets`` (their labels, padded with -100), both of the fixed
+    length ``masking.max_predictions(max_seq_length)`` (see ``Bert.forward``)."""
 
     def __init__(
         self,
@@ -216,6 +227,7 @@ class BertDataset:
         self.max_num_tokens = max_seq_length - 3  # [CLS] A [SEP] B [SEP]
         self.seed = seed
         self.masking = masking
+        self.max_predictions = masking.max_predictions(max_seq_length)
         self.special_ids = dict(special_ids)
         self.vocab_size = vocab_size
         self.continuation_ids = continuation_ids
@@ -297,7 +309,7 @@ class BertDataset:
         masking = self.masking
         candidates = np.flatnonzero(~special)
         num_to_predict = min(
-            masking.max_predictions_per_seq, max(1, int(round(tokens.size * masking.mask_prob)))
+            self.max_predictions, max(1, int(round(tokens.size * masking.mask_prob)))
         )
         if masking.whole_word:
             continuation = self.continuation_ids[tokens[candidates]]
@@ -364,11 +376,18 @@ class BertDataset:
         attention_mask[:length] = 1
         mlm_labels = np.full(size, IGNORE_INDEX, dtype=np.int64)
         mlm_labels[:length] = labels
+        predicted = np.flatnonzero(labels != IGNORE_INDEX)  # at most max_predictions (_mask)
+        mlm_positions = np.zeros(self.max_predictions, dtype=np.int64)
+        mlm_positions[: predicted.size] = predicted
+        mlm_targets = np.full(self.max_predictions, IGNORE_INDEX, dtype=np.int64)
+        mlm_targets[: predicted.size] = labels[predicted]
         return {
             "input_ids": input_ids,
             "token_type_ids": token_type_ids,
             "attention_mask": attention_mask,
             "mlm_labels": mlm_labels,
+            "mlm_positions": mlm_positions,
+            "mlm_targets": mlm_targets,
             "nsp_label": np.asarray(label, dtype=np.int64),
         }
 

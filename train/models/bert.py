@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from train.models.layers import MultiHeadAttention, check_config, init_normal, mean_cross_entropy
+
 
 @dataclass
 class BertConfig:
@@ -42,26 +44,11 @@ class BertConfig:
     next_sentence: bool = True
 
     def __post_init__(self) -> None:
-        for name in (
-            "vocab_size",
-            "n_layer",
-            "n_head",
-            "n_embd",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"BertConfig.{name} must be a positive int, got {value!r}")
-        if self.n_embd % self.n_head != 0:
-            raise ValueError(
-                f"BertConfig.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"BertConfig.dropout must be in [0, 1), got {self.dropout}")
-        if self.init_std <= 0:
-            raise ValueError(f"BertConfig.init_std must be positive, got {self.init_std}")
+        check_config(
+            self,
+            ("vocab_size", "n_layer", "n_head", "n_embd", "intermediate_size",
+             "max_position_embeddings", "type_vocab_size"),
+        )  # fmt: skip
 
 
 @dataclass
@@ -73,27 +60,14 @@ class BertOutput:
     nsp_loss: torch.Tensor | None
 
 
-class SelfAttention(nn.Module):
+class SelfAttention(MultiHeadAttention):
     def __init__(self, config: BertConfig) -> None:
-        super().__init__()
-        self.head_dim = config.n_embd // config.n_head
-        self.dropout = config.dropout
-        self.q_proj = nn.Linear(config.n_embd, config.n_embd)
-        self.k_proj = nn.Linear(config.n_embd, config.n_embd)
-        self.v_proj = nn.Linear(config.n_embd, config.n_embd)
-        self.out_proj = nn.Linear(config.n_embd, config.n_embd)
+        super().__init__(config.n_embd, config.n_head, config.dropout)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
-        """``key_mask``: bool [B, 1, 1, T], True where the key is a real token."""
-        batch, seq_len, _ = x.shape
-        # -1 heads: under tensor parallelism the projections hold only this rank's heads.
-        q = self.q_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=key_mask, dropout_p=self.dropout if self.training else 0.0
-        )
-        return self.out_proj(y.transpose(1, 2).reshape(batch, seq_len, -1))
+        """``key_mask``: bool [B, 1, 1, T], True where the key is a real token; None: no
+        padding (the fused kernels without a mask)."""
+        return self.merge(self.core(*self.heads(x), mask=key_mask))
 
 
 class MLP(nn.Module):
@@ -160,18 +134,7 @@ class Bert(nn.Module):
         """BERT initialisation in place: weights ~ N(0, init_std), biases 0, LayerNorm 1/0.
         Ties the MLM decoder to the word embeddings first."""
         self.tie_weights()
-        std = self.config.init_std
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                if module is not self.mlm_head.decoder:  # tied weight: initialised as wte
-                    nn.init.normal_(module.weight, mean=0.0, std=std)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=std)
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+        init_normal(self, self.config.init_std, tied=self.mlm_head.decoder)
 
     def forward(
         self,
@@ -180,6 +143,7 @@ class Bert(nn.Module):
         attention_mask: torch.Tensor | None = None,
         mlm_labels: torch.Tensor | None = None,
         nsp_labels: torch.Tensor | None = None,
+        mlm_positions: torch.Tensor | None = None,
     ) -> BertOutput:
         """Run the encoder and heads.
 
@@ -188,6 +152,13 @@ class Bert(nn.Module):
         predicted positions, -100 elsewhere. ``nsp_labels`` [B]: 0 = B follows A, 1 = random.
         ``loss`` is the sum of the losses that were requested. An MLM batch with no predicted
         position gives ``mlm_loss`` 0.
+
+        Static shapes (what ``torch.compile`` and CUDA graphs need): ``mlm_positions`` [B, P]
+        holds each sequence's predicted positions padded to a fixed P
+        (``max_predictions_per_seq``), and ``mlm_labels`` is then [B, P] with -100 at the
+        padding (see :func:`static_mlm_targets`); the loss equals the dynamic one and
+        ``mlm_logits`` is [B * P, vocab]. ``attention_mask=None`` means no padding: attention
+        then runs on the fused kernels without a mask.
         """
         batch, seq_len = input_ids.shape
         if seq_len > self.config.max_position_embeddings:
@@ -197,10 +168,14 @@ class Bert(nn.Module):
             )
         if nsp_labels is not None and not self.config.next_sentence:
             raise ValueError("nsp_labels given but the model was built with next_sentence=False")
+        if mlm_positions is not None and (
+            mlm_labels is None or mlm_labels.shape != mlm_positions.shape
+        ):
+            raise ValueError("mlm_positions needs mlm_labels of the same [B, P] shape")
         for name, tensor in (
             ("token_type_ids", token_type_ids),
             ("attention_mask", attention_mask),
-            ("mlm_labels", mlm_labels),
+            ("mlm_labels", mlm_labels if mlm_positions is None else None),
         ):
             if tensor is not None and tensor.shape != input_ids.shape:
                 raise ValueError(
@@ -223,14 +198,16 @@ class Bert(nn.Module):
         mlm_loss = None
         if mlm_labels is None:
             mlm_logits = self.mlm_head(x)
+        elif mlm_positions is not None:
+            index = mlm_positions.unsqueeze(-1).expand(-1, -1, x.size(-1))
+            mlm_logits = self.mlm_head(x.gather(1, index).flatten(0, 1))
+            mlm_loss = mean_cross_entropy(mlm_logits, mlm_labels.flatten())
         else:
             predicted = mlm_labels != -100
             mlm_logits = self.mlm_head(x[predicted])
             predicted_labels = mlm_labels[predicted]
             # sum / count rather than mean: an empty selection gives 0, not NaN.
-            mlm_loss = F.cross_entropy(mlm_logits.float(), predicted_labels, reduction="sum") / max(
-                predicted_labels.numel(), 1
-            )
+            mlm_loss = mean_cross_entropy(mlm_logits, predicted_labels)
 
         nsp_logits = None
         nsp_loss = None
@@ -261,6 +238,30 @@ class Bert(nn.Module):
     def flops_per_token(self, seq_len: int, mlm_fraction: float = 1.0) -> float:
         """Training FLOPs per token; see :func:`flops_per_token`."""
         return flops_per_token(self.config, seq_len, mlm_fraction)
+
+
+def static_mlm_targets(
+    mlm_labels: torch.Tensor, max_predictions: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dense [B, T] MLM labels (-100 = not predicted) as fixed-size ``(positions, labels)``,
+    both [B, max_predictions]: the predicted positions in order, padded with position 0 and
+    label -100. A sequence with more predictions than ``max_predictions`` is an error (the
+    data caps them at ``max_predictions_per_seq``), checked on the host only for CPU tensors
+    so a GPU step never waits on it."""
+    predicted = mlm_labels != -100
+    if mlm_labels.device.type == "cpu" and mlm_labels.numel():
+        most = int(predicted.sum(1).max())
+        if most > max_predictions:
+            raise ValueError(
+                f"a sequence has {most} predicted positions, more than "
+                f"max_predictions_per_seq={max_predictions}"
+            )
+    # stable sort puts predicted positions first, in position order
+    order = torch.sort((~predicted).to(torch.int8), dim=1, stable=True).indices
+    positions = order[:, :max_predictions]
+    labels = mlm_labels.gather(1, positions)
+    positions = positions.masked_fill(labels == -100, 0)
+    return positions, labels
 
 
 def count_params(config: BertConfig, exclude_embeddings: bool = False) -> int:

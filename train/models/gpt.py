@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from train.models.layers import MultiHeadAttention, check_config, init_normal
+
 
 @dataclass
 class GPTConfig:
@@ -49,18 +51,7 @@ class GPTConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "n_layer", "n_head", "n_embd", "block_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
-        if self.n_embd % self.n_head != 0:
-            raise ValueError(
-                f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout}")
-        if self.init_std <= 0:
-            raise ValueError(f"GPTConfig.init_std must be positive, got {self.init_std}")
+        check_config(self, ("vocab_size", "n_layer", "n_head", "n_embd", "block_size"))
 
 
 class KVCache:
@@ -85,42 +76,24 @@ class KVCache:
         return k, v
 
 
-class CausalSelfAttention(nn.Module):
+class CausalSelfAttention(MultiHeadAttention):
     def __init__(self, config: GPTConfig) -> None:
-        super().__init__()
-        self.head_dim = config.n_embd // config.n_head
-        self.dropout = config.dropout
-        self.q_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.k_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.v_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.out_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        super().__init__(config.n_embd, config.n_head, config.dropout, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        batch, seq_len, _ = x.shape
-        # -1 heads: under tensor parallelism the projections hold only this rank's heads.
-        q = self.q_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+        q, k, v = self.heads(x)
         mask = None
         if cache is not None:
-            past = cache.length
+            past, seq_len = cache.length, x.shape[1]
             k, v = cache.extend(self, k, v)
             if past > 0:
                 # query i sits at position past + i: it sees every cached key and the new ones
                 # up to itself (is_causal would align the triangle to the top-left instead).
                 mask = torch.ones(seq_len, past + seq_len, dtype=torch.bool, device=x.device)
                 mask = mask.tril(diagonal=past)
-        y = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
-            is_causal=mask is None,
-        )
-        y = y.transpose(1, 2).reshape(batch, seq_len, -1)
-        return self.resid_dropout(self.out_proj(y))
+        y = self.core(q, k, v, mask=mask, is_causal=mask is None)
+        return self.resid_dropout(self.merge(y))
 
 
 class MLP(nn.Module):
@@ -180,21 +153,8 @@ class GPT(nn.Module):
         (GPT-2 paper, section 2.3: two residual additions per layer). Ties lm_head to wte first.
         """
         self.tie_weights()
-        std = self.config.init_std
-        residual_std = std / math.sqrt(2 * self.config.n_layer)
-        for module in self.modules():
-            if module is self.lm_head:
-                continue  # its weight is wte's, initialised once below
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, mean=0.0, std=std)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=std)
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        init_normal(self, self.config.init_std, tied=self.lm_head)
+        residual_std = self.config.init_std / math.sqrt(2 * self.config.n_layer)
         for block in self.blocks:
             nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=residual_std)
             nn.init.normal_(block.mlp.fc_out.weight, mean=0.0, std=residual_std)

@@ -39,6 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from train.parallel.activation_checkpoint import apply_activation_checkpointing
 from train.parallel.init import materialize
+from train.parallel.rng import fork_attention_rng
 
 
 def build_mesh(device_type: str, world_size: int, tp: int) -> DeviceMesh:
@@ -127,6 +128,8 @@ def apply_tensor_parallel(
     }
     for block in model.blocks:
         parallelize_module(block, tp_mesh, block_plan)
+    # each rank's attention dropout acts on its own heads: its own random stream
+    fork_attention_rng(model, tp_mesh.get_local_rank(), tp_mesh.device_type)
     if vocab_parallel:
         head = _output_head(model)
         # Row-parallel embedding shards the table by vocabulary rows (Shard(0)); the head's

@@ -1,0 +1,111 @@
+"""What GPT and BERT share: config checks, multi-head attention, initialisation, the loss.
+
+Attention keeps separate ``q_proj``/``k_proj``/``v_proj``/``out_proj`` Linear layers (the
+tensor-parallel plans shard them by name) and counts heads from the projected tensor's shape,
+so a tensor-parallel shard holding ``n_head / tp`` heads runs the same code. The fused
+kernel call sits in its own parameter-free module, :class:`DotProductAttention`, so that
+tensor parallelism can run it under a per-rank random stream (its dropout acts on this
+rank's own heads; see ``train.parallel.rng``) without touching the dropouts around it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def check_config(config, int_fields: tuple[str, ...]) -> None:
+    """ValueError naming the field unless ``int_fields`` are positive ints, n_embd divides
+    into heads, dropout is in [0, 1) and init_std is positive."""
+    kind = type(config).__name__
+    for name in int_fields:
+        value = getattr(config, name)
+        if not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{kind}.{name} must be a positive int, got {value!r}")
+    if config.n_embd % config.n_head != 0:
+        raise ValueError(
+            f"{kind}.n_embd ({config.n_embd}) must be divisible by n_head ({config.n_head})"
+        )
+    if not 0.0 <= config.dropout < 1.0:
+        raise ValueError(f"{kind}.dropout must be in [0, 1), got {config.dropout}")
+    if config.init_std <= 0:
+        raise ValueError(f"{kind}.init_std must be positive, got {config.init_std}")
+
+
+class DotProductAttention(nn.Module):
+    """``F.scaled_dot_product_attention`` with attention dropout while training: the fused
+    flash / cuDNN kernels when there is no mask, the memory-efficient one with a mask."""
+
+    def __init__(self, dropout: float) -> None:
+        super().__init__()
+        self.dropout = dropout
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
+            is_causal=is_causal,
+        )  # fmt: skip
+
+
+class MultiHeadAttention(nn.Module):
+    """Projections in, fused attention, projection out; the models' attention modules
+    subclass it and add what is theirs (GPT's causal mask and KV cache)."""
+
+    def __init__(self, n_embd: int, n_head: int, dropout: float, bias: bool = True) -> None:
+        super().__init__()
+        self.head_dim = n_embd // n_head
+        self.q_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.k_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.v_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.out_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.core = DotProductAttention(dropout)
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v as [B, heads, T, head_dim]; -1 heads: a tensor-parallel shard holds only
+        this rank's heads."""
+        batch, seq_len, _ = x.shape
+        return tuple(
+            proj(x).view(batch, seq_len, -1, self.head_dim).transpose(1, 2)
+            for proj in (self.q_proj, self.k_proj, self.v_proj)
+        )
+
+    def merge(self, y: torch.Tensor) -> torch.Tensor:
+        """[B, heads, T, head_dim] back to [B, T, d] through the output projection."""
+        batch, _, seq_len, _ = y.shape
+        return self.out_proj(y.transpose(1, 2).reshape(batch, seq_len, -1))
+
+
+@torch.no_grad()
+def init_normal(model: nn.Module, std: float, tied: nn.Module) -> None:
+    """Linear and embedding weights ~ N(0, std), biases 0, LayerNorm 1/0, in place; ``tied``
+    (the output head sharing the word embeddings) keeps the embedding's draw."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            if module is not tied:
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
+def mean_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean fp32 cross entropy over labels != -100 (fp32: bf16 logits lose too much over a
+    large vocabulary); 0, not NaN, when none counts. The count stays on the device: no host
+    sync, one compiled graph for any number of counted positions."""
+    total = F.cross_entropy(
+        logits.float().flatten(0, -2), labels.flatten(), ignore_index=-100, reduction="sum"
+    )
+    return total / (labels != -100).sum().clamp(min=1)
