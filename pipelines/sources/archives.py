@@ -1,43 +1,68 @@
-"""Safe, bounded, streaming readers shared by the file-based sources.
+"""Safe, bounded, streaming readers shared by the file-based sources: one import for them.
 
 Everything here reads forward only, so it works on a Beam or fsspec stream as well as on a
-local file, and nothing ever holds more than one document in memory:
+local file, and nothing ever holds more than one document in memory. The pieces live by job:
 
-- `open_decompressed`: undoes gzip, bz2, xz or zstd found by magic bytes (not by file name),
-  concatenated streams included, and raises `TruncatedInputError` when the compressed data stops
-  before its end marker (the stdlib and zstandard stream readers return short data silently).
-- `iter_tar_members`: walks a tar stream (`r|`) member by member. Absolute paths, `..`
-  components, links and device files are never opened (and nothing is ever extracted to disk);
-  each one is a counted, logged `Failure(reason="unsafe_tar_member")`.
-- `read_bounded` / `iter_lines`: read a document or a line with a size cap, so a decompression
-  bomb or a runaway line becomes `Failure(reason="too_large")` instead of an out-of-memory worker.
-- `decode_text`: bytes to str: UTF-8 (BOM stripped), UTF-16 with a BOM, else a documented
-  UTF-8-with-replacement or cp1252 fallback; binary data raises `BinaryContentError`.
+- `input_errors`: the InputError kinds and the Failure made from one (`failure`, `broken_off`).
+- `compression`: `open_decompressed` undoes gzip, bz2, xz or zstd found by magic bytes.
+- `tar_members`: `iter_tar_members` walks a tar stream, never opening an unsafe member.
+- here: source options (`max_document_bytes`), planning one task per file, `read_bounded` /
+  `iter_lines` (a document or a line with a size cap, so a decompression bomb or a runaway line
+  becomes `Failure(reason="too_large")`), and `decode_text` (bytes to str: UTF-8, UTF-16 with a
+  BOM, else a documented UTF-8-with-replacement or cp1252 fallback; binary data raises
+  `BinaryContentError`).
 
-Errors are `InputError` subclasses whose `reason` is the key a `Failure` is counted under.
+The sources import all of it from here (`__all__`).
 """
 
 from __future__ import annotations
 
-import bz2
 import codecs
 import dataclasses
-import io
-import logging
-import lzma
 import os
 import re
-import tarfile
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
-import zstandard
-
-from pipelines.document import Failure, ReadTask
+from pipelines.document import ReadTask
 from pipelines.io import match_inputs
+from pipelines.sources.compression import (
+    SNIFF_BYTES,
+    OpenedStream,
+    detect_compression,
+    open_decompressed,
+)
+from pipelines.sources.input_errors import (
+    ArchiveError,
+    BinaryContentError,
+    CorruptInputError,
+    InputError,
+    TooLargeError,
+    TruncatedInputError,
+    broken_off,
+    failure,
+    failure_from,
+    lost_from,
+    printable_name,
+)
+from pipelines.sources.tar_members import (
+    ArchiveMember,
+    is_tar,
+    iter_tar_members,
+    unsafe_member_reason,
+)
 
-logger = logging.getLogger(__name__)
+__all__ = [
+    "BINARY_CONTROL_RATIO", "BINARY_SAMPLE_BYTES", "DEFAULT_MAX_DOCUMENT_BYTES",
+    "FILE_BYTES_OPTION", "MAX_DOCUMENT_BYTES_OPTION", "RELATIVE_NAME_OPTION", "SNIFF_BYTES",
+    "WORKER_BYTES_PER_DOCUMENT_BYTE", "ArchiveError", "ArchiveMember", "BinaryContentError",
+    "CorruptInputError", "DecodedText", "InputError", "OpenedStream", "TooLargeError",
+    "TruncatedInputError", "binary_reason", "broken_off", "decode_text", "detect_compression",
+    "failure", "failure_from", "is_tar", "iter_lines", "iter_tar_members", "lost_from",
+    "max_document_bytes", "open_decompressed", "parse_size", "plan_file_tasks", "printable_name",
+    "read_bounded", "relative_name", "size_option", "task_name", "to_lf",
+    "unsafe_member_reason",
+]  # fmt: skip
 
 MAX_DOCUMENT_BYTES_OPTION = "max_document_bytes"
 # A worker holds several working copies of a document while it reads, cleans, signs (dedup),
@@ -51,82 +76,7 @@ DEFAULT_MAX_DOCUMENT_BYTES = 256 << 20  # 256 MiB: still far above any real book
 RELATIVE_NAME_OPTION = "relative_name"
 # Also set by plan_file_tasks: the file's size, so that splitting never opens a small file.
 FILE_BYTES_OPTION = "file_bytes"
-
-_READ_CHUNK = 1 << 16
-_MAX_OUTPUT_PER_CALL = 1 << 20
-# zstd's decompressobj cannot cap its output, and one 4-byte RLE block can expand to 128 KiB, so
-# feed it small pieces: 2 KiB of input yields at most ~64 MiB even for a crafted bomb.
-_ZSTD_INPUT_CHUNK = 1 << 11
 _STREAM_BUFFER = 1 << 20
-SNIFF_BYTES = 1024  # >= one tar header block; enough to tell WARC, JSON, HTML and text apart
-
-
-class InputError(Exception):
-    """Bad input data; `reason` is the Failure reason it is counted under."""
-
-    reason = "unreadable_file"
-
-    def __init__(self, detail: str, input_offset: int | None = None) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        # compressed bytes of the stream read before the fault, where the decompressor knows it
-        self.input_offset = input_offset
-
-
-class TruncatedInputError(InputError):
-    reason = "truncated_input"
-
-
-class CorruptInputError(InputError):
-    reason = "corrupt_input"
-
-
-class TooLargeError(InputError):
-    reason = "too_large"
-
-
-class BinaryContentError(InputError):
-    reason = "binary"
-
-
-class ArchiveError(InputError):
-    """The tar archive at `location` itself broke: no later member of it can be reached, so
-    whoever walks that archive must stop. A reader of one member tells this apart from an error
-    inside the member (a corrupt nested .xz, a nested tar that broke) by the location."""
-
-    def __init__(self, cause: InputError, location: str) -> None:
-        super().__init__(cause.detail, cause.input_offset)
-        self.reason = cause.reason
-        self.location = location
-
-
-def failure(location: str, reason: str, detail: str = "", lost_from: int | None = None) -> Failure:
-    """A Failure, logged: every skip a source makes is both counted and visible in the log. Its
-    location and detail go through printable_name (a path may hold a non-UTF-8 byte);
-    `lost_from` as Failure has it (0: a file that could not be read at all is lost whole)."""
-    location, detail = printable_name(location), printable_name(detail)
-    logger.warning("%s: %s: %s", location, reason, detail)
-    return Failure(location=location, reason=reason, detail=detail, lost_from=lost_from)
-
-
-def failure_from(error: InputError, location: str) -> Failure:
-    return failure(location, error.reason, error.detail)
-
-
-def broken_off(error: InputError, location: str) -> Failure:
-    """The Failure of a task whose input stopped being readable at `error`: nothing after the
-    fault is read, so the Failure says from where the input counts as lost (stats.py). A stream
-    cut short counts whole: how much of it is missing cannot be known, and what is read of it
-    cannot be told complete. Corrupt data counts from where the decompressor found it, else
-    (the fault's place in the input unknown) whole as well."""
-    return failure(location, error.reason, error.detail, lost_from(error))
-
-
-def lost_from(error: InputError) -> int:
-    """Failure.lost_from for a task stopped by `error` (see broken_off)."""
-    if isinstance(error, TruncatedInputError) or error.input_offset is None:
-        return 0
-    return error.input_offset
 
 
 # --------------------------------------------------------------------------------- options
@@ -175,23 +125,6 @@ def _pattern_base(pattern: str) -> str:
     return prefix[: prefix.rfind("/") + 1]
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _escape_surrogate(match: re.Match) -> str:
-    code = ord(match.group())
-    # U+DC80..U+DCFF is how os.fsdecode and tarfile's surrogateescape carry a non-UTF-8 byte.
-    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
-
-
-def printable_name(name: str) -> str:
-    """A file or member name as valid Unicode, for document ids: a byte that is not UTF-8
-    (b"caf\\xe9.txt" lists as "caf\\udce9.txt") becomes the text "\\xe9", so the id is the same on
-    every run and can be written as UTF-8 (Beam coders, Parquet, JSON all refuse a lone
-    surrogate). Valid names are unchanged."""
-    return _LONE_SURROGATE.sub(_escape_surrogate, name)
-
-
 def relative_name(path: str, base: str) -> str:
     """`path` relative to the pattern's base directory (its basename if it is not under it), as
     printable_name makes it."""
@@ -230,262 +163,7 @@ def task_name(task: ReadTask) -> str:
     return printable_name(name)
 
 
-# --------------------------------------------------------------------------- decompression
-
-_MAGIC = (
-    (b"\x1f\x8b", "gzip"),
-    (b"\xfd7zXZ\x00", "xz"),
-    (b"\x28\xb5\x2f\xfd", "zstd"),
-)
-_MAGIC_OF = {**{name: magic for magic, name in _MAGIC}, "bz2": b"BZh"}
-
-
-def detect_compression(head: bytes) -> str | None:
-    """'gzip', 'bz2', 'xz', 'zstd' from a file's first bytes, or None for uncompressed data."""
-    for magic, name in _MAGIC:
-        if head.startswith(magic):
-            return name
-    # "BZh" + block size digit; the digit keeps a text file that starts with "BZh" plain text
-    if head[:3] == b"BZh" and head[3:4] in b"123456789" and len(head) >= 4:
-        return "bz2"
-    return None
-
-
-class _ZlibCodec:
-    def __init__(self) -> None:
-        self._decompressor = zlib.decompressobj(wbits=31)  # 31: gzip header and trailer
-        self._output_was_capped = False
-
-    @property
-    def eof(self) -> bool:
-        return self._decompressor.eof
-
-    @property
-    def needs_input(self) -> bool:
-        # a call that hit the output cap may have consumed all input yet still hold output
-        # inside zlib, so only an uncapped call with no unconsumed tail needs more input
-        return not self._decompressor.unconsumed_tail and not self._output_was_capped
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._decompressor.unused_data
-
-    def decompress(self, data: bytes) -> bytes:
-        pending = self._decompressor.unconsumed_tail + data
-        out = self._decompressor.decompress(pending, _MAX_OUTPUT_PER_CALL)
-        self._output_was_capped = len(out) == _MAX_OUTPUT_PER_CALL
-        return out
-
-
-class _BoundedCodec:
-    """bz2 and lzma decompressors share this interface, output capped per call."""
-
-    def __init__(self, decompressor: bz2.BZ2Decompressor | lzma.LZMADecompressor) -> None:
-        self._decompressor = decompressor
-
-    @property
-    def eof(self) -> bool:
-        return self._decompressor.eof
-
-    @property
-    def needs_input(self) -> bool:
-        return self._decompressor.needs_input
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._decompressor.unused_data
-
-    def decompress(self, data: bytes) -> bytes:
-        return self._decompressor.decompress(data, _MAX_OUTPUT_PER_CALL)
-
-
-class _ZstdCodec:
-    needs_input = True
-
-    def __init__(self) -> None:
-        self._decompressor = zstandard.ZstdDecompressor().decompressobj()
-
-    @property
-    def eof(self) -> bool:
-        return self._decompressor.eof
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._decompressor.unused_data
-
-    def decompress(self, data: bytes) -> bytes:
-        return self._decompressor.decompress(data)
-
-
-def _new_codec(compression: str) -> _ZlibCodec | _BoundedCodec | _ZstdCodec:
-    if compression == "gzip":
-        return _ZlibCodec()
-    if compression == "bz2":
-        return _BoundedCodec(bz2.BZ2Decompressor())
-    if compression == "xz":
-        return _BoundedCodec(lzma.LZMADecompressor(format=lzma.FORMAT_XZ))
-    if compression == "zstd":
-        return _ZstdCodec()
-    raise ValueError(f"unknown compression {compression!r}")
-
-
-def _starts_stream(data: bytes, compression: str) -> bool:
-    if compression == "zstd" and data[1:4] == b"\x2a\x4d\x18" and data[0] & 0xF0 == 0x50:
-        return True  # a zstd skippable frame
-    return detect_compression(data) == compression
-
-
-_CODEC_ERRORS = (zlib.error, lzma.LZMAError, OSError, EOFError, zstandard.ZstdError)
-
-
-class _DecompressingReader(io.RawIOBase):
-    """A raw, forward-only reader of the decompressed bytes of `raw` (or of `raw` itself)."""
-
-    def __init__(self, raw: BinaryIO, compression: str | None, head: bytes) -> None:
-        super().__init__()
-        self._raw = raw
-        self._compression = compression
-        self._codec = _new_codec(compression) if compression else None
-        self._input_chunk = _ZSTD_INPUT_CHUNK if compression == "zstd" else _READ_CHUNK
-        self._pending = head  # bytes already read from raw (for sniffing), not yet consumed
-        self._out = memoryview(b"")
-        self._finished = False
-        self.bytes_in = 0
-        self.bytes_out = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:
-        while not self._out:
-            if self._finished:
-                return 0
-            self._out = memoryview(self._produce())
-        count = min(len(buffer), len(self._out))
-        buffer[:count] = self._out[:count]
-        self._out = self._out[count:]
-        return count
-
-    def peek_exact(self, size: int) -> bytes:
-        """The next `size` bytes (fewer only at the end of data), without consuming them."""
-        while len(self._out) < size and not self._finished:
-            self._out = memoryview(bytes(self._out) + self._produce())
-        return bytes(self._out[:size])
-
-    def _read_raw(self) -> bytes:
-        if self._pending:
-            data, self._pending = self._pending, b""
-        else:
-            data = self._raw.read(self._input_chunk)
-        self.bytes_in += len(data)
-        return data
-
-    def _produce(self) -> bytes:
-        if self._codec is None:
-            data = self._read_raw()
-            self._finished = not data
-            self.bytes_out += len(data)
-            return data
-        if self._codec.eof:
-            self._start_next_stream()
-            return b""
-        data = b""
-        if self._codec.needs_input:
-            data = self._read_raw()
-            if not data:
-                raise TruncatedInputError(
-                    f"{self._compression} data ends before its end-of-stream marker "
-                    f"(after {self.bytes_in} compressed bytes, {self.bytes_out} decompressed)",
-                    self.bytes_in,
-                )
-        try:
-            out = self._codec.decompress(data)
-        except _CODEC_ERRORS as error:
-            # the fault lies in the chunk just read: what came before it was read
-            raise CorruptInputError(
-                f"corrupt {self._compression} data after {self.bytes_in} compressed bytes: {error}",
-                self.bytes_in - len(data),
-            ) from None
-        self.bytes_out += len(out)
-        return out
-
-    def _start_next_stream(self) -> None:
-        # gzip, bz2, xz and zstd all allow concatenated streams (pigz, pbzip2, per-record WARC
-        # gzip); zero padding after a stream (tape-blocked .tar.gz) is ignored like gzip(1) does.
-        assert self._codec is not None
-        rest = self._codec.unused_data.lstrip(b"\0")
-        while not rest:
-            more = self._read_raw()
-            if not more:
-                self._finished = True
-                return
-            rest = more.lstrip(b"\0")
-        while len(rest) < 6:
-            more = self._read_raw()
-            if not more:
-                break
-            rest += more
-        if len(rest) < 6 and _MAGIC_OF[self._compression or ""].startswith(rest):
-            raise TruncatedInputError(
-                f"{self._compression} data ends inside the header of the stream that starts "
-                f"at compressed byte {self.bytes_in - len(rest)}",
-                self.bytes_in - len(rest),
-            )
-        if not _starts_stream(rest, self._compression or ""):
-            raise CorruptInputError(
-                f"data after the end of the {self._compression} stream is not another "
-                f"{self._compression} stream (at compressed byte {self.bytes_in - len(rest)})",
-                self.bytes_in - len(rest),
-            )
-        self._codec = _new_codec(self._compression or "")
-        self._pending = rest
-        self.bytes_in -= len(rest)  # counted again when _read_raw hands it out
-
-
-class _ShortReadBuffer(io.BufferedReader):
-    """read(n) returns what one raw read gives (like read1), not n bytes at any cost.
-
-    A plain BufferedReader.read(n) keeps reading until it has n bytes, so a reader that asks
-    for a block past the last complete record (warcio, tarfile) would hit a truncation error
-    and lose that record; with short reads the error comes only when the missing bytes are
-    really needed."""
-
-    def read(self, size: int | None = -1) -> bytes:
-        if size is None or size < 0:
-            return super().read()
-        return self.read1(size)
-
-
-@dataclasses.dataclass
-class OpenedStream:
-    stream: BinaryIO  # buffered, decompressed bytes
-    compression: str | None
-    head: bytes  # the first SNIFF_BYTES decompressed bytes (also still in `stream`)
-
-
-def _read_up_to(raw: BinaryIO, size: int) -> bytes:
-    parts: list[bytes] = []
-    remaining = size
-    while remaining > 0:
-        data = raw.read(remaining)
-        if not data:
-            break
-        parts.append(data)
-        remaining -= len(data)
-    return b"".join(parts)
-
-
-def open_decompressed(raw: BinaryIO) -> OpenedStream:
-    """Wrap a binary stream so that reading it yields its decompressed bytes.
-
-    Reads raise TruncatedInputError / CorruptInputError for bad compressed data (after every byte
-    before the fault has been returned), so callers yield all good records first.
-    """
-    magic = _read_up_to(raw, 6)
-    compression = detect_compression(magic)
-    reader = _DecompressingReader(raw, compression, magic)
-    head = reader.peek_exact(SNIFF_BYTES)
-    return OpenedStream(_ShortReadBuffer(reader, _STREAM_BUFFER), compression, head)
+# ------------------------------------------------------------------------- bounded reading
 
 
 def read_bounded(stream: BinaryIO, limit: int, what: str) -> bytes:
@@ -518,172 +196,6 @@ def iter_lines(stream: BinaryIO, limit: int) -> Iterator[tuple[int, bytes | None
             yield number, None
             continue
         yield number, line.rstrip(b"\r\n")
-
-
-# ----------------------------------------------------------------------------------- tar
-
-
-def is_tar(head: bytes) -> bool:
-    """True when `head` starts with a valid tar header block (checksum verified)."""
-    if len(head) < tarfile.BLOCKSIZE:
-        return False
-    try:
-        tarfile.TarInfo.frombuf(head[: tarfile.BLOCKSIZE], "utf-8", "surrogateescape")
-    except tarfile.HeaderError:
-        return False
-    return True
-
-
-def unsafe_member_reason(info: tarfile.TarInfo) -> str | None:
-    """Why a tar member must not be read (None when it is a plain file at a relative path)."""
-    if info.issym():
-        return f"symlink to {info.linkname!r}"
-    if info.islnk():
-        return f"hardlink to {info.linkname!r}"
-    if info.ischr() or info.isblk():
-        return "device file"
-    if info.isfifo():
-        return "fifo"
-    if not info.isreg():
-        return f"unsupported member type {info.type!r}"
-    name = info.name
-    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-        return "absolute path"
-    if ".." in re.split(r"[\\/]", name):
-        return "path with a '..' component"
-    return None
-
-
-def _clean_member_name(name: str) -> str:
-    return printable_name("/".join(part for part in name.split("/") if part not in ("", ".")))
-
-
-@dataclasses.dataclass(frozen=True)
-class ArchiveMember:
-    name: str  # relative path inside the archive, './' removed
-    size: int
-    stream: BinaryIO  # readable only until the next member is requested
-
-
-class _EndRecordingTarInfo(tarfile.TarInfo):
-    """Records why tarfile stopped: in stream mode it ends silently on a truncated or garbled
-    header, which would turn a cut archive into a quiet loss of every later member."""
-
-    @classmethod
-    def fromtarfile(cls, archive: tarfile.TarFile) -> tarfile.TarInfo:
-        try:
-            return super().fromtarfile(archive)
-        except tarfile.HeaderError as error:
-            archive.stream_end_error = error  # type: ignore[attr-defined]
-            raise
-
-
-class _MemberStream(io.RawIOBase):
-    """A member's bytes; a failure of the archive underneath becomes ArchiveError."""
-
-    def __init__(self, member_file: BinaryIO, archive_location: str, member_name: str) -> None:
-        super().__init__()
-        self._file = member_file
-        self._archive_location = archive_location
-        self._member_name = member_name
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:
-        try:
-            return self._file.readinto(buffer)
-        except ArchiveError:
-            raise  # an archive further out broke: it is that archive's error
-        except InputError as error:
-            raise ArchiveError(error, self._archive_location) from None
-        except (tarfile.ReadError, EOFError) as error:
-            truncated = TruncatedInputError(f"tar data ends inside member {self._member_name}: {error}")
-            raise ArchiveError(truncated, self._archive_location) from None
-
-
-def _skip_to_next_header(archive: tarfile.TarFile, last: tarfile.TarInfo) -> None:
-    """Read on to where the next member's header starts, checking the last member's claimed
-    size against the real stream. tarfile's stream mode would skip there itself, a block at a
-    time without noticing the end of the data: a header claiming 2**60 bytes never finished."""
-    remaining = archive.offset - archive.fileobj.tell()
-    while remaining > 0:
-        skipped = archive.fileobj.read(min(remaining, _STREAM_BUFFER))
-        if not skipped:
-            raise TruncatedInputError(
-                f"tar data ends inside member {last.name}, whose header claims {last.size} "
-                f"bytes ({remaining} bytes short)")
-        remaining -= len(skipped)
-
-
-def iter_tar_members(stream: BinaryIO, location: str) -> Iterator[ArchiveMember | Failure]:
-    """The regular-file members of a tar stream, in archive order; unsafe members as Failures.
-
-    Raises ArchiveError(location=location) when the archive is truncated or corrupt, after
-    yielding every member before the fault (errors of an enclosing archive pass through as they
-    are). Directories are structure, not content, and are passed over silently.
-    """
-    try:
-        archive = tarfile.open(fileobj=stream, mode="r|", tarinfo=_EndRecordingTarInfo)
-    except ArchiveError:
-        raise
-    except InputError as error:
-        raise ArchiveError(error, location) from None
-    except (tarfile.TarError, EOFError) as error:
-        corrupt = CorruptInputError(f"not a readable tar archive: {error}")
-        raise ArchiveError(corrupt, location) from None
-    last_name = "(start)"
-    info = None
-    with archive:
-        while True:
-            try:
-                if info is not None:  # (the first header was read when the archive opened)
-                    _skip_to_next_header(archive, info)
-                info = archive.next()
-            except ArchiveError:
-                raise
-            except InputError as error:
-                raise ArchiveError(error, location) from None
-            except (tarfile.TarError, EOFError) as error:
-                truncated = TruncatedInputError(f"tar data ends after member {last_name}: {error}")
-                raise ArchiveError(truncated, location) from None
-            if info is None:
-                break
-            # stream mode keeps every TarInfo for getmembers(); we never call it, and an
-            # OpenWebText-sized archive would otherwise grow the list by millions of entries
-            archive.members.clear()
-            last_name = info.name
-            if info.isdir():
-                continue
-            reason = unsafe_member_reason(info)
-            if reason is not None:
-                yield failure(f"{location}:{info.name}", "unsafe_tar_member", reason)
-                continue
-            member_file = archive.extractfile(info)
-            assert member_file is not None  # regular files always have data
-            yield ArchiveMember(
-                name=_clean_member_name(info.name),
-                size=info.size,
-                stream=_MemberStream(member_file, location, info.name),
-            )
-        end_error = getattr(archive, "stream_end_error", None)
-    if isinstance(end_error, tarfile.EOFHeaderError):
-        # tarfile stops at the end-of-archive blocks; reading on to the end of the stream lets
-        # the decompressor check its own end marker (a cut .tar.gz loses only zero padding)
-        try:
-            while stream.read(_STREAM_BUFFER):
-                pass
-        except ArchiveError:
-            raise
-        except InputError as error:
-            raise ArchiveError(error, location) from None
-    if isinstance(end_error, (tarfile.EmptyHeaderError, tarfile.TruncatedHeaderError)):
-        truncated = TruncatedInputError(
-            f"tar data ends without the end-of-archive blocks, after member {last_name}")
-        raise ArchiveError(truncated, location)
-    if isinstance(end_error, tarfile.InvalidHeaderError):
-        corrupt = CorruptInputError(f"invalid tar header after member {last_name}: {end_error}")
-        raise ArchiveError(corrupt, location)
 
 
 # -------------------------------------------------------------------------------- decoding
