@@ -66,7 +66,7 @@ CLOSING_SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "es": (
         "Referencias", "Enlaces externos", "Véase también", "Bibliografía", "Notas", "Fuentes",
-        "Notas y referencias", "Otras lecturas", "Lecturas relacionadas",
+        "Notas y referencias", "Otras lecturas", "Lecturas relacionadas", "Citas",
         "Otras lecturas adicionales",
     ),
     "it": (
@@ -148,8 +148,9 @@ SOURCES: dict[str, str] = {
     "en": "CX, WT, earlier", "ceb": "layout", "de": "CX, WT, earlier",
     "fr": "CX, WT, earlier", "sv": "earlier", "nl": "earlier", "ru": "earlier, layout",
     "es": "CX, WT, earlier", "it": "WT, earlier", "arz": "layout", "pl": "earlier",
-    "ja": "earlier, dump (関連文献)", "zh": "earlier", "uk": "earlier, dump (Джерела та література)",
-    "vi": "earlier", "war": "layout", "ar": "WT, earlier", "pt": "WT, earlier", "fa": "earlier",
+    "ja": "earlier, dump (関連文献), layout", "zh": "earlier",
+    "uk": "earlier, dump (Джерела та література), layout",
+    "vi": "earlier", "war": "layout", "ar": "WT, earlier", "pt": "earlier", "fa": "earlier",
     "ca": "WT, earlier", "id": "earlier", "sr": "earlier, layout", "ko": "earlier",
     "no": "earlier, layout", "tr": "earlier, layout", "ce": "layout", "fi": "earlier",
     "cs": "earlier", "hu": "WT, earlier", "tt": "layout", "ro": "WT", "eu": "WT, layout",
