@@ -37,20 +37,25 @@ def forward_loss(
             return loss, {}
         _, loss = model(batch["input_ids"], batch["labels"], batch["loss_mask"])
         return loss, {}
+    # BertDataset's fixed-shape targets (mlm_positions/mlm_targets): one compiled graph
+    static = "mlm_positions" in batch
     out = model(
         batch["input_ids"],
         batch["token_type_ids"],
         batch["attention_mask"],
-        batch["mlm_labels"],
+        batch["mlm_targets"] if static else batch["mlm_labels"],
         batch["nsp_label"] if next_sentence else None,
+        **({"mlm_positions": batch["mlm_positions"]} if static else {}),
     )
     parts = {"mlm_loss": out.mlm_loss}
     if out.nsp_loss is not None:
         parts["nsp_loss"] = out.nsp_loss
     if not model.training:  # evaluation: how many masked tokens / sentence pairs it gets right
-        labels = batch["mlm_labels"]
-        target = labels[labels != -100]  # the order of the model's gathered MLM logits
-        parts["mlm_counts"] = _right_and_total(out.mlm_logits, target)
+        labels = batch["mlm_targets"] if static else batch["mlm_labels"]
+        counted = labels != -100
+        target = labels[counted]  # the order of the model's gathered MLM logits
+        logits = out.mlm_logits[counted.flatten()] if static else out.mlm_logits
+        parts["mlm_counts"] = _right_and_total(logits, target)
         if out.nsp_logits is not None and next_sentence:
             parts["nsp_counts"] = _right_and_total(out.nsp_logits, batch["nsp_label"].view(-1))
     return out.loss, parts
