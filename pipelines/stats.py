@@ -242,6 +242,10 @@ def format_report(stats: Mapping) -> str:
         rows.append((f"  dropped {reason}", f"{n:,}", ""))
     for reason, n in stats["failed"].items():
         rows.append((f"  failed {reason}", f"{n:,}", ""))
+    if stats.get("input_bytes_lost"):
+        rows.append(("input lost", _mb(stats["input_bytes_lost"]),
+                     f"of {_mb(stats['input_bytes'])}: {len(stats['files_broken_off'])} file(s) "
+                     "broke off (stats.json files_broken_off)"))
     rows += [
         ("shards", f"{stats['shards']:,}", ""),
         ("sequences", f"{stats['sequences_written']:,}", ""),

@@ -11,6 +11,7 @@ from pipelines.stats import (
     BundleCounts,
     build_stats,
     check_stats,
+    format_report,
     input_loss_counts,
     merge_counts,
 )
@@ -64,9 +65,12 @@ def test_the_byte_share_fails_a_run_the_record_share_would_pass():
     assert message.startswith("1 input file(s) broke off: dump/x.jsonl.gz (truncated_input, 60,000")
     assert "60.00% > --max-failure-rate 1.00%" in message
     check_stats(build_stats(_counts(input_bytes=100_000, **lost), max_failure_rate=0.6))
+    report = format_report(stats)
+    assert "input lost" in report and "60.0 kB  of 100.0 kB: 1 file(s) broke off" in report
 
 
 def test_without_input_counts_nothing_is_lost():
     stats = build_stats(_counts())
     assert stats["input_loss_rate"] == 0.0 and stats["files_broken_off"] == []
     check_stats(stats)
+    assert "input lost" not in format_report(stats)
