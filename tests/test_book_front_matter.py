@@ -173,3 +173,9 @@ def test_braces_that_are_not_page_markers_stay():
         == expected + "\n\nThe ratio is x^{2} over \\frac{1}{2}, and the next page begins"
     )
     assert front.removed["page_markers"] == 1
+
+
+def test_a_text_that_is_all_front_matter_is_kept_whole():
+    text = "THE YELLOW WALLPAPER\n\nBy Charlotte Perkins Gilman\n\n1892"
+    front = strip_front_matter(text)
+    assert front.text == text and front.removed == {}

@@ -335,7 +335,7 @@ def _remove_inline(text: str) -> tuple[str, int, int, list[str]]:
 
 def strip_front_matter(body: str) -> FrontMatter:
     """`body` (a book's text, LF line ends) without its front matter (see the module docstring),
-    with what was cut counted by class."""
+    with what was cut counted by class; `body` whole when nothing would be left."""
     text, markers, illustration_blocks, cut = _remove_inline(body)
     removed: dict[str, int] = {}
     if markers:
@@ -385,6 +385,10 @@ def strip_front_matter(body: str) -> FrontMatter:
         while position < len(text) and text[position] == "\n":
             position += 1
     kept.append(text[position:])
+    if not "".join(kept).strip():
+        # Nothing but "front matter" (a title and a byline, a list of poems' titles): the file
+        # is not laid out as a book, and its text is kept whole rather than lost.
+        return FrontMatter(body)
     return FrontMatter("".join(kept), removed, "\n\n".join(cut))
 
 
