@@ -175,6 +175,18 @@ def test_braces_that_are_not_page_markers_stay():
     assert front.removed["page_markers"] == 1
 
 
+def test_contents_with_page_numbers_but_no_heading_are_cut():
+    body = _body("41-0.txt")
+    expected = strip_front_matter(body)
+    byline = "by Washington Irving\n\n"
+    contents = (
+        "On Love.....15\nThe Schoolmaster.....27\n\nThe Bridge        41\nThe End        52\n\n"
+    )
+    front = strip_front_matter(body.replace(byline, byline + contents, 1))
+    assert front.text == expected.text
+    assert front.removed == {"title_page": 2, "contents": 1}  # before and after the contents
+
+
 def test_a_text_that_is_all_front_matter_is_kept_whole():
     text = "THE YELLOW WALLPAPER\n\nBy Charlotte Perkins Gilman\n\n1892"
     front = strip_front_matter(text)

@@ -60,6 +60,8 @@ _ENTRY = re.compile(
     r"|epilogue|appendix|index|conclusion|dedication|contents)\b",
     re.IGNORECASE,
 )
+# An entry with its page number: after dotted leaders, or set apart by a run of spaces.
+_PAGE_NUMBERED = re.compile(r"\.{3,}\s*\d{1,4}\s*$|\S\s{3,}\d{1,4}\s*$")
 _CONTENTS_HEADING = re.compile(
     r"^\W*(?:(?:table\s+of\s+)?contents|table\s+des\s+mati[èe]res|inhalt(?:sverzeichnis)?"
     r"|[íi]ndice|sommaire|table)\W*$",
@@ -220,8 +222,10 @@ def _classify(text: str, spans: list[tuple[int, int]], end: int) -> dict[int, st
                 classes[i] = "notes"
                 i += 1
             continue
-        if _is_short(paragraph) and not is_prose(paragraph):
-            lines = [line for line in paragraph.split("\n") if line.strip()]
+        lines = [line for line in paragraph.split("\n") if line.strip()]
+        if _is_entries(paragraph) and sum(bool(_PAGE_NUMBERED.search(x)) for x in lines) >= 2:
+            classes[i] = "contents"  # "On Love.....15" lines with no "Contents" above them
+        elif _is_short(paragraph) and not is_prose(paragraph):
             imprint_lines = sum(
                 bool(_IMPRINT.search(line) or _YEAR_LINE.match(line)) for line in lines
             )
