@@ -137,6 +137,17 @@ def test_cli_writes_the_filtered_list(tmp_path: Path, capsys) -> None:
     assert output.read_text(encoding="utf-8").splitlines() == kept
 
 
+def test_cli_refuses_a_list_cut_short_in_one_line(tmp_path: Path, capsys) -> None:
+    cut = tmp_path / "cut.json.gz"
+    data = GZ.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    output = tmp_path / "kept.txt"
+    assert main(["--input", str(cut), "--output", str(output)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"urls: error: {cut}: truncated_input: gzip data ends")
+    assert not output.exists() and sorted(tmp_path.iterdir()) == [cut]
+
+
 def test_cli_glob_over_several_files(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(TXT.read_bytes())
     (tmp_path / "b.txt.gz").write_bytes(gzip.compress(TXT.read_bytes()))

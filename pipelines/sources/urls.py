@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 import fsspec
 
 from pipelines.io import match_inputs, open_input
-from pipelines.sources.archives import iter_lines, open_decompressed
+from pipelines.sources.archives import InputError, iter_lines, open_decompressed
 
 MIN_URL_LENGTH = 9  # Megatron drops URLs of 8 characters or fewer
 MAX_URL_LENGTH = 2048  # longer "URLs" are query-string dumps or tracking junk
@@ -189,11 +189,16 @@ def filter_urls(lines: Iterable[str]) -> tuple[list[str], Counter[str]]:
 
 
 def read_url_lines(path: str) -> Iterator[str]:
-    """The lines of a URL file (plain or gzip/bz2/xz/zstd compressed), decoded as UTF-8."""
-    with open_input(path) as raw:
-        for _, line in iter_lines(open_decompressed(raw).stream, _MAX_LINE_BYTES):
-            # a line over 1 MiB is no URL; an empty string is skipped by filter_urls
-            yield "" if line is None else line.decode("utf-8", errors="replace")
+    """The lines of a URL file (plain or gzip/bz2/xz/zstd compressed), decoded as UTF-8.
+    Raises InputError naming the file when it is cut short or corrupt: a list that breaks off
+    is not filtered as if it were whole."""
+    try:
+        with open_input(path) as raw:
+            for _, line in iter_lines(open_decompressed(raw).stream, _MAX_LINE_BYTES):
+                # a line over 1 MiB is no URL; an empty string is skipped by filter_urls
+                yield "" if line is None else line.decode("utf-8", errors="replace")
+    except InputError as error:
+        raise InputError(f"{path}: {error.reason}: {error.detail}") from None
 
 
 def write_filtered_urls(input_pattern: str, output_path: str) -> tuple[int, Counter[str]]:
@@ -215,7 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--input", required=True, help="URL file or glob (plain or JSON lines)")
     parser.add_argument("--output", required=True, help="where to write the kept URLs")
     args = parser.parse_args(argv)
-    kept, rejected = write_filtered_urls(args.input, args.output)
+    try:
+        kept, rejected = write_filtered_urls(args.input, args.output)
+    except (InputError, OSError, ValueError) as error:  # ValueError: safe_io's refusals
+        print(f"urls: error: {error}", file=sys.stderr)
+        return 1
     print(f"kept: {kept}")
     for reason, count in sorted(rejected.items()):
         print(f"{reason}: {count}")
