@@ -72,6 +72,8 @@ class BundleCounts:
         """The bundle's counts (also pushed to Beam metrics), and a fresh start for the next."""
         counts = {k: int(v) for k, v in self.counts.items() if v}
         for name, value in counts.items():
+            if name.startswith(_LOST_IN):
+                continue  # a file's path is data (stats.json), not a metric's name
             metric = self._metrics.get(name)
             if metric is None:
                 metric = self._metrics[name] = Metrics.counter(NAMESPACE, name)
