@@ -187,6 +187,15 @@ def test_contents_with_page_numbers_but_no_heading_are_cut():
     assert front.removed == {"title_page": 2, "contents": 1}  # before and after the contents
 
 
+def test_page_numbered_lines_in_the_text_under_no_heading_stay():
+    body = _body("1952-0.txt")
+    expected = strip_front_matter(body).text
+    first_end = paragraphs(expected)[0][1]
+    table = "\n\nRent for the summer        15\nThe doctor's fees        27\n"
+    front = strip_front_matter(body.replace(expected[:first_end], expected[:first_end] + table, 1))
+    assert front.text == expected.replace(expected[:first_end], expected[:first_end] + table, 1)
+
+
 def test_a_text_that_is_all_front_matter_is_kept_whole():
     text = "THE YELLOW WALLPAPER\n\nBy Charlotte Perkins Gilman\n\n1892"
     front = strip_front_matter(text)

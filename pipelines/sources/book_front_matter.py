@@ -364,14 +364,19 @@ def strip_front_matter(body: str) -> FrontMatter:
                 name = dropped[i + 1]  # the heading of the section that follows
         dropped[i] = name
     # Front matter after the start (a contents page after a preface), within the front. An
-    # imprint there may be a line of the text; a notes section keeps only its heading and the
-    # paragraphs that talk about the edition, so a story under a note never goes with it.
+    # imprint there may be a line of the text, and so may page-numbered lines under no
+    # "Contents" heading; a notes section keeps only its heading and the paragraphs that talk
+    # about the edition, so a story under a note never goes with it.
     for i, name in classes.items():
         if i < start or name == "imprint":
             continue
         paragraph = text[spans[i][0] : spans[i][1]]
-        if name != "notes" or _is_section_heading(paragraph) or _NOTE_WORDS.search(paragraph):
-            dropped[i] = name
+        heading = _is_section_heading(paragraph)
+        if name == "notes" and not (heading or _NOTE_WORDS.search(paragraph)):
+            continue
+        if name == "contents" and not (heading or dropped.get(i - 1) == name):
+            continue  # page-numbered lines with no heading, in the text: a table, kept
+        dropped[i] = name
     if illustration_blocks:
         removed["illustrations"] = illustration_blocks
     for i, name in sorted(dropped.items()):
