@@ -28,10 +28,12 @@ that the script works, not a measurement); HF rows are skipped when transformers
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import time
@@ -57,15 +59,19 @@ class Case:
     precision: str
     micro_batch: int | None = None  # None: the planner's suggestion (GPT)
     max_predictions: int = 0  # BERT: masked positions a sequence
+    # "model": torch.compile of the whole loss (what --compile does on one GPU); "blocks":
+    # each transformer block compiled alone (one graph reused by every layer: a fraction of
+    # the warm-up; embeddings, head and loss run eagerly) on both sides
+    compile: str = "model"
 
 
 CASES = {
     "gpt2-124m": Case("gpt2-124m", 1024, "bf16"),
     "bert-large-128-bf16": Case("bert-large", 128, "bf16", 256, 20),
-    "bert-large-128-fp16": Case("bert-large", 128, "fp16", 256, 20),
-    "gpt2-355m": Case("gpt2-355m", 1024, "bf16"),
-    "bert-large-512-bf16": Case("bert-large", 512, "bf16", 32, 80),
-    "bert-large-512-fp16": Case("bert-large", 512, "fp16", 32, 80),
+    "bert-large-128-fp16": Case("bert-large", 128, "fp16", 256, 20, "blocks"),
+    "gpt2-355m": Case("gpt2-355m", 1024, "bf16", compile="blocks"),
+    "bert-large-512-bf16": Case("bert-large", 512, "bf16", 32, 80, "blocks"),
+    "bert-large-512-fp16": Case("bert-large", 512, "fp16", 32, 80, "blocks"),
 }
 SMOKE_CASES = {
     "gpt-tiny": Case("gpt-tiny", 64, "fp32", 2),
@@ -179,7 +185,12 @@ def measure(side: str, case: Case, args, device) -> dict:
     )  # fmt: skip
     params = [p for g in optimizer.param_groups for p in g["params"]]
     precision = Precision(case.precision, device.type)
-    step_loss = torch.compile(loss_of) if args.compile else loss_of
+    step_loss = loss_of
+    if args.compile and case.compile == "model":
+        step_loss = torch.compile(loss_of)
+    elif args.compile and case.compile == "blocks":
+        for block in blocks_of(model):
+            block.compile()
     batches = make_batches(kind, preset.config.vocab_size, micro, case, device)
 
     def step(index: int) -> torch.Tensor:
@@ -226,6 +237,7 @@ def measure(side: str, case: Case, args, device) -> dict:
     row = {
         "case": case_label(case),
         "side": side,
+        "compile": case.compile if args.compile else "off",
         "micro_batch": micro,
         "seq_len": case.seq_len,
         "tokens_per_s": tokens_per_s,
@@ -241,6 +253,15 @@ def measure(side: str, case: Case, args, device) -> dict:
         "loss": float(loss),
     }
     return row
+
+
+def blocks_of(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The repeated transformer blocks: ours, GPT2LMHeadModel's, BertForPreTraining's."""
+    if hasattr(model, "blocks"):
+        return model.blocks
+    if hasattr(model, "transformer"):
+        return model.transformer.h
+    return model.bert.encoder.layer
 
 
 def preset_flops(kind: str, config, case: Case) -> float:
@@ -291,15 +312,15 @@ def matmul_ceiling(device, size: int = 8192, repeats: int = 20) -> dict:
 
 
 HEADER = [
-    "| case | side | micro x seq | tokens/s | seq/s | TFLOP/s | MFU | vs HF | vs ceiling | "
-    "step | compile warm-up | recompiles | peak memory |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| case | side | compile | micro x seq | tokens/s | seq/s | TFLOP/s | MFU | vs HF | "
+    "vs ceiling | step | warm-up | recompiles | peak memory |",
+    "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ]
 
 
 def format_row(row: dict, hf_row: dict | None, ceiling: float | None) -> str:
     if "failed" in row:
-        return f"| {row['case']} | {row['side']} | failed: {row['failed']} |" + " |" * 10
+        return f"| {row['case']} | {row['side']} | failed: {row['failed']} |" + " |" * 11
     mfu = f"{100 * row['mfu']:.1f}%" if row["mfu"] is not None else "n/a"
     vs_hf = (
         f"{row['tokens_per_s'] / hf_row['tokens_per_s']:.2f}x"
@@ -309,7 +330,8 @@ def format_row(row: dict, hf_row: dict | None, ceiling: float | None) -> str:
     vs_ceiling = f"{100 * row['tflops'] / ceiling:.0f}%" if ceiling else "n/a"
     memory = f"{row['peak_mem_gib']:.1f} GiB" if row["peak_mem_gib"] is not None else "n/a"
     return (
-        f"| {row['case']} | {row['side']} | {row['micro_batch']} x {row['seq_len']} | "
+        f"| {row['case']} | {row['side']} | {row['compile']} | "
+        f"{row['micro_batch']} x {row['seq_len']} | "
         f"{row['tokens_per_s']:,.0f} | {row['seq_per_s']:,.0f} | {row['tflops']:.1f} | {mfu} | "
         f"{vs_hf} | {vs_ceiling} | {row['step_ms']:.1f} ms | {row['warmup_s']:.0f} s | "
         f"{row['recompiles']} | {memory} |"
@@ -332,6 +354,8 @@ def main() -> None:
     parser.add_argument("--no-compile", dest="compile", action="store_false")
     parser.add_argument("--no-hf", dest="hf", action="store_false")
     parser.add_argument("--peak-tflops", type=float, default=None)
+    parser.add_argument("--side-limit", type=float, default=100.0,
+                        help="seconds one side (build, compile, steps) may take; 0: no limit")  # fmt: skip
     parser.add_argument("--profile", default=None, help="write 3 profiled steps per row here")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "gpu.md"))
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny models, a few steps")
@@ -370,7 +394,8 @@ def main() -> None:
     emit(
         f"`bench/gpu.sh` on {device_name or 'cpu'}, torch {torch.__version__}, "
         f"transformers {_version('transformers')}, {time.strftime('%Y-%m-%d', time.gmtime())}; "
-        f"compile {'on' if args.compile else 'off'}, {args.steps} timed steps after "
+        f"compile {'per case (see below)' if args.compile else 'off'}, {args.steps} timed "
+        "steps after "
         f"{args.warmup} warm-up steps, MFU against {args.peak_tflops or 'n/a'} TFLOP/s."
     )
     emit("")
@@ -387,7 +412,8 @@ def main() -> None:
         rows = {}
         for side in sides:
             try:
-                rows[side] = measure(side, case, args, device)
+                with time_limit(args.side_limit):
+                    rows[side] = measure(side, case, args, device)
             except Exception as e:  # a failed row is reported, the rest still runs
                 message = " ".join(f"{type(e).__name__}: {e}".split())[:200]
                 rows[side] = {"case": case_label(case), "side": side, "failed": message}
@@ -396,10 +422,34 @@ def main() -> None:
         for side in sides:
             emit(format_row(rows[side], rows.get("hf"), ceiling))
         if not hf_available:
-            emit(f"| {case_label(case)} | hf | skipped: transformers not installed |" + " |" * 10)
+            emit(f"| {case_label(case)} | hf | skipped: transformers not installed |" + " |" * 11)
     emit("")
     out.close()
     print(f"wrote {args.out}")
+
+
+class OverTime(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """OverTime when the block runs past ``seconds`` (0: no limit), so one side whose
+    compilation runs long costs its row, not the rest of the table."""
+    if not seconds:
+        yield
+        return
+
+    def expire(signum, frame):  # noqa: ANN001 - signal handler signature
+        raise OverTime(f"not done within the {seconds:.0f} s given to one side")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def release(device) -> None:

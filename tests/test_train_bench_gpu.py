@@ -28,14 +28,14 @@ def test_gpu_benchmark_smoke_writes_its_table(tmp_path):
     table = (tmp_path / "gpu.md").read_text()
     for case, shape in (("gpt-tiny seq 64 fp32", "2 x 64"), ("bert-tiny seq 64 fp32", "4 x 64")):
         ours = cells_of(table, case, "ours")
-        assert ours[2] == shape
-        assert float(ours[3].replace(",", "")) > 0  # tokens/s
-        assert float(ours[4].replace(",", "")) > 0  # seq/s
-        assert ours[6] == "n/a"  # no MFU on CPU: no peak to compare with
-        assert ours[11] == "0"  # no recompiles (nothing compiled on the smoke path)
+        assert ours[2] == "off" and ours[3] == shape
+        assert float(ours[4].replace(",", "")) > 0  # tokens/s
+        assert float(ours[5].replace(",", "")) > 0  # seq/s
+        assert ours[7] == "n/a"  # no MFU on CPU: no peak to compare with
+        assert ours[12] == "0"  # no recompiles (nothing compiled on the smoke path)
         hf = cells_of(table, case, "hf")
         if importlib.util.find_spec("transformers") is None:
             assert hf[2].startswith("skipped")
         else:
-            assert float(hf[3].replace(",", "")) > 0
-            assert ours[7].endswith("x")  # ours over HF's tokens/s
+            assert float(hf[4].replace(",", "")) > 0
+            assert ours[8].endswith("x")  # ours over HF's tokens/s
