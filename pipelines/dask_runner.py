@@ -13,22 +13,32 @@ translation where the stock one is wrong:
 2. What `finish_bundle` emitted was collected before `finish_bundle` ran, so it was dropped
    (our per-bundle counts, the tokenizer's last batch). Here outputs are taken after it.
 3. Receivers were one list shared by every bundle a worker ran, and the DoFn one object shared
-   by its threads. Here each bundle gets fresh receivers and its own copy of the DoFn.
+   by its threads. Here each bundle gets fresh receivers, and each worker thread its own copy
+   of the DoFn (set up once, reused bundle after bundle).
 4. Only the last transform's bag was computed, so of several leaves (the shards' Finish, the
    rejects, the parquet copy) all but one never ran. Here every leaf is computed, in one graph.
 5. `Create` put up to 128 elements in one partition and `Reshuffle` did nothing, so a job
    planned as a handful of elements ran on one worker. Here Create gives each element its own
-   partition and Reshuffle splits its input over many partitions (4 per worker thread); a
-   Flatten or GroupByKey never makes more than that many (the stock one let partitions add up
-   at every Flatten, and the graph of our dedup grew past what its scheduler handled in time).
+   partition, and a Reshuffle's input (our read tasks: a few small elements) is computed
+   first and becomes one partition per element. A Flatten or GroupByKey never makes more partitions than the last
+   Reshuffle had elements. So the graph grows with the run's read tasks, not with the thread
+   count or a fixed partition count (the stock one let partitions add up at every Flatten:
+   9,358 graph tasks whatever the input, 77,038 with 8 threads).
 6. A side input was read inside the consuming task by a nested `compute` of its bag. Here it
    is a dependency of the task (a Delayed list), computed once by the scheduler.
+
+The launcher prints a progress line now and then (graph tasks done of all) and the workers'
+own warnings (`pipelines.*` loggers: the first failures' file and offset) as they happen.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
+import sys
+import threading
+import time
 from collections.abc import Iterable
 
 import apache_beam as beam
@@ -57,9 +67,8 @@ from apache_beam.runners.dask.transform_evaluator import defenestrate, get_windo
 from apache_beam.transforms.sideinputs import SideInputMap
 
 DaskOptions = stock.DaskOptions
-# Reshuffle's output partitions per worker thread: enough for the scheduler to balance tasks of
-# uneven length, few enough that empty partitions cost nothing.
-PARTITIONS_PER_THREAD = 4
+# Seconds between the launcher's progress lines.
+PROGRESS_INTERVAL_S = 10.0
 
 
 class _TagReceiver(Receiver):
@@ -90,10 +99,31 @@ class _SideInput:
     window_mapping_fn: object
 
 
+# Each worker thread's DoFns, set up once and reused for every bundle it runs, as Beam's own
+# workers do: a setup may load a tokenizer or a language model (a second or more), and a run
+# has a bundle per task for each of ~100 steps. Never torn down (Beam promises teardown only as
+# best effort; ours remove temporary files that a worker's exit leaves to the OS anyway).
+_DOFNS = threading.local()
+# A long-lived cluster runs job after job: past this many, a thread starts its cache afresh.
+_MAX_DOFNS = 512
+
+
+def _dofn(label: str, pickled_fn: bytes) -> tuple[beam.DoFn, bool]:
+    """(this thread's DoFn for the step, whether it is new and needs its setup)."""
+    cache = getattr(_DOFNS, "cache", None)
+    if cache is None or len(cache) >= _MAX_DOFNS:
+        cache = _DOFNS.cache = {}
+    key = (label, pickled_fn)
+    if key in cache:
+        return cache[key], False
+    fn = cache[key] = pickler.loads(pickled_fn)
+    return fn, True
+
+
 def _run_bundle(items: Iterable, pickled_fn: bytes, label: str, window_fn, args, kwargs,
                 side_specs: list[_SideInput], *side_values: list) -> list:
-    """One partition as one bundle: setup, start, process each, finish, teardown; returns the
-    (tag, value) outputs, finish_bundle's included."""
+    """One partition as one bundle: start, process each, finish (setup the first time this
+    thread runs the step); returns the (tag, value) outputs, finish_bundle's included."""
     receivers = _Receivers()
     handler = _OutputHandler(
         window_fn=window_fn,
@@ -109,8 +139,9 @@ def _run_bundle(items: Iterable, pickled_fn: bytes, label: str, window_fn, args,
                      [get_windowed_value(v, spec.window_mapping_fn) for v in values])
         for spec, values in zip(side_specs, side_values)
     ]
+    fn, new = _dofn(label, pickled_fn)
     invoker = DoFnInvoker.create_invoker(
-        DoFnSignature(pickler.loads(pickled_fn)),
+        DoFnSignature(fn),
         handler,
         context=DoFnContext(label, state=None),
         side_inputs=side_inputs,
@@ -119,12 +150,16 @@ def _run_bundle(items: Iterable, pickled_fn: bytes, label: str, window_fn, args,
         user_state_context=None,
         bundle_finalizer_param=beam.DoFn.BundleFinalizerParam(),
     )
-    invoker.invoke_setup()
-    invoker.invoke_start_bundle()
-    for item in items:
-        invoker.invoke_process(get_windowed_value(item, window_fn))
-    invoker.invoke_finish_bundle()
-    invoker.invoke_teardown()
+    try:
+        if new:
+            invoker.invoke_setup()
+        invoker.invoke_start_bundle()
+        for item in items:
+            invoker.invoke_process(get_windowed_value(item, window_fn))
+        invoker.invoke_finish_bundle()
+    except BaseException:
+        _DOFNS.cache.pop((label, pickled_fn), None)  # a failed DoFn's state is not reused
+        raise
     return receivers.outputs
 
 
@@ -159,7 +194,10 @@ class _BagBuilder(PipelineVisitor):
     """Every leaf transform as a Dask Bag; a ParDo's bag holds (tag, value) pairs."""
 
     bag_kwargs: dict
-    reshuffle_partitions: int
+    # computes a Reshuffle's input: a bag -> its elements
+    materialize: object
+    # partitions of the last Reshuffle: the most a Flatten or GroupByKey makes
+    partitions: int = 1
     bags: dict[AppliedPTransform, db.Bag | None] = dataclasses.field(default_factory=dict)
     consumed: set[AppliedPTransform] = dataclasses.field(default_factory=set)
     tagged: set[AppliedPTransform] = dataclasses.field(default_factory=set)
@@ -189,21 +227,29 @@ class _BagBuilder(PipelineVisitor):
             bag = self._pardo(node, inputs[0])
             self.tagged.add(node)
         elif isinstance(transform, _GroupByKeyOnly):
-            partitions = min(inputs[0].npartitions, self.reshuffle_partitions)
+            partitions = min(inputs[0].npartitions, self.partitions)
             bag = inputs[0].groupby(_key, npartitions=partitions).map(_group_values)
         elif isinstance(transform, _Flatten):
             bag = db.concat(inputs) if inputs else db.from_sequence([])
-            if bag.npartitions > self.reshuffle_partitions:
+            if bag.npartitions > self.partitions:
                 # partitions add up at every Flatten, and each GroupByKey downstream kept its
                 # input's count: a graph with many of them grew to thousands of tiny tasks
-                bag = bag.repartition(self.reshuffle_partitions)
+                bag = bag.repartition(self.partitions)
         elif isinstance(transform, _Reshuffle):
-            bag = inputs[0].repartition(max(inputs[0].npartitions, self.reshuffle_partitions))
+            bag = self._reshuffle(node)
         elif inputs:
             bag = inputs[0]
         else:
             bag = None
         self.bags[node] = bag
+
+    def _reshuffle(self, node: AppliedPTransform) -> db.Bag:
+        """One partition per element of the input, which is computed now: the graph then has
+        as many read tasks as the run planned. (What produced the input runs again for its
+        other outputs, the counts: a listing and a split, cheap next to the reading.)"""
+        elements = self.materialize(self.bag_of(node.inputs[0]))
+        self.partitions = max(1, len(elements))
+        return db.from_sequence(elements, partition_size=1)
 
     def _pardo(self, node: AppliedPTransform, input_bag: db.Bag) -> db.Bag:
         transform = node.transform
@@ -221,21 +267,98 @@ class _BagBuilder(PipelineVisitor):
             *values)
 
 
+def _materializer(client):
+    def materialize(bag: db.Bag) -> list:
+        return client.compute(bag).result()
+
+    return materialize
+
+
+def graph_bags(pipeline, client, bag_kwargs: dict | None = None) -> list[db.Bag]:
+    """The pipeline's leaves as Dask Bags (its Reshuffles' inputs computed on `client`)."""
+    pipeline.replace_all(dask_overrides())
+    builder = _BagBuilder(dict(bag_kwargs or {}), _materializer(client))
+    pipeline.visit(builder)
+    return [leaf.map_partitions(_nothing) for leaf in builder.leaves()]
+
+
 class DaskRunner(stock.DaskRunner):
     """Runs a pipeline on a dask.distributed client (see the module docstring for what differs
     from Beam's own DaskRunner)."""
 
-    def run_pipeline(self, pipeline, options):
-        import dask.distributed as ddist
+    def __init__(self) -> None:
+        super().__init__()
+        self._client = None
 
+    def client(self, options):
+        """The client of the cluster the options name (made once, shared by the calls)."""
+        if self._client is None:
+            import dask.distributed as ddist
+
+            dask_options = options.view_as(DaskOptions).get_all_options(
+                drop_default=True, current_only=True)
+            DaskOptions._extract_bag_kwargs(dask_options)  # what is left is the client's
+            self._client = ddist.Client(**dask_options)
+        return self._client
+
+    def worker_threads(self, options) -> int:
+        """Threads of the cluster's workers: what the launcher sizes the read tasks for."""
+        return sum(self.client(options).nthreads().values()) or 1
+
+    def run_pipeline(self, pipeline, options):
         dask_options = options.view_as(DaskOptions).get_all_options(
             drop_default=True, current_only=True)
         bag_kwargs = DaskOptions._extract_bag_kwargs(dask_options)
-        client = ddist.Client(**dask_options)
-        threads = sum(client.nthreads().values()) or 1
-        pipeline.replace_all(dask_overrides())
-        builder = _BagBuilder(bag_kwargs, PARTITIONS_PER_THREAD * threads)
-        pipeline.visit(builder)
-        leaves = [leaf.map_partitions(_nothing) for leaf in builder.leaves()]
-        futures = client.compute(leaves)
-        return stock.DaskRunnerResult(client, futures)
+        client = self.client(options)
+        # our loggers' records on the workers (the first failures, file and offset) are
+        # printed by the launcher as they happen, not only in each worker's log
+        client.forward_logging("pipelines", level=logging.WARNING)
+        futures = client.compute(graph_bags(pipeline, client, bag_kwargs))
+        return DaskRunResult(client, futures)
+
+
+class DaskRunResult(stock.DaskRunnerResult):
+    """The stock result, printing a progress line every PROGRESS_INTERVAL_S while it waits."""
+
+    def wait_until_finish(self, duration=None) -> str:
+        done = threading.Event()
+        threading.Thread(
+            target=_report_progress, args=(self.client, self.futures, done), daemon=True
+        ).start()
+        try:
+            return super().wait_until_finish(duration)
+        finally:
+            done.set()
+
+
+def _pending_tasks(keys: list, dask_scheduler=None) -> tuple[int, int]:
+    """(tasks of the graph under `keys` not yet run, tasks of that graph the scheduler holds);
+    runs on the scheduler."""
+    seen, stack, pending = set(), list(keys), 0
+    while stack:
+        task = dask_scheduler.tasks.get(stack.pop())
+        if task is None or task.key in seen:
+            continue
+        seen.add(task.key)
+        pending += task.state in ("waiting", "queued", "processing", "no-worker")
+        stack.extend(dependency.key for dependency in task.dependencies)
+    return pending, len(seen)
+
+
+def _report_progress(client, futures, done: threading.Event) -> None:
+    """'dask: N of M graph tasks done' on stderr every PROGRESS_INTERVAL_S until `done`."""
+    keys = [future.key for future in futures]
+    started = time.monotonic()
+    total = None
+    while not done.wait(PROGRESS_INTERVAL_S):
+        try:
+            pending, held = client.run_on_scheduler(_pending_tasks, keys)
+        except Exception:  # a progress line is not worth failing the run over
+            return
+        total = total or held  # every task is held at first; finished ones are then forgotten
+        print(
+            f"dask: {total - pending:,} of {total:,} graph tasks done, "
+            f"{time.monotonic() - started:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -119,3 +119,84 @@ def test_dask_options_are_known_to_the_launcher():
     from pipelines.preprocess import unknown_arguments
 
     assert unknown_arguments(["--runner=DaskRunner", "--dask_client_address=tcp://h:8786"]) == []
+
+
+def _graph_size(client, pattern: str, tmp_path: Path) -> int:
+    """Graph tasks of the whole preprocess pipeline (dedup on) over `pattern` on `client`."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.dask_runner import graph_bags
+    from pipelines.graph import plan_run
+    from pipelines.options import PreprocessConfig
+    from pipelines.tokenize import load_tokenizer
+    from pipelines.transforms import TokenizerRef
+
+    argv = ["--source=jsonl", f"--input={pattern}", f"--output={tmp_path / 'out'}",
+            f"--tokenizer={GPT2}", "--append-eod", "--num-buckets=2"]
+    plan = plan_run(PreprocessConfig.from_options(PipelineOptions(argv)))
+    tokenizer = TokenizerRef.describe(load_tokenizer(GPT2), str(tmp_path / "tokenizer.json"))
+    pipeline = beam.Pipeline(options=PipelineOptions(argv))
+    from pipelines.graph import build_pipeline
+
+    build_pipeline(pipeline, plan, tokenizer)
+    return sum(len(bag.__dask_graph__()) for bag in graph_bags(pipeline, client))
+
+
+@pytest.mark.slow
+def test_the_graph_grows_with_the_read_tasks_not_the_thread_count(doubled_jsonl, tmp_path):
+    """It had 9,358 tasks whatever the input with 2 threads, and 77,038 with 8."""
+    from dask.distributed import Client, LocalCluster
+
+    sizes = {}
+    for threads in (1, 8):
+        with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False,
+                          dashboard_address=None) as local, Client(local) as client:
+            sizes[threads] = _graph_size(client, doubled_jsonl, tmp_path)
+            if threads == 1:  # one file instead of two: one read task less
+                one_file = _graph_size(client, doubled_jsonl.replace("*", "x"), tmp_path)
+    assert sizes[1] == sizes[8]
+    assert one_file < sizes[1] < 9358
+
+
+# Beam internals the DaskRunner builds on (module, names, keyword arguments we pass): Beam
+# promises none of them, so the pin in pyproject.toml allows only the minor versions the runner
+# was tested with, and this says what a new one lacks.
+BEAM_INTERNALS = [
+    ("apache_beam.runners.common", ["_OutputHandler", "DoFnContext", "DoFnInvoker",
+                                     "DoFnSignature", "Receiver"]),
+    ("apache_beam.runners.dask.overrides", ["_Create", "_Flatten", "_GroupAlsoByWindow",
+                                             "_GroupByKeyOnly", "_Reshuffle", "dask_overrides"]),
+    ("apache_beam.runners.dask.transform_evaluator", ["defenestrate", "get_windowed_value"]),
+    ("apache_beam.runners.dask.dask_runner", ["DaskOptions", "DaskRunner", "DaskRunnerResult"]),
+    ("apache_beam.transforms.sideinputs", ["SideInputMap"]),
+    ("apache_beam.internal.pickler", ["dumps", "loads"]),
+]
+OUTPUT_HANDLER_KEYWORDS = dict(
+    window_fn=None, main_receivers=None, tagged_receivers={}, per_element_output_counter=None,
+    output_batch_converter=None, process_yields_batches=False,
+    process_batch_yields_elements=False)
+INVOKER_KEYWORDS = ["context", "side_inputs", "input_args", "input_kwargs", "user_state_context",
+                    "bundle_finalizer_param"]
+
+
+def test_the_installed_beam_has_every_internal_the_dask_runner_uses():
+    import importlib
+    import inspect
+
+    missing = []
+    for module_name, names in BEAM_INTERNALS:
+        module = importlib.import_module(module_name)
+        missing += [f"{module_name}.{name}" for name in names if not hasattr(module, name)]
+    common = importlib.import_module("apache_beam.runners.common")
+    if not missing:
+        try:  # a compiled class: no signature to read, so it is built as _run_bundle builds it
+            common._OutputHandler(**OUTPUT_HANDLER_KEYWORDS)
+        except TypeError as error:
+            missing.append(f"_OutputHandler({', '.join(OUTPUT_HANDLER_KEYWORDS)}): {error}")
+        parameters = inspect.signature(common.DoFnInvoker.create_invoker).parameters
+        missing += [f"DoFnInvoker.create_invoker({k}=)" for k in INVOKER_KEYWORDS
+                    if k not in parameters]
+    assert not missing, (
+        f"apache-beam {beam.__version__} lacks what pipelines/dask_runner.py uses: "
+        f"{', '.join(missing)}; it is tested with the versions pyproject.toml pins"
+    )
