@@ -210,7 +210,8 @@ def check_stats(stats: Mapping) -> None:
         )
     if stats.get("input_loss_rate", 0.0) > stats["max_failure_rate"]:
         files = stats["files_broken_off"]
-        named = ", ".join(f"{f['file']} ({f['reason']}, {f['bytes_lost']:,} bytes)" for f in files[:3])
+        named = ", ".join(
+            f"{f['file']} ({f['reason']}, {f['bytes_lost']:,} bytes)" for f in files[:3])
         more = f" and {len(files) - 3} more" if len(files) > 3 else ""
         raise AccountError(
             f"{len(files)} input file(s) broke off: {named}{more}; "

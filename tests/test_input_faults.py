@@ -175,5 +175,6 @@ def test_a_fifo_input_is_refused_not_opened(tmp_path: Path, capsys):
     os.mkfifo(fifo)
     code, err, stats = preprocess(capsys, fifo, tmp_path / "out", "jsonl")
     assert code == 2 and stats is None
-    assert err.strip().splitlines()[-1] == f"preprocess: error: input {fifo} is a FIFO, not a regular file"
+    assert err.strip().splitlines()[-1] == (
+        f"preprocess: error: input {fifo} is a FIFO, not a regular file")
     assert not (tmp_path / "out").exists()

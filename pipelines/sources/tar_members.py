@@ -8,11 +8,12 @@ before the fault.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import re
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from pipelines.document import Failure
@@ -121,6 +122,22 @@ def _skip_to_next_header(archive: tarfile.TarFile, last: tarfile.TarInfo) -> Non
         remaining -= len(skipped)
 
 
+@contextlib.contextmanager
+def _as_archive_error(location: str,
+                      tar_error: Callable[[Exception], InputError]) -> Iterator[None]:
+    """Faults while walking the archive at `location` raised as its ArchiveError: an InputError
+    of the data underneath as it is, one of tarfile's own as `tar_error` makes it. An enclosing
+    archive's ArchiveError passes through: it is that archive's to report."""
+    try:
+        yield
+    except ArchiveError:
+        raise
+    except InputError as error:
+        raise ArchiveError(error, location) from None
+    except (tarfile.TarError, EOFError) as error:
+        raise ArchiveError(tar_error(error), location) from None
+
+
 def iter_tar_members(stream: BinaryIO, location: str) -> Iterator[ArchiveMember | Failure]:
     """The regular-file members of a tar stream, in archive order; unsafe members as Failures.
 
@@ -128,30 +145,19 @@ def iter_tar_members(stream: BinaryIO, location: str) -> Iterator[ArchiveMember 
     yielding every member before the fault (errors of an enclosing archive pass through as they
     are). Directories are structure, not content, and are passed over silently.
     """
-    try:
+    unreadable = "not a readable tar archive"
+    with _as_archive_error(location, lambda e: CorruptInputError(f"{unreadable}: {e}")):
         archive = tarfile.open(fileobj=stream, mode="r|", tarinfo=_EndRecordingTarInfo)
-    except ArchiveError:
-        raise
-    except InputError as error:
-        raise ArchiveError(error, location) from None
-    except (tarfile.TarError, EOFError) as error:
-        corrupt = CorruptInputError(f"not a readable tar archive: {error}")
-        raise ArchiveError(corrupt, location) from None
     last_name = "(start)"
     info = None
     with archive:
         while True:
-            try:
+            ends = f"tar data ends after member {last_name}"
+            with _as_archive_error(location,
+                                   lambda e, ends=ends: TruncatedInputError(f"{ends}: {e}")):
                 if info is not None:  # (the first header was read when the archive opened)
                     _skip_to_next_header(archive, info)
                 info = archive.next()
-            except ArchiveError:
-                raise
-            except InputError as error:
-                raise ArchiveError(error, location) from None
-            except (tarfile.TarError, EOFError) as error:
-                truncated = TruncatedInputError(f"tar data ends after member {last_name}: {error}")
-                raise ArchiveError(truncated, location) from None
             if info is None:
                 break
             # stream mode keeps every TarInfo for getmembers(); we never call it, and an
@@ -175,13 +181,9 @@ def iter_tar_members(stream: BinaryIO, location: str) -> Iterator[ArchiveMember 
     if isinstance(end_error, tarfile.EOFHeaderError):
         # tarfile stops at the end-of-archive blocks; reading on to the end of the stream lets
         # the decompressor check its own end marker (a cut .tar.gz loses only zero padding)
-        try:
+        with _as_archive_error(location, lambda e: TruncatedInputError(f"tar data: {e}")):
             while stream.read(_STREAM_BUFFER):
                 pass
-        except ArchiveError:
-            raise
-        except InputError as error:
-            raise ArchiveError(error, location) from None
     if isinstance(end_error, (tarfile.EmptyHeaderError, tarfile.TruncatedHeaderError)):
         truncated = TruncatedInputError(
             f"tar data ends without the end-of-archive blocks, after member {last_name}")

@@ -175,7 +175,8 @@ def warc_records(stream: BinaryIO, limit: int) -> Iterator[tuple[int, bytes] | C
         length = _content_length(header) if header is not None else None
         if header is None or length is None:
             problem = "no header block end" if header is None else "no valid Content-Length header"
-            yield CorruptRecord(index, "corrupt_input", f"unreadable WARC record {index}: {problem}")
+            yield CorruptRecord(index, "corrupt_input",
+                                f"unreadable WARC record {index}: {problem}")
             if not _skip_to_version_line(reader):
                 return
             continue
