@@ -56,6 +56,15 @@ FILTER_NAMES = (
 # word n-grams of Gopher's sizes mean nothing there. Thai and Lao also mark no sentence end (a
 # space separates sentences), so C4's sentence count does not apply to them either (and C4's
 # end-of-line punctuation rule passes their lines, see filters.ends_like_a_sentence).
+# HTML extractors whose output keeps only the blocks they judged main content, one block to a
+# line (headings, list items, table cells, paragraphs): a document extracted by one carries its
+# name in meta["extractor"]. C4's per-line rules (terminal punctuation, words per line) were
+# made for raw text without structure, where a short or unpunctuated line is menu or footer
+# debris; here they would drop the article's own headings, list items and lines ending in ":"
+# or ".)", so they are not applied. The page-level C4 rules still are.
+VETTED_LINE_EXTRACTORS = frozenset({"trafilatura"})
+EXTRACTOR_META = "extractor"
+
 SCRIPT_SKIPPED_RULES = {
     "unspaced": ("gopher_top_ngram", "gopher_duplicate_ngrams", "gopher_mean_word_length"),
     "no_sentence_mark": ("c4_too_few_sentences",),
@@ -307,9 +316,9 @@ def _word_reason(
     return None
 
 
-def _line_quality_reason(text: str, word_count: int, config: CleanConfig) -> tuple[str, str] | None:
+def _line_quality_reason(text: str, config: CleanConfig) -> tuple[str, str] | None:
     if config.max_symbol_word_ratio is not None:
-        hashes, ellipses = filters.symbol_to_word_ratios(text, word_count)
+        hashes, ellipses = filters.symbol_to_word_ratios(text, filters.count_words(text))
         worst_name, worst = ("#", hashes) if hashes >= ellipses else ("ellipsis", ellipses)
         if worst > config.max_symbol_word_ratio:
             return (
@@ -358,15 +367,16 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
         reason = _word_reason(words, config, language, skipped)
         if reason:
             return reject(reason)
-    reason = _line_quality_reason(text, filters.count_words(text), config)
+    reason = _line_quality_reason(text, config)
     if reason:
         return reject(reason)
 
     if config.uses_c4_lines:
+        vetted = doc.meta.get(EXTRACTOR_META) in VETTED_LINE_EXTRACTORS
         c4 = filters.c4_filter_lines(
             text,
-            require_terminal_punctuation=config.c4_terminal_punctuation,
-            min_words_per_line=config.c4_min_words_per_line,
+            require_terminal_punctuation=config.c4_terminal_punctuation and not vetted,
+            min_words_per_line=0 if vetted else config.c4_min_words_per_line,
             boilerplate_phrases=config.c4_boilerplate_phrases,
             reject_lorem_ipsum=config.c4_reject_lorem_ipsum,
             reject_curly_brace=config.c4_reject_curly_brace,

@@ -175,10 +175,15 @@ def _replace_odd_character(match: re.Match[str]) -> str:
 _EXCESS_BLANK_LINES = re.compile(r"\n\n\n\n+")
 
 
+def repair(text: str) -> str:
+    """Step 1 alone: `text` through ftfy under our config where `needs_ftfy` says ftfy could
+    change it, else `text` itself (the same string ftfy would return)."""
+    return ftfy.fix_text(text, config=_FTFY_CONFIG) if needs_ftfy(text) else text
+
+
 def normalize_text(text: str) -> str:
     """The normalised form of `text` (see the module docstring for the steps)."""
-    if needs_ftfy(text):
-        text = ftfy.fix_text(text, config=_FTFY_CONFIG)
+    text = repair(text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     # The sub, one Python call per odd character, runs only on a hit; it beats str.translate

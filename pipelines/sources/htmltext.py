@@ -13,21 +13,112 @@ benchmark by `bench/bench_extract.py` (bench/results/extract.md):
   sidebars, teaser lists, image captions, pagers and author bios that Resiliparse keeps.
 - `resiliparse`: Resiliparse main-content extraction, F1 0.961 (precision 0.928), about 10x
   the pages per second.
+
+trafilatura's text keeps the structure it judged main content (headings, list items, table
+cells, each on its own line); documents extracted by it carry `meta["extractor"]`, and the clean
+stage does not put those lines through C4's per-line rules, which were made for raw text
+(`pipelines.clean.VETTED_LINE_EXTRACTORS`).
+
+trafilatura has no time limit of its own, and a pathological page can hold a worker for
+minutes. Each page gets `TIME_BOUND_S` seconds of the extracting thread's CPU time (not wall
+time, so a busy machine does not change which pages pass and the shards stay the same); a page
+past it yields no text, is logged, and is counted under the Beam counter
+`pipelines/webtext_extraction_time_bound`. datatrove gives trafilatura 0.1 s of wall time; ours
+is 0.5 s of CPU: the 12 benchmark pages take 9-24 ms each here, but the first page in a process
+takes ~0.16 s (trafilatura's lazy set-up), which a 0.1 s bound would cut, and a wall-time bound
+on a loaded machine would cut real pages at random. 0.5 s is 3x that first call and 20x the
+slowest benchmark page, and still caps what one pathological page can cost a worker.
+The bound is enforced by raising an exception in the extracting
+thread from a timer thread (`PyThreadState_SetAsyncExc`): it lands at the next Python bytecode,
+so a page stuck inside one C call (lxml's parser) is stopped when that call returns.
 """
 
 from __future__ import annotations
 
 import codecs
-from collections.abc import Mapping
+import ctypes
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
 
 import charset_normalizer
 import trafilatura
+from apache_beam.metrics import Metrics
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 
 EXTRACTOR_OPTION = "extractor"
 EXTRACTORS = ("trafilatura", "resiliparse")
 DEFAULT_EXTRACTOR = "trafilatura"
+TIME_BOUND_S = 0.5
+TIME_BOUND_COUNTER = "webtext_extraction_time_bound"
+
+LOG = logging.getLogger(__name__)
+_TIME_BOUND = Metrics.counter("pipelines", TIME_BOUND_COUNTER)
+
+
+class TimeBoundExceeded(BaseException):
+    """Raised inside the extracting thread at its time bound. A BaseException, so the
+    extractor's own `except Exception` handlers cannot swallow it."""
+
+
+def _raise_in_thread(thread_id: int, exception: type[BaseException] | None) -> None:
+    """Have `thread_id` raise `exception` at its next bytecode (None: drop a pending one)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(exception) if exception else None
+    )
+
+
+def _thread_cpu_clock() -> Callable[[], float]:
+    """CPU seconds of the calling thread, as a function other threads can call; wall time
+    where the platform has no per-thread CPU clock."""
+    try:
+        clock_id = time.pthread_getcpuclockid(threading.get_ident())
+    except (AttributeError, OSError):
+        return time.monotonic
+    return lambda: time.clock_gettime(clock_id)
+
+
+def run_bounded(function: Callable[[], str], cpu_seconds: float) -> str | None:
+    """`function()`, or None when it used more than `cpu_seconds` of this thread's CPU time.
+
+    A timer thread wakes when the bound could have been spent, compares the thread's CPU
+    clock, and either raises TimeBoundExceeded in it or sleeps for what is left. The lock
+    makes the raise and the end of `function` exclusive: once `function` has returned and
+    `finished` is set no raise can come, and one that was sent but not yet delivered is dropped.
+    """
+    thread_id = threading.get_ident()
+    clock = _thread_cpu_clock()
+    deadline = clock() + cpu_seconds
+    lock = threading.Lock()
+    finished = threading.Event()
+    raised = False
+
+    def watch() -> None:
+        nonlocal raised
+        while not finished.wait(max(deadline - clock(), 0.01)):
+            with lock:
+                if finished.is_set():
+                    return
+                if clock() >= deadline:
+                    raised = True
+                    _raise_in_thread(thread_id, TimeBoundExceeded)
+                    return
+
+    watcher = threading.Thread(target=watch, name="extraction-time-bound", daemon=True)
+    watcher.start()
+    try:
+        try:
+            return function()
+        finally:
+            with lock:
+                finished.set()
+                if raised:
+                    _raise_in_thread(thread_id, None)
+            watcher.join()
+    except TimeBoundExceeded:
+        return None
 
 
 def extractor_name(options: Mapping[str, str]) -> str:
@@ -77,18 +168,37 @@ def main_text(html: str, extractor: str = DEFAULT_EXTRACTOR) -> str:
         # deduplicate=False (datatrove sets True): trafilatura's deduplication remembers text
         # across calls in a process-wide cache, so a page's text would depend on which pages the
         # same worker read before it, and shards would differ with the number of workers
-        text = trafilatura.extract(html, favor_precision=True, include_comments=False,
-                                   deduplicate=False)
-        return (text or "").strip()
+        text = run_bounded(
+            lambda: trafilatura.extract(
+                html, favor_precision=True, include_comments=False, deduplicate=False
+            ),
+            TIME_BOUND_S,
+        )
+        if text is None:
+            _TIME_BOUND.inc()
+            LOG.warning(
+                "trafilatura passed its %.1f s CPU bound on a %d-character page: no text kept",
+                TIME_BOUND_S,
+                len(html),
+            )
+            return ""
+        return text.strip()
     if extractor == "resiliparse":
-        text = extract_plain_text(html, preserve_formatting=True, main_content=True,
-                                  alt_texts=False, comments=False, post_meta=False)
+        text = extract_plain_text(
+            html,
+            preserve_formatting=True,
+            main_content=True,
+            alt_texts=False,
+            comments=False,
+            post_meta=False,
+        )
         return text.strip()
     raise ValueError(f"unknown {EXTRACTOR_OPTION} {extractor!r}; known: {', '.join(EXTRACTORS)}")
 
 
-def html_to_text(data: bytes, charset: str | None = None,
-                 extractor: str = DEFAULT_EXTRACTOR) -> str:
+def html_to_text(
+    data: bytes, charset: str | None = None, extractor: str = DEFAULT_EXTRACTOR
+) -> str:
     """The main text of an HTML page's bytes; `charset` is the encoding the server declared."""
     html, _ = decode_html(data, charset)
     return main_text(html, extractor)

@@ -144,11 +144,13 @@ def _kind(head: bytes, name: str) -> str:
 
 
 def _document(text: str, key: str, location: str, *, url: str = "",
-              encoding: str = "") -> Document | Failure:
+              encoding: str = "", extractor: str = "") -> Document | Failure:
     text = to_lf(text).strip()
     if not text:
         return failure(location, "no_text", "the document has no text")
     meta = {"encoding": encoding} if encoding else {}
+    if extractor:  # text from HTML: the clean stage treats vetted structure (htmltext)
+        meta["extractor"] = extractor
     return Document(id=document_id(key), source=NAME, text=text, url=url, meta=meta)
 
 
@@ -161,7 +163,8 @@ def _file_document(data: bytes, kind: str, key: str, location: str,
         if reason is not None:
             yield failure(location, "binary", f"binary data, not HTML: {reason}")
             return
-        yield _document(html_to_text(data, extractor=extractor), key, location)
+        yield _document(html_to_text(data, extractor=extractor), key, location,
+                        extractor=extractor)
         return
     try:
         decoded = decode_text(data)
@@ -298,16 +301,17 @@ def _warc_document(records: ArchiveIterator, record: object, index: int, key: st
         if reason is not None:
             return failure(where, "binary", f"binary data, not HTML: {reason}")
         text = html_to_text(body, charset, settings.extractor)
+        extractor = settings.extractor
     else:
         try:
             decoded = decode_text(body)
         except BinaryContentError as error:
             return failure_from(error, where)
-        text = decoded.text
+        text, extractor = decoded.text, ""
     if not text.strip():  # a script-only page, a frameset: read fine, holds no text
         _skip("no_text", where, url)
         return None
-    return _document(text, key, where, url=url)
+    return _document(text, key, where, url=url, extractor=extractor)
 
 
 def _parse_record(data: bytes, index: int) -> tuple[ArchiveIterator, object]:
