@@ -51,6 +51,10 @@ class _Pushback:
         self._position = 0  # of the next unread byte in _buffer
 
     def unread(self, data: bytes) -> None:
+        start = self._position - len(data)
+        if start >= 0 and self._buffer[start : self._position] == data:
+            self._position = start  # what was just read: no copy of the buffer
+            return
         self._buffer = data + self._buffer[self._position :]
         self._position = 0
 
