@@ -153,6 +153,7 @@ def test_truncated_release_keeps_documents_before_the_cut(tmp_path: Path) -> Non
     assert [d.text for d in docs] == [_doc_text(n) for n in DOC_NAMES[: len(docs)]]
     assert [(f.reason, f.location) for f in failures] == [("truncated_input", str(path))]
     assert out[-1] == failures[0]
+    assert failures[0].lost_from == 0  # the file broke off: its input counts as lost (stats)
 
 
 def test_truncated_subset_inside_a_whole_release_fails_only_that_member(tmp_path: Path) -> None:
@@ -162,6 +163,7 @@ def test_truncated_subset_inside_a_whole_release_fails_only_that_member(tmp_path
     out = _read(path)
     failures = [f for f in out if isinstance(f, Failure)]
     assert [(f.reason, f.location) for f in failures] == [("truncated_input", f"{path}:b.xz")]
+    assert failures[0].lost_from is None  # one member; the release itself was read on
     texts = [d.text for d in out if isinstance(d, Document)]
     assert texts[:3] == [_doc_text(n) for n in DOC_NAMES[:3]]
     assert texts[-4:] == [_doc_text(n) for n in DOC_NAMES[6:]]  # reading went on after b.xz
