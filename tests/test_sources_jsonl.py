@@ -131,7 +131,7 @@ def test_truncated_gzip_yields_lines_before_the_cut(tmp_path: Path) -> None:
     assert len(docs) > 20
     assert all(isinstance(d, Document) for d in docs)
     assert [d.text for d in docs] == (TEXTS * 20)[: len(docs)]
-    assert (last.reason, last.location) == ("truncated_input", str(path))
+    assert (last.reason, last.location, last.lost_from) == ("truncated_input", str(path), 0)
 
 
 def test_invalid_utf8_in_a_line_is_replaced(tmp_path: Path) -> None:
@@ -170,4 +170,11 @@ def test_bad_option_fails_at_plan_time(tmp_path: Path) -> None:
 
 def test_missing_file_is_a_failure(tmp_path: Path) -> None:
     task = ReadTask(source="jsonl", path=str(tmp_path / "gone.jsonl"))
-    assert [f.reason for f in jsonl.read(task)] == ["unreadable_file"]
+    assert [(f.reason, f.lost_from) for f in jsonl.read(task)] == [("unreadable_file", 0)]
+
+
+def test_a_bad_line_costs_no_input_bytes(tmp_path: Path) -> None:
+    path = _write(tmp_path / "docs.jsonl", [LINES[0], "{broken", LINES[1]])
+    out = list(jsonl.read(ReadTask(source="jsonl", path=str(path))))
+    assert [type(x).__name__ for x in out] == ["Document", "Failure", "Document"]
+    assert out[1].lost_from is None  # one line; reading went on
