@@ -24,6 +24,9 @@ MAX_INT_DIGITS = 40
 
 KIB = 1 << 10
 MIB = 1 << 20
+# A tokenizer file read whole (tokenizer.json, vocab.txt, merges.txt): the largest in common use
+# are ~35 MiB (a 256k-token vocabulary with its merges); a bound, not a fit.
+TOKENIZER_CAP = 128 * MIB
 
 
 class UnsafeInputError(ValueError):
@@ -76,6 +79,15 @@ def read_bytes_capped(path: str | os.PathLike, what: str, cap: int) -> bytes:
     if len(data) > cap:
         raise UnsafeInputError(_too_big(path, what, cap))
     return data
+
+
+def read_text_capped(path: str | os.PathLike, what: str, cap: int) -> str:
+    """The whole of a regular UTF-8 text file of at most `cap` bytes (`read_bytes_capped`)."""
+    data = read_bytes_capped(path, what, cap)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UnsafeInputError(f"{what} {os.fspath(path)!s}: not UTF-8 (byte {e.start})") from None
 
 
 def _too_big(path, what: str, cap: int) -> str:

@@ -27,6 +27,9 @@ from dataset_format.indexed import (
     idx_path,
 )
 from dataset_format.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest
+from dataset_format.safe_io import TOKENIZER_CAP, format_bytes
+
+_COPY_BLOCK = 4 << 20
 
 
 def default_cache_dir() -> str:
@@ -43,7 +46,9 @@ def _fetch(fs, url: str, local: str, sha256: str, size: int | None = None) -> No
     """Copy `url` to `local` unless a verified copy is there; verify before it becomes visible.
 
     With `size` (the manifest's byte count) a larger remote file is refused before the copy,
-    so a hostile set cannot fill the disk with more than its manifest admits.
+    so a hostile set cannot fill the disk with more than its manifest admits. Without one (a
+    tokenizer: the manifest records no size) the copy stops at TOKENIZER_CAP; either way at
+    most the expected size + 1 bytes are copied, whatever the remote store reports.
     """
     marker = local + ".sha256"
     if os.path.exists(local) and os.path.exists(marker):
@@ -55,7 +60,12 @@ def _fetch(fs, url: str, local: str, sha256: str, size: int | None = None) -> No
         if remote_size is not None and remote_size != size:
             raise FormatError(f"{url}: {remote_size} bytes, the manifest says {size}")
     tmp = f"{local}.part-{uuid.uuid4().hex[:8]}"
-    fs.get_file(url, tmp)
+    limit = size if size is not None else TOKENIZER_CAP
+    if _copy_capped(fs, url, tmp, limit) > limit:
+        os.remove(tmp)
+        if size is not None:
+            raise FormatError(f"{url}: more than the {size} bytes the manifest says")
+        raise FormatError(f"{url}: larger than its cap of {format_bytes(TOKENIZER_CAP)}")
     actual = file_sha256(tmp)
     if (sha256 and actual != sha256) or (size is not None and os.path.getsize(tmp) != size):
         os.remove(tmp)
@@ -63,6 +73,19 @@ def _fetch(fs, url: str, local: str, sha256: str, size: int | None = None) -> No
     os.replace(tmp, local)
     with open(marker, "w") as f:
         f.write(sha256 or actual)
+
+
+def _copy_capped(fs, url: str, local: str, limit: int) -> int:
+    """Copy at most limit + 1 bytes of `url` to `local`; returns the bytes copied."""
+    copied = 0
+    with fs.open(url, "rb") as src, open(local, "wb") as dst:
+        while copied <= limit:
+            block = src.read(min(_COPY_BLOCK, limit + 1 - copied))
+            if not block:
+                break
+            dst.write(block)
+            copied += len(block)
+    return copied
 
 
 def fetch_shard_set(url: str, cache_dir: str | None = None) -> str:

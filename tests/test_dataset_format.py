@@ -621,6 +621,28 @@ def test_remote_file_larger_than_its_record_is_not_fetched(tmp_path, book_docume
     assert not list((tmp_path / "cache").rglob("shard-00001.bin*"))
 
 
+def test_remote_tokenizer_without_size_or_hash_is_fetched_under_a_cap(
+    tmp_path, book_documents, tokenizer_json, monkeypatch
+):
+    """The manifest records no tokenizer size, and its sha256 is optional: the copy stops at
+    the cap (made small here) instead of taking whatever the remote store serves."""
+    from dataset_format import shardset
+
+    _, ids = book_documents
+    make_set(tmp_path / "set", ids[:20], shards=2, tokenizer_file=tokenizer_json)
+    edit_manifest(tmp_path / "set", lambda d: d["tokenizer"].update(sha256=""))
+    fs = fsspec.filesystem("memory")
+    upload(fs, tmp_path / "set", "/big-tokenizer")
+    size = os.path.getsize(tokenizer_json)
+    monkeypatch.setattr(shardset, "TOKENIZER_CAP", size - 1)
+    with pytest.raises(FormatError, match=r"tokenizer.json: larger than its cap of \d"):
+        ShardSet("memory:///big-tokenizer", cache_dir=str(tmp_path / "cache"))
+    assert not list((tmp_path / "cache").rglob("tokenizer.json*"))
+    monkeypatch.setattr(shardset, "TOKENIZER_CAP", size)
+    ss = ShardSet("memory:///big-tokenizer", cache_dir=str(tmp_path / "cache"))
+    assert os.path.getsize(ss.tokenizer_path) == size
+
+
 @pytest.mark.parametrize(
     "raw, message",
     [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 
 from tests.conftest import CORPORA
 from train.eval import lambada, scoring, wikitext
-from train.eval.load import LoadedModel, load_tokenizer
+from train.eval.load import LoadedModel, LoadError, load_tokenizer
 from train.eval.run import evaluate_lambada, evaluate_wikitext, perplexity_of_ids
 from train.generate import Sampling, filter_logits, generate_tokens
 from train.models.gpt import GPT, GPTConfig
@@ -247,6 +248,41 @@ def test_lambada_bad_line_is_named(tmp_path):
     path.write_text('{"text": "a b c"}\n{"txt": 1}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.jsonl:2: no non-empty string 'text'"):
         lambada.read_passages(str(path))
+
+
+@pytest.mark.parametrize(
+    "content, fault",
+    [
+        (b'{"text": "a b c"}\n{"text": "caf\xe9"}\n', r"not UTF-8 \(byte 31\)"),
+        (b'{"text": "a b"}\n' + b"[" * 100 + b"]" * 100 + b"\n", "bad.jsonl:2: JSON nested 100"),
+        (b'{"text": "a b", "n": ' + b"7" * 5000 + b"}\n", "an integer of 5000 digits"),
+    ],
+)
+def test_lambada_bad_bytes_are_one_line(tmp_path, content, fault):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=fault) as caught:
+        lambada.read_passages(str(path))
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.timeout(30)
+def test_eval_data_and_tokenizers_must_be_regular_files(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="is a FIFO, not a regular file"):
+        lambada.read_passages(str(fifo))
+    for path in (str(fifo), "/dev/zero"):
+        with pytest.raises(LoadError, match="not a regular file"):
+            load_tokenizer(path)
+    deep = tmp_path / "tokenizer.json"
+    deep.write_text("[" * 50_000 + "]" * 50_000)
+    with pytest.raises(LoadError, match="nested deeper than 64"):
+        load_tokenizer(str(deep))
+    (tmp_path / "gpt2").mkdir()
+    os.symlink("/dev/zero", tmp_path / "gpt2" / "vocab.json")
+    with pytest.raises(LoadError, match="vocab.json is a character device"):
+        load_tokenizer(str(tmp_path / "gpt2"))
 
 
 # -- generation --------------------------------------------------------------------------------

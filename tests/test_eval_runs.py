@@ -38,8 +38,19 @@ def gpt_run(tmp_path_factory, wikitext_slice) -> str:
     out = tmp_path_factory.mktemp("eval-gpt-run")
     train_main(
         parse_args(
-            ["--data", data, "--out", str(out), "--preset", "gpt-tiny", *SMALL,
-             "--eval-wikitext", wikitext_slice, "--eval-interval", "3"]
+            [
+                "--data",
+                data,
+                "--out",
+                str(out),
+                "--preset",
+                "gpt-tiny",
+                *SMALL,
+                "--eval-wikitext",
+                wikitext_slice,
+                "--eval-interval",
+                "3",
+            ]
         )  # fmt: skip
     )
     return str(out)
@@ -181,3 +192,16 @@ def test_wrong_task_for_the_model_is_one_line(gpt_run, wikitext_slice):
     assert done.stderr.strip().count("\n") == 0
     assert "needs a BERT model" in done.stderr
     assert os.path.basename(gpt_run) in done.stderr
+
+
+@pytest.mark.parametrize("task", ["wikitext103", "lambada"])
+def test_eval_data_that_is_a_device_is_one_line(gpt_run, task):
+    """--data /dev/zero read 7 GB before failing: a device is refused before it is opened."""
+    done = subprocess.run(
+        [sys.executable, "train/evaluate.py", "--checkpoint", gpt_run, "--task", task,
+         "--data", "/dev/zero", "--no-progress", "--device", "cpu"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert "eval data /dev/zero is a character device, not a regular file" in done.stderr

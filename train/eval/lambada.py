@@ -17,28 +17,30 @@ whatever the number of tokens the tokenizer splits it into.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from train.eval.wikitext import safe_exp
+from dataset_format.safe_io import UnsafeInputError, parse_json, read_text_capped
+from train.eval.wikitext import EVAL_DATA_CAP, safe_exp
 
 
 def read_passages(path: str) -> list[str]:
-    """The ``text`` of every JSON line of ``path``; ValueError naming the first bad line."""
+    """The ``text`` of every JSON line of ``path`` (a regular file under EVAL_DATA_CAP);
+    ValueError (one line) naming the first bad line."""
     passages = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}:{number}: not JSON ({e})") from None
-            text = record.get("text") if isinstance(record, dict) else None
-            if not isinstance(text, str) or not text.split():
-                raise ValueError(f"{path}:{number}: no non-empty string 'text' field")
-            passages.append(text)
+    for number, line in enumerate(
+        read_text_capped(path, "eval data", EVAL_DATA_CAP).splitlines(), 1
+    ):
+        if not line.strip():
+            continue
+        try:
+            record = parse_json(line, f"{path}:{number}")
+        except UnsafeInputError as e:
+            raise ValueError(str(e)) from None
+        text = record.get("text") if isinstance(record, dict) else None
+        if not isinstance(text, str) or not text.split():
+            raise ValueError(f"{path}:{number}: no non-empty string 'text' field")
+        passages.append(text)
     if not passages:
         raise ValueError(f"{path}: no passages")
     return passages

@@ -15,6 +15,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dataset_format.safe_io import (
+    MAX_JSON_DEPTH,
+    TOKENIZER_CAP,
+    UnsafeInputError,
+    format_bytes,
+    json_depth,
+    read_text_capped,
+    require_regular_file,
+)
 from train import checkpoint as ckpt
 
 
@@ -151,16 +160,25 @@ def load_tokenizer(path: str | None):
 
     try:
         if os.path.isdir(path):
-            bpe = models.BPE.from_file(
-                os.path.join(path, "vocab.json"), os.path.join(path, "merges.txt")
-            )
-            tokenizer = Tokenizer(bpe)
+            files = [os.path.join(path, name) for name in ("vocab.json", "merges.txt")]
+            for file in files:  # read by the Rust library: checked here, before it opens them
+                if require_regular_file(file, "tokenizer file").st_size > TOKENIZER_CAP:
+                    raise UnsafeInputError(
+                        f"tokenizer file {file} is larger than its cap of "
+                        f"{format_bytes(TOKENIZER_CAP)}"
+                    )
+            tokenizer = Tokenizer(models.BPE.from_file(*files))
             tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
             tokenizer.decoder = decoders.ByteLevel()
             return tokenizer
-        tokenizer = Tokenizer.from_file(path)
+        text = read_text_capped(path, "tokenizer", TOKENIZER_CAP)
+        if json_depth(text) > MAX_JSON_DEPTH:
+            raise UnsafeInputError(f"tokenizer {path}: JSON nested deeper than {MAX_JSON_DEPTH}")
+        tokenizer = Tokenizer.from_str(text)
+    except UnsafeInputError as e:
+        raise LoadError(str(e)) from None
     except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception on a bad file
-        raise LoadError(f"{path}: not a tokenizer.json ({e})") from None
+        raise LoadError(f"{path}: not a tokenizer.json ({ckpt._one_line(e)})") from None
     tokenizer.no_padding()
     tokenizer.no_truncation()
     return tokenizer

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
+from dataset_format.safe_io import read_text_capped
 from train.eval import lambada, scoring, wikitext
 from train.eval.load import LoadedModel, LoadError, load_model, load_tokenizer
 
@@ -248,8 +249,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
             )
         progress = not args.no_progress
         if args.task == "wikitext103":
-            with open(args.data, encoding="utf-8") as f:
-                raw = f.read()
+            raw = read_text_capped(args.data, "eval data", wikitext.EVAL_DATA_CAP)
             result = evaluate_wikitext(
                 loaded,
                 raw,

@@ -25,6 +25,13 @@ import math
 import re
 from dataclasses import dataclass
 
+from dataset_format.safe_io import MIB
+
+# Eval data is read whole: WikiText-103's test split is 1.3 MB, LAMBADA's 1.8 MB; even
+# WikiText-103's training split (540 MB) is not something to score. The cap bounds a wrong path
+# (--data /dev/zero read 7 GB before it failed).
+EVAL_DATA_CAP = 256 * MIB
+
 # (pattern, replacement, is_regex), applied in this order: contractions, WikiText's number
 # separators, punctuation spacing, brackets and quotes, heading markers, odd leftovers.
 _DETOKENIZER_RULES: tuple[tuple[str, str, bool], ...] = (
