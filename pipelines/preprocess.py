@@ -47,6 +47,7 @@ from pipelines.beam_worker import (  # noqa: E402
 from pipelines.graph import build_pipeline, plan_run, prepare  # noqa: E402
 from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
 from pipelines.progress import ProgressDisplay  # noqa: E402
+from pipelines.reach import UnreachableError, check_reachable  # noqa: E402
 from pipelines.runners import (  # noqa: E402
     beam_parser,
     planned_workers,
@@ -229,6 +230,8 @@ def _main(argv: list[str], verbose: bool) -> int:
             if unknown:
                 raise ValueError(f"unknown option(s): {', '.join(unknown)}")
             config = PreprocessConfig.from_options(options)
+            for location in (config.input, config.output):
+                check_reachable(location)  # a few seconds, where a listing waits minutes
             plan = plan_run(config)
             runner, local = resolve_runner(options, argv, plan.input_bytes)
             plan = dataclasses.replace(plan, workers=planned_workers(options, runner, local))
@@ -243,7 +246,7 @@ def _main(argv: list[str], verbose: bool) -> int:
                     f"--append-eod: the {tokenizer.kind} tokenizer has no end-of-document token"
                 )
             claim, tokenizer_ref = prepare(plan, tokenizer, run_id)
-        except (ValueError, FileNotFoundError, FileExistsError, OutputError) as e:
+        except (ValueError, FileNotFoundError, FileExistsError, OutputError, UnreachableError) as e:
             print(f"preprocess: error: {e}", file=sys.stderr)
             return 2
         except OSError as e:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import tarfile
@@ -28,8 +29,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
-from pipelines.options import PreprocessConfig
 from pipelines.graph import build_pipeline, plan_run
+from pipelines.options import PreprocessConfig
 from pipelines.preprocess import unknown_arguments
 from pipelines.runners import resolve_runner, tokenizer_threads
 from pipelines.tokenize import load_tokenizer
@@ -455,3 +456,54 @@ def test_readmes_dataflow_command_stages_the_job_to_gcs(launcher_venv, fake_gcs,
             payload = beam_runner_api_pb2.ArtifactUrlPayload.FromString(dep.type_payload)
             urls[payload.url] = payload.sha256
     assert urls[f"{staging}/workflow.tar.gz"] == hashlib.sha256(package).hexdigest()
+
+
+# -- a launch without reach: one line naming the location, in seconds --------------------------
+def test_remote_locations_name_their_storage_service():
+    from pipelines.reach import endpoint
+
+    assert endpoint("gs://b/x", {}) == "https://storage.googleapis.com"
+    assert endpoint("gs://b/x", {"STORAGE_EMULATOR_HOST": "127.0.0.1:9023"}) == (
+        "http://127.0.0.1:9023")
+    assert endpoint("https://host/corpus.jsonl", {}) == "https://host/corpus.jsonl"
+    assert endpoint("/data/corpus/*.txt", {}) is None and endpoint("memory://x", {}) is None
+
+
+def _launch_here(argv, capsys) -> tuple[int, list[str], float]:
+    from pipelines.preprocess import main
+
+    started = time.monotonic()
+    code = main(argv)
+    took = time.monotonic() - started
+    err = capsys.readouterr().err
+    return code, [line for line in err.splitlines() if not line.startswith("INFO ")], took
+
+
+def test_an_unreachable_bucket_fails_the_launch_in_one_line(monkeypatch, capsys):
+    """Nothing listens on the emulator's loopback port: refused at once (no address outside
+    loopback is ever contacted: the endpoint is the emulator's)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+    code, lines, took = _launch_here(dataflow_argv(input="gs://my-bucket/books/*.txt"), capsys)
+    assert code == 2 and took < 5
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        f"preprocess: error: gs://my-bucket/books/*.txt cannot be reached: 127.0.0.1:{port}")
+
+
+def test_a_bucket_that_never_answers_fails_the_launch_within_the_timeout(monkeypatch, capsys):
+    """A loopback server that accepts the connection and never replies (a black hole)."""
+    monkeypatch.setattr("pipelines.reach.REACH_TIMEOUT_S", 0.5)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        port = server.getsockname()[1]
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+        code, lines, took = _launch_here(dataflow_argv(), capsys)  # the output is on gs://
+    assert code == 2 and took < 5
+    assert lines == [
+        f"preprocess: error: gs://my-bucket/shards/books cannot be reached: 127.0.0.1:{port} did "
+        "not answer within 0.5 s (no network, a proxy or firewall in the way?)"
+    ]
