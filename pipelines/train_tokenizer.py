@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
+from pipelines.beam_worker import add_stderr_handler
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document, Failure
 from pipelines.tokenize import BERT_SPECIAL_TOKENS, EOD_TOKEN, TextTokenizer, load_tokenizer
@@ -186,12 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
         help='documents kept by the cleaner: "en" (default), codes such as "en,fr", or "any"',
     )
     parser.add_argument("--min-frequency", type=int, default=2, help="least count of a merge (2)")
+    parser.add_argument(
+        "--verbose", action="store_true", help="also print other libraries' log (Beam's)"
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # our own messages only: reading the input imports Beam, which logs GCP notices
+    add_stderr_handler(args.verbose, logging.INFO)
     started = time.monotonic()
     try:
         clean_config = CleanConfig.for_source(args.source, language=args.language)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -28,3 +29,17 @@ def test_demo_runs_the_whole_path(tmp_path):
     assert 1.0 < result["ppl"] < 8192
     sample = done.stdout.split("== 7/7")[1].split("\n", 1)[1].split("\ndone: ")[0]
     assert sample.startswith("The whale") and len(sample) > len("The whale") + 20
+    # A user sees our progress and our numbers only (issue 19): no library's warning or
+    # notice, which --verbose would show.
+    noise = [
+        line for line in (done.stdout + done.stderr).splitlines() if LIBRARY_NOISE.search(line)
+    ]
+    assert noise == []
+
+
+# Python's warnings ("file.py:12: UserWarning: ..."), a logging WARNING or INFO line from any
+# logger but ours, and what Beam and torch print on import or on a one-process save.
+LIBRARY_NOISE = re.compile(
+    r"\w+Warning: |^(WARNING|INFO|ERROR)[ :](?!pipelines\b)|apitools|bigquery|apache_beam"
+    r"|torch\.distributed is disabled"
+)
