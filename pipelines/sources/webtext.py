@@ -23,7 +23,9 @@ files (e.g. the inner `.xz` files of the release) as the input.
   redirects, HTTP errors, style sheets, scripts, images, fonts, robots.txt, revisits, the
   crawler's own metadata and log records, pages without text). A failure is a record that
   cannot be read: binary data declared as HTML, a body over `max_document_bytes`, or a record
-  that does not end where its Content-Length says (the rest of the file is then unreadable).
+  that does not end where its Content-Length says or has a broken header block; reading goes on
+  at the next record (warc_framing.py finds it). Only data that ends inside a record stops the
+  file.
 
 HTML is decoded and its main text extracted by `htmltext`: option `extractor=trafilatura`
 (default) or `extractor=resiliparse` (faster, less precise; bench/results/extract.md).
@@ -61,7 +63,6 @@ from pipelines.sources.archives import (
     InputError,
     OpenedStream,
     TooLargeError,
-    TruncatedInputError,
     binary_reason,
     broken_off,
     decode_text,
@@ -112,7 +113,6 @@ SKIP_KINDS = (
     "font", "media", "other_type", "no_text",
 )
 _SKIPPED = {kind: Metrics.counter("pipelines", f"webtext_skipped_{kind}") for kind in SKIP_KINDS}
-_DRAIN_CHUNK = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,31 +246,7 @@ def _skip(kind: str, where: str, url: str) -> None:
     logger.debug("%s: skipped (%s) %s", where, kind, url)
 
 
-def _finish_record(records: ArchiveIterator, record: object, where: str) -> None:
-    """Consume what is left of a record and check it against the stream: the data must not end
-    before its Content-Length (warcio hands back a short record without a word), and what
-    follows must be the blank lines between records, then the next `WARC/` header or the end
-    of the data. A wrong Content-Length shows there: a short one leaves the rest of the text
-    behind, a long one swallows the next record's headers."""
-    raw_stream = record.raw_stream  # type: ignore[attr-defined]
-    while raw_stream.read(_DRAIN_CHUNK):
-        pass
-    missing = getattr(raw_stream, "limit", 0)
-    if missing > 0:
-        raise TruncatedInputError(f"WARC record {where} ends {missing} bytes before its length")
-    errors_before = records.err_count
-    records.read_to_end()  # reads the blank lines; keeps the next line that is not blank
-    following = records.next_line
-    if records.err_count == errors_before and (following is None or following.startswith(b"WARC/")):
-        return
-    if following is not None and not following.endswith(b"\n") and b"WARC/1.".startswith(following):
-        raise TruncatedInputError(f"WARC data ends inside the headers of the record after {where}")
-    raise CorruptInputError(
-        f"WARC record {where} does not end where its Content-Length says: it is followed by "
-        f"{following[:40]!r} instead of a blank line and the next record")
-
-
-def _warc_document(records: ArchiveIterator, record: object, index: int, key: str,
+def _warc_document(record: object, index: int, key: str,
                    location: str, settings: _Settings) -> Document | Failure | None:
     headers = record.rec_headers  # type: ignore[attr-defined]
     url = (headers.get_header("WARC-Target-URI") or "").strip("<> ")
@@ -285,15 +261,12 @@ def _warc_document(records: ArchiveIterator, record: object, index: int, key: st
         mime, charset = _parse_content_type(headers.get_header("Content-Type"))
     kind = record_skip_kind(record_type, url, status, mime)
     if kind is not None:
-        _finish_record(records, record, where)
         _skip(kind, where, url)
         return None
     try:
         body = read_bounded(record.content_stream(), settings.limit, "WARC record body")  # type: ignore[attr-defined]
     except TooLargeError as error:
-        _finish_record(records, record, where)
         return failure_from(error, where)
-    _finish_record(records, record, where)
     record_id = headers.get_header("WARC-Record-ID") or ""
     key = f"{url} {record_id}" if url else f"{key}#{index}"
     if mime in _HTML_TYPES or (mime == "" and _looks_like_html(body[:1024])):
@@ -314,11 +287,10 @@ def _warc_document(records: ArchiveIterator, record: object, index: int, key: st
     return _document(text, key, where, url=url, extractor=extractor)
 
 
-def _parse_record(data: bytes, index: int) -> tuple[ArchiveIterator, object]:
+def _parse_record(data: bytes, index: int) -> object:
     """warcio's reading of one delimited record (warc_framing checked its length and end)."""
-    records = ArchiveIterator(io.BytesIO(data))
     try:
-        return records, next(iter(records))
+        return next(iter(ArchiveIterator(io.BytesIO(data))))
     except (StopIteration, ArchiveLoadFailed, ValueError, AttributeError, TypeError) as error:
         # warcio fails in assorted ways on a broken header block (AttributeError on a response
         # with no WARC-Target-URI)
@@ -335,8 +307,8 @@ def _read_warc(stream: BinaryIO, key: str, location: str,
             continue
         index, data = item
         try:
-            records, record = _parse_record(data, index)
-            result = _warc_document(records, record, index, key, location, settings)
+            record = _parse_record(data, index)
+            result = _warc_document(record, index, key, location, settings)
         except InputError as error:
             yield failure_from(error, f"{location}:record {index}")
             continue
