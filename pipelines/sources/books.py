@@ -46,7 +46,7 @@ from pipelines.sources.archives import (
     task_name,
     to_lf,
 )
-from pipelines.sources.book_front_matter import strip_front_matter
+from pipelines.sources.book_front_matter import paragraphs, strip_front_matter
 from pipelines.sources.ranges import split_tar_file, tar_range_stream, task_bytes
 
 NAME = "books"
@@ -187,23 +187,6 @@ def _without_trailing_blank_lines(body: str) -> str:
     return body[:end]
 
 
-def _paragraphs(text: str) -> list[tuple[int, int]]:
-    """(start, end) offsets of the blank-line separated paragraphs of `text`."""
-    spans = []
-    start = None
-    position = 0
-    for line in text.split("\n"):
-        if line.strip():
-            start = position if start is None else start
-        elif start is not None:
-            spans.append((start, position))
-            start = None
-        position += len(line) + 1
-    if start is not None:
-        spans.append((start, len(text)))
-    return spans
-
-
 def _without_front_matter(body: str) -> str:
     """`body` without Project Gutenberg's front matter in its first `_FRONT_NOTES_LINES` lines:
     "The Project Gutenberg Etext of X" banners, producers' credits and transcribers' notes
@@ -222,7 +205,7 @@ def _without_front_matter(body: str) -> str:
     removed: list[tuple[int, int]] = []
     in_note = open_bracket = False
     before_text = True
-    for start, end in _paragraphs(body[:limit]):
+    for start, end in paragraphs(body[:limit]):
         paragraph = body[start:end]
         opens = _CREDIT.match(paragraph) or _NOTE.match(paragraph) or _GUTENBERG.search(paragraph)
         continues = (in_note or before_text) and _RULE.match(paragraph)
