@@ -39,6 +39,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from pipelines.dedup.__main__ import main as dedup_main  # noqa: E402
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row  # noqa: E402
 from pipelines.document import Document  # noqa: E402
+from tests.measure import find_root  # noqa: E402
 
 CORPORA = REPO.parent / "shared" / "corpora"
 THRESHOLD = 0.8
@@ -219,19 +220,11 @@ def run_dedup(docs: list[Document], args: list[str]) -> tuple[list[dict], dict, 
 def found_pairs(clusters: list[dict]) -> set[tuple[str, str]]:
     """Pairs of documents in the same duplicate group (groups chained through kept ids)."""
     parent: dict[str, str] = {}
-
-    def find(x):
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     for row in clusters:
-        parent[find(row["removed_id"])] = find(row["kept_id"])
+        parent[find_root(parent, row["removed_id"])] = find_root(parent, row["kept_id"])
     groups = collections.defaultdict(list)
     for x in list(parent):
-        groups[find(x)].append(x)
+        groups[find_root(parent, x)].append(x)
     return {tuple(sorted(p)) for g in groups.values() for p in itertools.combinations(g, 2)}
 
 

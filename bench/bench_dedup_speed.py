@@ -32,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -72,6 +71,7 @@ from pipelines.dedup.transforms import (  # noqa: E402
 )
 from pipelines.document import Document  # noqa: E402
 from pipelines.stats import shuffle_summary  # noqa: E402
+from tests.measure import traced_peak  # noqa: E402
 
 NUM_PERM = 112
 BATCH_DOCS, BATCH_CHARS = DedupConfig().batch_docs, DedupConfig().batch_bytes
@@ -254,18 +254,6 @@ def scaled_corpus(scale: int) -> list[Document]:
             text = " ".join(swap(w) for w in doc.text.split(" "))
             out.append(Document(f"{doc.id}:v{version}", doc.source, text))
     return out
-
-
-def traced_peak(run) -> int:
-    """Peak bytes traced while run() executes, above what was live before it."""
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        run()
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
 
 
 def _drain(outputs) -> None:

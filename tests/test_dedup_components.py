@@ -23,6 +23,7 @@ from pipelines.dedup.components import (
     small_star,
     star_center,
 )
+from tests.measure import find_root
 
 
 def node(i: int) -> tuple[int, str]:
@@ -32,19 +33,19 @@ def node(i: int) -> tuple[int, str]:
 def union_find_min(edges):
     """Reference: each node of an edge -> the smallest node of its component."""
     parent = {}
-
-    def find(x):
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     for u, v in edges:
-        ru, rv = find(u), find(v)
+        ru, rv = find_root(parent, u), find_root(parent, v)
         if ru != rv:
             parent[max(ru, rv)] = min(ru, rv)
-    return {x: find(x) for x in list(parent)}
+    return {x: find_root(parent, x) for x in list(parent)}
+
+
+def neighbours(edges) -> dict:
+    """node -> the nodes its edges point to, as a GroupByKey hands them to a star step."""
+    groups = collections.defaultdict(list)
+    for u, v in edges:
+        groups[u].append(v)
+    return groups
 
 
 def run_rounds(edges, max_rounds, settle_after=()):
@@ -55,19 +56,13 @@ def run_rounds(edges, max_rounds, settle_after=()):
     result = {}
     for r in range(1, max_rounds + 1):
         changes = 0
-        groups = collections.defaultdict(list)
-        for u, v in edges:
-            groups[u].append(v)
         stepped = []
-        for u, nbrs in groups.items():
+        for u, nbrs in neighbours(edges).items():
             for e, c in large_star(u, nbrs):
                 stepped.append(e)
                 changes += c
-        groups = collections.defaultdict(list)
-        for u, v in stepped:
-            groups[u].append(v)
         edges = []
-        for u, nbrs in groups.items():
+        for u, nbrs in neighbours(stepped).items():
             for e, c in small_star(u, nbrs):
                 edges += [e, (e[1], e[0])]
                 changes += c
@@ -77,10 +72,7 @@ def run_rounds(edges, max_rounds, settle_after=()):
             result.update(finished)
         if not changes:
             break
-    groups = collections.defaultdict(list)
-    for u, v in edges:
-        groups[u].append(v)
-    for u, nbrs in groups.items():
+    for u, nbrs in neighbours(edges).items():
         center = star_center(u, nbrs, max_rounds)
         if center is not None:
             result[u] = center

@@ -5,7 +5,6 @@ for the worker process of a whole pipeline run.)"""
 from __future__ import annotations
 
 import re
-import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from pipelines.dedup.transforms import (
     _VerifyFn,
 )
 from pipelines.document import Document
+from tests.measure import traced_peak
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 
@@ -37,18 +37,6 @@ def _paragraph_pool() -> list[str]:
     text = (CORPORA / "books" / "2701-0.txt").read_text(encoding="utf-8")
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if len(p) > 300]
     return ["\n\n".join(paragraphs[i : i + 4]) for i in range(0, 800, 4)]
-
-
-def traced_peak(run) -> int:
-    """Peak traced bytes allocated while `run()` executes, above what was live before it."""
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        run()
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
 
 
 def _drain(iterable) -> int:
