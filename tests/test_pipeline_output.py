@@ -60,13 +60,14 @@ def _docs(n: int) -> list[TokenizedDocument]:
         TokenizedDocument(
             f"doc:{i:03d}",
             "test",
-            tuple(rng.integers(0, 50000, size=int(rng.integers(1, 20))).astype(np.int32) for _ in range(2)),
+            tuple(
+                rng.integers(0, 50000, size=int(rng.integers(1, 20))).astype(np.int32)
+                for _ in range(2)
+            ),
             text_bytes=40,
         )
         for i in range(n)
     ]
-
-
 
 
 class _Tokenizer:
@@ -257,17 +258,22 @@ def test_a_remote_output_is_locked_by_a_lock_object(monkeypatch):
 
 
 # -- 4. stats.json never says ok for a set that was not finished --------------------------------
-def test_a_failed_manifest_write_leaves_stats_saying_failed(tmp_path, monkeypatch):
-    import pipelines.write.finish as write
+def _disk_full_where(monkeypatch, failing) -> None:
+    """The finishing step's JSON writes raise ENOSPC where `failing(name, data)` is true."""
+    import pipelines.write.finish as finish
 
-    real = write._write_json
+    real = finish._write_json
 
-    def disk_full_at_manifest(out, name, data):
-        if name == MANIFEST_NAME:
+    def write_json(out, name, data):
+        if failing(name, data):
             raise OSError(errno.ENOSPC, "No space left on device", out.path(name))
         return real(out, name, data)
 
-    monkeypatch.setattr(write, "_write_json", disk_full_at_manifest)
+    monkeypatch.setattr(finish, "_write_json", write_json)
+
+
+def test_a_failed_manifest_write_leaves_stats_saying_failed(tmp_path, monkeypatch):
+    _disk_full_where(monkeypatch, lambda name, data: name == MANIFEST_NAME)
     out = tmp_path / "set"
     with pytest.raises(OSError):
         _finished_set(str(out))
@@ -277,16 +283,7 @@ def test_a_failed_manifest_write_leaves_stats_saying_failed(tmp_path, monkeypatc
 
 
 def test_a_failed_stats_write_after_the_manifest_takes_the_manifest_back(tmp_path, monkeypatch):
-    import pipelines.write.finish as write
-
-    real = write._write_json
-
-    def fail_final_stats(out, name, data):
-        if name == STATS_NAME and data.get("status") == "ok":
-            raise OSError(errno.ENOSPC, "No space left on device", out.path(name))
-        return real(out, name, data)
-
-    monkeypatch.setattr(write, "_write_json", fail_final_stats)
+    _disk_full_where(monkeypatch, lambda name, data: name == STATS_NAME and data["status"] == "ok")
     out = tmp_path / "set"
     with pytest.raises(OSError):
         _finished_set(str(out))
@@ -320,7 +317,7 @@ def test_storage_errors_become_one_line():
     )
     # Beam hands a worker's exception back as text inside a RuntimeError
     beam_text = RuntimeError(
-        "Traceback (most recent call last):\n  File \"x.py\", line 3\n"
+        'Traceback (most recent call last):\n  File "x.py", line 3\n'
         "OSError: [Errno 28] No space left on device [while running 'WriteShards/Merge']"
     )
     assert describe_storage_error(beam_text, "/data/out") == "no space left on /data/out"

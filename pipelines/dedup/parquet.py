@@ -114,53 +114,40 @@ class ReadDocuments(beam.PTransform):
         )
 
 
-class WriteDocuments(beam.PTransform):
-    def __init__(self, file_path_prefix: str) -> None:
+class WriteParquet(beam.PTransform):
+    """Records -> `PREFIX-NNNNN-of-NNNNN.parquet` files (zstd), one row per record."""
+
+    def __init__(self, file_path_prefix: str, schema: pa.Schema, to_row=dataclasses.asdict):
         super().__init__()
         self._prefix = file_path_prefix
+        self._schema = schema
+        self._to_row = to_row
 
-    def expand(self, docs):
+    def expand(self, records):
         return (
-            docs
-            | "Rows" >> beam.Map(document_to_row)
+            records
+            | "Rows" >> beam.Map(self._to_row)
             | "Write"
             >> beam.io.WriteToParquet(
-                self._prefix, DOCUMENT_SCHEMA, codec=_CODEC, file_name_suffix=".parquet"
+                self._prefix, self._schema, codec=_CODEC, file_name_suffix=".parquet"
             )
         )
 
 
-class WriteRejects(beam.PTransform):
+class WriteDocuments(WriteParquet):
+    def __init__(self, file_path_prefix: str) -> None:
+        super().__init__(file_path_prefix, DOCUMENT_SCHEMA, document_to_row)
+
+
+class WriteRejects(WriteParquet):
     """Rejects (with their text) for --keep-rejects."""
 
     def __init__(self, file_path_prefix: str) -> None:
-        super().__init__()
-        self._prefix = file_path_prefix
-
-    def expand(self, rejects):
-        return (
-            rejects
-            | "Rows" >> beam.Map(dataclasses.asdict)
-            | "Write"
-            >> beam.io.WriteToParquet(
-                self._prefix, REJECT_SCHEMA, codec=_CODEC, file_name_suffix=".parquet"
-            )
-        )
+        super().__init__(file_path_prefix, REJECT_SCHEMA)
 
 
-class WriteClusters(beam.PTransform):
+class WriteClusters(WriteParquet):
     """ClusterMember rows for --keep-rejects: group by kept_id for each cluster's members."""
 
     def __init__(self, file_path_prefix: str) -> None:
-        super().__init__()
-        self._prefix = file_path_prefix
-
-    def expand(self, members):
-        return (
-            members
-            | "Rows" >> beam.Map(dataclasses.asdict)
-            | "Write"
-            >> beam.io.WriteToParquet(
-                self._prefix, CLUSTER_SCHEMA, codec=_CODEC, file_name_suffix=".parquet"
-            )
-        )
+        super().__init__(file_path_prefix, CLUSTER_SCHEMA)

@@ -35,6 +35,7 @@ from dataset_format.output_dir import (
     refusal,
     tmp_name,
     try_lock_directory,
+    write_atomic,
 )
 
 __all__ = ["LOCK_NAME", "MARKER_NAME", "OutputError", "try_lock_directory"]  # re-exported
@@ -140,28 +141,15 @@ class OutputDir:
         if self.is_local:
             shutil.copyfile(self.path(name), local_path)
         elif self.backend == "beam":
-            from apache_beam.io.filesystem import CompressionTypes
-            from apache_beam.io.filesystems import FileSystems
-
-            with (
-                FileSystems.open(
-                    self.path(name), compression_type=CompressionTypes.UNCOMPRESSED
-                ) as src,
-                open(local_path, "wb") as dst,
-            ):
+            with self._beam_open(name) as src, open(local_path, "wb") as dst:
                 shutil.copyfileobj(src, dst, 16 << 20)
         else:
             self.fs.get_file(self.path(name), local_path)
 
     def write_bytes(self, name: str, data: bytes) -> None:
         if self.is_local:
-            final, tmp = self.path(name), self._tmp(name)
-            os.makedirs(os.path.dirname(final), exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, final)
+            os.makedirs(os.path.dirname(self.path(name)), exist_ok=True)
+            write_atomic(self.path(name), data)
             return
         with tempfile.NamedTemporaryFile(delete=False) as f:
             f.write(data)
@@ -175,14 +163,16 @@ class OutputDir:
             with open(self.path(name), "rb") as f:
                 return f.read()
         if self.backend == "beam":
-            from apache_beam.io.filesystem import CompressionTypes
-            from apache_beam.io.filesystems import FileSystems
-
-            with FileSystems.open(
-                self.path(name), compression_type=CompressionTypes.UNCOMPRESSED
-            ) as f:
+            with self._beam_open(name) as f:
                 return f.read()
         return self.fs.cat_file(self.path(name))
+
+    def _beam_open(self, name: str):
+        """`name` opened for reading through Beam's filesystems, as stored (a .gz stays gzip)."""
+        from apache_beam.io.filesystem import CompressionTypes
+        from apache_beam.io.filesystems import FileSystems
+
+        return FileSystems.open(self.path(name), compression_type=CompressionTypes.UNCOMPRESSED)
 
     def size(self, name: str) -> int | None:
         """Bytes in `name`, or None when it does not exist."""
@@ -200,20 +190,13 @@ class OutputDir:
     def list_files(self) -> list[str]:
         """Names of the files directly in this directory (sorted)."""
         if self.is_local:
-            if not os.path.isdir(self.url):
-                return []
-            return sorted(n for n in os.listdir(self.url) if os.path.isfile(self.path(n)))
+            return self._local_names(os.path.isfile)
         if self.backend == "beam":
             from apache_beam.io.filesystems import FileSystems
 
             found = FileSystems.match([self.path("*")])[0].metadata_list
             return sorted(m.path.rsplit("/", 1)[-1] for m in found if not m.path.endswith("/"))
-        if not self.fs.exists(self.url):
-            return []
-        entries = self.fs.ls(self.url, detail=True)
-        return sorted(
-            e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == "file"
-        )
+        return self._fsspec_names("file")
 
     def list_links(self) -> list[str]:
         """Names of the symbolic links directly in this directory (object stores have none)."""
@@ -224,9 +207,7 @@ class OutputDir:
     def list_dirs(self) -> list[str]:
         """Names of the subdirectories (on an object store: of the prefixes below this one)."""
         if self.is_local:
-            if not os.path.isdir(self.url):
-                return []
-            return sorted(n for n in os.listdir(self.url) if os.path.isdir(self.path(n)))
+            return self._local_names(os.path.isdir)
         if self.backend == "beam":
             from apache_beam.io.filesystems import FileSystems
 
@@ -235,11 +216,21 @@ class OutputDir:
             return sorted(
                 {m.path[len(prefix) :].split("/")[0] for m in found if "/" in m.path[len(prefix) :]}
             )
+        return self._fsspec_names("directory")
+
+    def _local_names(self, is_kind) -> list[str]:
+        """Names of the entries directly in this local directory whose path passes `is_kind`."""
+        if not os.path.isdir(self.url):
+            return []
+        return sorted(n for n in os.listdir(self.url) if is_kind(self.path(n)))
+
+    def _fsspec_names(self, kind: str) -> list[str]:
+        """Names of the entries of fsspec type `kind` ("file", "directory") directly in here."""
         if not self.fs.exists(self.url):
             return []
         entries = self.fs.ls(self.url, detail=True)
         return sorted(
-            e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == "directory"
+            e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == kind
         )
 
     def delete(self, names: Iterable[str]) -> None:
