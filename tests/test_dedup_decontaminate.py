@@ -8,11 +8,11 @@ from pathlib import Path
 
 import apache_beam as beam
 import pytest
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.dedup import decontaminate as dc
+from pipelines.dedup.__main__ import counters as run_counters
 from pipelines.document import Document, Reject
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
@@ -167,9 +167,6 @@ def test_beam_decontamination_ignores_ngrams_frequent_in_the_corpus(tmp_path):
     )
     result = pipeline.run()
     result.wait_until_finish()
-    counters = {
-        c.key.metric.name: c.committed
-        for c in result.metrics().query(MetricsFilter().with_namespace("pipelines"))["counters"]
-    }
+    counters = run_counters(result)
     assert counters["dedup_contamination_trimmed"] == 1
     assert counters["dedup_contamination_matches"] > 0
