@@ -12,6 +12,9 @@ Counter names:
     input_bytes, input_bytes_lost,
     input_bytes_lost<TAB><reason><TAB><location>        input read, and lost where a file broke
                                                         off (`input_loss_counts`)
+    records_failed_in<TAB><reason><TAB><file>           records failed per input file
+                                                        (`file_failure_key`)
+Keys holding a TAB carry a file's name: they travel as data only, never as a Beam metric.
     dropped_<reason>                                    a filter or dedup Reject
     failed_<reason>                                     a Failure (unparseable record, a stage error)
     docs_written, sequences_written, tokens_written,
@@ -44,6 +47,11 @@ DEDUP_INPUT_BYTES = "dedup_input_bytes"
 INPUT_BYTES = "input_bytes"
 INPUT_BYTES_LOST = "input_bytes_lost"
 _LOST_IN = INPUT_BYTES_LOST + "\t"  # + reason + "\t" + location: one key per broken file
+# + reason + "\t" + file: records failed per file and reason (not "failed_...": that prefix is
+# the per-reason totals)
+_FAILED_IN = "records_failed_in\t"
+# stats.json lists this many files with failed records, most first (and counts them all)
+MAX_FILES_LISTED = 100
 # Fraction of records that may fail to parse before the run is declared failed. Truncated files
 # and the odd bad record are normal in web-scale inputs; more than 1% usually means a wrong
 # --source or a broken input, which must not pass quietly.
@@ -72,7 +80,7 @@ class BundleCounts:
         """The bundle's counts (also pushed to Beam metrics), and a fresh start for the next."""
         counts = {k: int(v) for k, v in self.counts.items() if v}
         for name, value in counts.items():
-            if name.startswith(_LOST_IN):
+            if "\t" in name:
                 continue  # a file's path is data (stats.json), not a metric's name
             metric = self._metrics.get(name)
             if metric is None:
@@ -118,14 +126,24 @@ def input_loss_counts(failure: Failure, task_input_bytes: int) -> dict[str, int]
     return {INPUT_BYTES_LOST: lost, f"{_LOST_IN}{failure.reason}\t{failure.location}": lost}
 
 
+def file_failure_key(path: str, reason: str) -> str:
+    """The count key of one record of file `path` that failed under `reason`."""
+    return f"{_FAILED_IN}{reason}\t{path}"
+
+
+def _per_file(counts: Mapping[str, int], prefix: str, count_name: str) -> list[dict]:
+    """The per-file keys under `prefix` as {file, reason, count_name}, most first."""
+    files = []
+    for key, n in counts.items():
+        if key.startswith(prefix):
+            reason, location = key[len(prefix) :].split("\t", 1)
+            files.append({"file": location, "reason": reason, count_name: int(n)})
+    return sorted(files, key=lambda f: (-f[count_name], f["file"], f["reason"]))
+
+
 def broken_files(counts: Mapping[str, int]) -> list[dict]:
     """Each file that broke off: its name, the reason and the input bytes lost, most first."""
-    files = []
-    for key, lost in counts.items():
-        if key.startswith(_LOST_IN):
-            reason, location = key[len(_LOST_IN) :].split("\t", 1)
-            files.append({"file": location, "reason": reason, "bytes_lost": int(lost)})
-    return sorted(files, key=lambda f: (-f["bytes_lost"], f["file"]))
+    return _per_file(counts, _LOST_IN, "bytes_lost")
 
 
 def _by_prefix(counts: Mapping[str, int], prefix: str) -> dict[str, int]:
@@ -160,6 +178,7 @@ def build_stats(
     written = int(counts.get("docs_written", 0))
     input_bytes = int(counts.get(INPUT_BYTES, 0))
     input_bytes_lost = int(counts.get(INPUT_BYTES_LOST, 0))
+    failed_by_file = _per_file(counts, _FAILED_IN, "records")
     dropped_total, failed_total = sum(dropped.values()), sum(failed.values())
     stats = {
         "read": read,
@@ -175,6 +194,8 @@ def build_stats(
         "input_bytes_lost": input_bytes_lost,
         "input_loss_rate": (input_bytes_lost / input_bytes) if input_bytes else 0.0,
         "files_broken_off": broken_files(counts),
+        "files_with_failures": len({f["file"] for f in failed_by_file}),
+        "failed_by_file": failed_by_file[:MAX_FILES_LISTED],
         "documents_read": documents_read,
         "unreadable_records": int(counts.get("read_failures", 0)),
         "bytes_read": int(counts.get("bytes_read", 0)),
@@ -226,9 +247,17 @@ def check_stats(stats: Mapping) -> None:
         raise AccountError(
             f"{stats['failed_total']} of {stats['read']} records failed "
             f"({stats['failure_rate']:.2%} > --max-failure-rate {stats['max_failure_rate']:.2%}); "
-            f"most common: {', '.join(f'{k}={v}' for k, v in worst)}. The logs name each failed "
-            "record's location; --keep-rejects writes them to OUTPUT/rejects/"
+            f"most common: {', '.join(f'{k}={v}' for k, v in worst)}{_most_in(stats)}. The logs "
+            "name each failed record's location; --keep-rejects writes them to OUTPUT/rejects/"
         )
+
+
+def _most_in(stats: Mapping) -> str:
+    files = stats.get("failed_by_file") or []
+    if not files:
+        return ""
+    named = ", ".join(f"{f['file']} ({f['records']:,} {f['reason']})" for f in files[:3])
+    return f"; most in {named} ({stats['files_with_failures']:,} file(s) in all)"
 
 
 def _mb(n: int) -> str:

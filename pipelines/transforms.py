@@ -26,7 +26,14 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines import progress as progress_lib
 from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask, Reject
-from pipelines.stats import DROPPED, FAILED, INPUT_BYTES, BundleCounts, input_loss_counts
+from pipelines.stats import (
+    DROPPED,
+    FAILED,
+    INPUT_BYTES,
+    BundleCounts,
+    file_failure_key,
+    input_loss_counts,
+)
 
 LOG = logging.getLogger(__name__)
 # Every failure is counted; the first ones of each process are logged one by one, then one
@@ -249,6 +256,7 @@ class ReadDoFn(_CountingDoFn):
                     yield from self._parts_removed(record)
                 else:
                     self.counts.inc("read_failures")
+                    self.counts.inc(file_failure_key(task.path, record.reason))
                     for name, lost in input_loss_counts(record, input_bytes).items():
                         self.counts.inc(name, lost)
                     yield from self._fail(record, self.keep_failures)

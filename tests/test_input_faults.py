@@ -92,6 +92,7 @@ def test_a_stream_cut_short_fails_the_run_naming_the_file(tmp_path: Path, capsys
     assert stats["input_bytes"] == stats["input_bytes_lost"] == size
     assert stats["files_broken_off"] == [
         {"file": str(cut), "reason": "truncated_input", "bytes_lost": size}]
+    assert stats["failed_by_file"] == [{"file": str(cut), "reason": "truncated_input", "records": 1}]
 
 
 def test_max_failure_rate_accepts_a_cut_file_and_stats_still_say_so(tmp_path: Path, capsys):
@@ -165,6 +166,7 @@ def test_a_wrong_content_length_halfway_costs_one_record(tmp_path: Path, capsys)
     assert stats["failed"] == {"corrupt_input": 1} and stats["balanced"]
     # whirlwind holds one page: the copies before and after the bad one are read
     assert stats["documents_read"] == 3
+    assert stats["failed_by_file"] == [{"file": str(path), "reason": "corrupt_input", "records": 1}]
     assert stats["input_bytes_lost"] == 0
 
 

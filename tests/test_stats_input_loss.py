@@ -1,4 +1,5 @@
-"""stats.py's account of input lost to files that broke off (issue 18), as pure functions."""
+"""stats.py's account of what failed input lost (issue 18): bytes of files that broke off, failed
+records per file; pure functions."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import pytest
 from pipelines.document import Failure
 from pipelines.stats import (
     INPUT_BYTES,
+    MAX_FILES_LISTED,
     AccountError,
     BundleCounts,
     build_stats,
     check_stats,
+    file_failure_key,
     format_report,
     input_loss_counts,
     merge_counts,
@@ -74,3 +77,26 @@ def test_without_input_counts_nothing_is_lost():
     assert stats["input_loss_rate"] == 0.0 and stats["files_broken_off"] == []
     check_stats(stats)
     assert "input lost" not in format_report(stats)
+
+
+def test_failed_records_are_listed_by_file_most_first_and_capped():
+    counts = _counts()
+    counts[file_failure_key("big.jsonl", "bad_json")] = 5
+    counts[file_failure_key("big.jsonl", "too_large")] = 1
+    for n in range(MAX_FILES_LISTED + 10):
+        counts[file_failure_key(f"part-{n:04d}.jsonl", "bad_json")] = 1
+    drained = BundleCounts()
+    for key, value in counts.items():
+        drained.inc(key, value)
+    stats = build_stats(merge_counts([drained.drain()]), max_failure_rate=0.0001)
+    assert stats["files_with_failures"] == MAX_FILES_LISTED + 11
+    assert len(stats["failed_by_file"]) == MAX_FILES_LISTED
+    assert stats["failed_by_file"][:3] == [
+        {"file": "big.jsonl", "reason": "bad_json", "records": 5},
+        {"file": "big.jsonl", "reason": "too_large", "records": 1},
+        {"file": "part-0000.jsonl", "reason": "bad_json", "records": 1},
+    ]
+    assert stats["failed"] == {"truncated_input": 1} and stats["balanced"]  # not per file
+    with pytest.raises(AccountError) as raised:
+        check_stats(stats)
+    assert "most in big.jsonl (5 bad_json), big.jsonl (1 too_large)" in str(raised.value)
