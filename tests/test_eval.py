@@ -285,6 +285,34 @@ def test_eval_data_and_tokenizers_must_be_regular_files(tmp_path):
         load_tokenizer(str(tmp_path / "gpt2"))
 
 
+@pytest.mark.timeout(30)
+def test_output_replaces_only_an_earlier_report(tmp_path):
+    """--output is written only where nothing is, or over an earlier report of ours."""
+    from train.eval.run import output_fault, write_report
+
+    report = tmp_path / "wikitext.json"
+    assert output_fault(str(report)) is None
+    write_report(str(report), json.dumps({"task": "wikitext103", "checkpoint": "run", "ppl": 3}))
+    assert output_fault(str(report)) is None and os.listdir(tmp_path) == ["wikitext.json"]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a user's notes\n")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"task": "mine"}))
+    os.symlink(report, tmp_path / "link.json")
+    os.mkfifo(tmp_path / "fifo")
+    for path, fault in [
+        (notes, "not an earlier report of train/evaluate.py"),
+        (other, "exists and is not a report of train/evaluate.py"),
+        (tmp_path / "link.json", "is a symbolic link"),
+        (tmp_path / "fifo", "is a FIFO"),
+        (tmp_path, "is a directory"),
+        (tmp_path / "missing" / "r.json", "no such directory"),
+    ]:
+        message = output_fault(str(path))
+        assert message is not None and fault in message and "\n" not in message, message
+    assert notes.read_text() == "a user's notes\n"
+
+
 # -- generation --------------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-from dataset_format.safe_io import read_text_capped
+from dataset_format.safe_io import UnsafeInputError, parse_json, read_bytes_capped, read_text_capped
 from train.eval import lambada, scoring, wikitext
 from train.eval.load import LoadedModel, LoadError, load_model, load_tokenizer
 
@@ -55,6 +55,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", help="also write the JSON result to this file")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
+
+
+# An earlier report is a few hundred bytes; anything bigger at --output is not one of ours.
+REPORT_CAP = 1 << 20
+
+
+def output_fault(path: str) -> str | None:
+    """Why ``--output`` may not be written (None if it may): it is new, or it holds an earlier
+    report of this command, which it then replaces. Anything else there (a user's file, a
+    directory, a link, a device) is not ours and is never overwritten."""
+    if not os.path.lexists(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        return None if os.path.isdir(parent) else f"--output {path}: no such directory {parent}"
+    if os.path.islink(path):
+        return f"--output {path} is a symbolic link; choose a new file"
+    try:
+        report = parse_json(read_bytes_capped(path, "--output", REPORT_CAP), f"--output {path}")
+    except UnsafeInputError as e:
+        return f"{e}; it is not an earlier report of train/evaluate.py: choose a new file"
+    if not (isinstance(report, dict) and report.get("task") in TASKS and "checkpoint" in report):
+        return f"--output {path} exists and is not a report of train/evaluate.py; choose a new file"
+    return None
+
+
+def write_report(path: str, text: str) -> None:
+    """Write atomically: a reader sees the earlier report or this one, never half of one."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    os.replace(tmp, path)
 
 
 def _fail(message: str) -> None:
@@ -236,6 +266,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     if args.batch_size < 1:
         _fail(f"--batch-size must be >= 1, got {args.batch_size}")
+    fault = output_fault(args.output) if args.output else None
+    if fault is not None:  # before any work: a refused output would waste the whole run
+        _fail(fault)
     device = _device(args.device)
     partition = _partition(device)
     started = time.perf_counter()
@@ -292,8 +325,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
         text = json.dumps(report)
         print(text)
         if args.output:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+            try:
+                write_report(args.output, text)
+            except OSError as e:
+                _fail(f"--output {args.output}: {e.strerror or e}")
     if dist.is_initialized():
         dist.destroy_process_group()
     return report
