@@ -22,11 +22,9 @@ from pipelines.tokenizer import (
     gpt2_byte_to_unicode,
     load_tokenizer,
 )
+from tests.conftest import BERT_VOCAB, CORPORA, REPO
+from tests.conftest import GPT2_VOCAB as GPT2
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPORA = ROOT.parent / "shared" / "corpora"
-GPT2 = CORPORA / "vocab" / "gpt2"
-BERT_VOCAB = CORPORA / "vocab" / "bert-base-uncased" / "vocab.txt"
 BOOKS = CORPORA / "books"
 WEBTEXT = CORPORA / "web" / "text" / "webtext_train_10"
 
@@ -278,7 +276,7 @@ def test_identity_is_the_same_in_another_process(gpt2):
     )
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONHASHSEED": "123"}
     out = subprocess.run(
-        [sys.executable, "-c", code, str(GPT2)], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-c", code, str(GPT2)], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == gpt2.identity()
