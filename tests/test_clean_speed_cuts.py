@@ -80,6 +80,7 @@ def test_ftfy_on_demand_is_ftfy_on_every_real_sample():
     assert changed >= 50
 
 
+@functools.cache
 def _plain_py3langid():
     from py3langid.langid import LanguageIdentifier
 
@@ -121,4 +122,5 @@ def test_whole_clean_result_unchanged_on_every_real_sample(monkeypatch, preset):
     monkeypatch.setattr(language, "_get_identifier", _plain_py3langid)
     reference = [clean_document(doc, config) for doc in docs]
     assert results == reference
-    assert sum(isinstance(r, Document) for r in results) > len(docs) // 3
+    kept = sum(isinstance(r, Document) for r in results)
+    assert 100 < kept < len(docs) - 100  # both outcomes compared, many times each

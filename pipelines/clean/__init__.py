@@ -19,6 +19,7 @@ records which in `meta["rules_skipped"]`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from pipelines.clean import filters
 from pipelines.clean.filters import C4_BOILERPLATE_PHRASES
@@ -217,11 +218,29 @@ class CleanConfig:
         )
 
 
-def _length_reason(text: str, config: CleanConfig) -> tuple[str, str] | None:
+class _Measures:
+    """The measurements that more than one rule reads, each taken once per text, on first use
+    (the word count: length and symbol-ratio rules; the non-blank lines: duplicate-line and
+    bullet/ellipsis rules)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @functools.cached_property
+    def word_count(self) -> int:
+        return filters.count_words(self.text)
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        return filters.nonblank_lines(self.text)
+
+
+def _length_reason(measures: _Measures, config: CleanConfig) -> tuple[str, str] | None:
+    text = measures.text
     if len(text) < config.min_chars:
         return "too_short", f"{len(text)} chars < {config.min_chars}"
     if config.min_words or config.max_words is not None:
-        word_count = filters.count_words(text)
+        word_count = measures.word_count
         if word_count < config.min_words:
             return "too_few_words", f"{word_count} words < {config.min_words}"
         if config.max_words is not None and word_count > config.max_words:
@@ -233,11 +252,12 @@ def _above(name: str, value: float, limit: float | None) -> tuple[str, str] | No
     return (name, f"{value:.3f} > {limit}") if limit is not None and value > limit else None
 
 
-def _repetition_reason(text: str, config: CleanConfig) -> tuple[str, str] | None:
+def _repetition_reason(measures: _Measures, config: CleanConfig) -> tuple[str, str] | None:
+    text = measures.text
     if config.max_duplicate_line_fraction is not None or (
         config.max_duplicate_line_char_fraction is not None
     ):
-        lines, line_chars = filters.duplicate_line_fractions(text)
+        lines, line_chars = filters.duplicate_fractions(measures.lines)
         reason = _above("gopher_duplicate_lines", lines, config.max_duplicate_line_fraction)
         reason = reason or _above(
             "gopher_duplicate_line_chars", line_chars, config.max_duplicate_line_char_fraction
@@ -316,9 +336,9 @@ def _word_reason(
     return None
 
 
-def _line_quality_reason(text: str, config: CleanConfig) -> tuple[str, str] | None:
+def _line_quality_reason(measures: _Measures, config: CleanConfig) -> tuple[str, str] | None:
     if config.max_symbol_word_ratio is not None:
-        hashes, ellipses = filters.symbol_to_word_ratios(text, filters.count_words(text))
+        hashes, ellipses = filters.symbol_to_word_ratios(measures.text, measures.word_count)
         worst_name, worst = ("#", hashes) if hashes >= ellipses else ("ellipsis", ellipses)
         if worst > config.max_symbol_word_ratio:
             return (
@@ -326,7 +346,7 @@ def _line_quality_reason(text: str, config: CleanConfig) -> tuple[str, str] | No
                 f"{worst_name} per word {worst:.3f} > {config.max_symbol_word_ratio}",
             )
     if config.max_bullet_line_fraction is not None or config.max_ellipsis_line_fraction is not None:
-        bullets, ellipses = filters.bullet_and_ellipsis_line_fractions(text)
+        bullets, ellipses = filters.bullet_and_ellipsis_line_fractions(measures.lines)
         reason = _above("gopher_bullet_lines", bullets, config.max_bullet_line_fraction)
         reason = reason or _above(
             "gopher_ellipsis_lines", ellipses, config.max_ellipsis_line_fraction
@@ -348,7 +368,8 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
         reason, detail = reason_detail
         return Reject(doc.id, doc.source, reason, detail, text)
 
-    reason = _length_reason(text, config)
+    measures = _Measures(text)
+    reason = _length_reason(measures, config)
     if reason:
         return reject(reason)
 
@@ -358,7 +379,7 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
         if language not in config.language or confidence < config.language_threshold:
             return reject(("language", f"{language} p={confidence:.3f}"))
 
-    reason = _repetition_reason(text, config)
+    reason = _repetition_reason(measures, config)
     if reason:
         return reject(reason)
     skipped = _skipped_rules(text, config)
@@ -367,7 +388,7 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
         reason = _word_reason(words, config, language, skipped)
         if reason:
             return reject(reason)
-    reason = _line_quality_reason(text, config)
+    reason = _line_quality_reason(measures, config)
     if reason:
         return reject(reason)
 
@@ -395,7 +416,7 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
                     f"after removing {c4.lines_removed} lines",
                 )
             )
-        reason = _length_reason(c4.text, config)
+        reason = _length_reason(_Measures(c4.text), config)
         if reason:
             return reject(reason)
         text = c4.text

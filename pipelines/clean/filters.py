@@ -194,14 +194,14 @@ def symbol_to_word_ratios(text: str, word_count: int) -> tuple[float, float]:
     return text.count("#") / word_count, ellipses / word_count
 
 
-def _nonblank_lines(text: str) -> list[str]:
+def nonblank_lines(text: str) -> list[str]:
+    """The lines of `text` that are not blank, stripped: what the line rules measure."""
     return [line.strip() for line in text.split("\n") if line.strip()]
 
 
-def bullet_and_ellipsis_line_fractions(text: str) -> tuple[float, float]:
+def bullet_and_ellipsis_line_fractions(lines: list[str]) -> tuple[float, float]:
     """(fraction of lines starting with a bullet, fraction ending in an ellipsis), over
-    non-blank lines (Gopher keeps at most 0.9 and 0.3)."""
-    lines = _nonblank_lines(text)
+    `nonblank_lines` (Gopher keeps at most 0.9 and 0.3)."""
     if not lines:
         return 0.0, 0.0
     bullets = sum(line.startswith(BULLETS) for line in lines)
@@ -230,7 +230,7 @@ def duplicate_fractions(parts: list[str]) -> tuple[float, float]:
 
 def duplicate_line_fractions(text: str) -> tuple[float, float]:
     """`duplicate_fractions` over non-blank lines (Gopher keeps 0.30 / 0.20)."""
-    return duplicate_fractions(_nonblank_lines(text))
+    return duplicate_fractions(nonblank_lines(text))
 
 
 def duplicate_paragraph_fractions(text: str) -> tuple[float, float]:

@@ -24,9 +24,10 @@ minutes. Each page gets `TIME_BOUND_S` seconds of the extracting thread's CPU ti
 time, so a busy machine does not change which pages pass and the shards stay the same); a page
 past it yields no text, is logged, and is counted under the Beam counter
 `pipelines/webtext_extraction_time_bound`. datatrove gives trafilatura 0.1 s of wall time; ours
-is 0.5 s of CPU: the 12 benchmark pages take 9-24 ms each here, but the first page in a process
-takes ~0.16 s (trafilatura's lazy set-up), which a 0.1 s bound would cut, and a wall-time bound
-on a loaded machine would cut real pages at random. 0.5 s is 3x that first call and 20x the
+is 0.5 s of CPU: the 12 benchmark pages take 8-24 ms each here, but the first page in a process
+that trafilatura hands to its justext fallback (short pages) takes ~0.17 s, building justext's
+stop-word lists for 100 languages; a 0.1 s bound would cut that page, and a wall-time bound on
+a loaded machine would cut real pages at random. 0.5 s is 3x that first call and 20x the
 slowest benchmark page, and still caps what one pathological page can cost a worker.
 The bound is enforced by raising an exception in the extracting
 thread from a timer thread (`PyThreadState_SetAsyncExc`): it lands at the next Python bytecode,
