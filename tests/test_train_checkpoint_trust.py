@@ -277,3 +277,23 @@ def test_one_process_save_and_load_print_no_torch_warning(tmp_path):
                 "torch.distributed is disabled, unavailable or uninitialized, x", stacklevel=1
             )
             warnings.warn("another warning", stacklevel=1)
+
+
+def test_hf_export_writes_only_a_folder_of_its_own(gpt_checkpoint, tmp_path, capsys):
+    """checkpoint-to-hf OUT follows the shared output-folder rule: a folder of a user's files
+    is refused untouched; an earlier export is replaced only with --overwrite."""
+    pytest.importorskip("transformers")
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "config.json").write_text("the user's own\n")
+    assert export_main(["hf", gpt_checkpoint, str(users)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not empty and was not written by this tool" in err
+    assert os.listdir(users) == ["config.json"]
+    assert (users / "config.json").read_text() == "the user's own\n"
+    out = tmp_path / "hf"
+    assert export_main(["hf", gpt_checkpoint, str(out)]) == 0
+    assert {"config.json", "model.safetensors", "shardsmith.json"} <= set(os.listdir(out))
+    assert export_main(["hf", gpt_checkpoint, str(out)]) == 1
+    assert "--overwrite" in capsys.readouterr().err
+    assert export_main(["hf", gpt_checkpoint, str(out), "--overwrite"]) == 0

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 
 import torch
 
+from dataset_format.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.checkpoint_io import SafeFullLoadPlanner
 from train.models.bert import BertConfig
@@ -61,7 +61,16 @@ def export_torch(checkpoint_dir: str, out_file: str) -> None:
     os.replace(tmp, out_file)
 
 
-def export_hf(checkpoint_dir: str, out_dir: str) -> None:
+def export_hf(checkpoint_dir: str, out_dir: str, overwrite: bool = False) -> None:
+    """Write the HF directory ``out_dir`` under the shared output-folder rule
+    (:mod:`dataset_format.output_dir`): a new or empty folder, or an earlier export of ours with
+    ``overwrite``; a folder holding anything else is refused before the checkpoint is read."""
+    with claim_output_folder(out_dir, tool="export-hf", overwrite=overwrite, flag="OUT") as out:
+        _write_hf(checkpoint_dir, out)
+        out.finish()
+
+
+def _write_hf(checkpoint_dir: str, out: OutputFolder) -> None:
     from safetensors.torch import save_file
 
     from train.models import hf
@@ -87,15 +96,13 @@ def export_hf(checkpoint_dir: str, out_dir: str) -> None:
             continue
         seen.add(key)
         unique[name] = tensor.contiguous()
-    os.makedirs(out_dir, exist_ok=True)
-    save_file(unique, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
-    hf_config.save_pretrained(out_dir)
-    with open(os.path.join(out_dir, "shardsmith.json"), "w", encoding="utf-8") as f:
-        json.dump(
-            {"step": state["trainer"]["step"], "tokenizer": state["trainer"].get("tokenizer")},
-            f,
-            indent=2,
-        )
+    save_file(unique, out.record("model.safetensors"), metadata={"format": "pt"})
+    out.record("config.json")
+    hf_config.save_pretrained(out.root)
+    out.write_json(
+        "shardsmith.json",
+        {"step": state["trainer"]["step"], "tokenizer": state["trainer"].get("tokenizer")},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,13 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("format", choices=("torch", "hf"))
     parser.add_argument("checkpoint", help="a checkpoint directory (RUN/checkpoints/step-N)")
     parser.add_argument("out", help="output file (torch) or directory (hf)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="hf: replace an earlier export in OUT"
+    )
     args = parser.parse_args(argv)
     try:
         if args.format == "torch":
             export_torch(args.checkpoint, args.out)
         else:
-            export_hf(args.checkpoint, args.out)
-    except (ckpt.CheckpointError, OSError) as e:
+            export_hf(args.checkpoint, args.out, args.overwrite)
+    except (ckpt.CheckpointError, OutputError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"wrote {args.out}")
