@@ -145,7 +145,11 @@ def huggingface(kind: str, config, device):
 
         def loss_of(batch):
             # HF shifts labels itself: give it the inputs as labels (same loss positions - 1)
-            return model(input_ids=batch["input_ids"], labels=batch["input_ids"]).loss
+            # use_cache off: a training step keeps no KV cache (HF's default builds one, and
+            # its per-layer state recompiles each compiled block)
+            return model(
+                input_ids=batch["input_ids"], labels=batch["input_ids"], use_cache=False
+            ).loss
 
         return model, loss_of
     import transformers
