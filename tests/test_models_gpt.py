@@ -284,13 +284,9 @@ def _tensor_parallel_worker(rank: int, port: int, results: dict) -> None:
 
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        RowwiseParallel,
-        parallelize_module,
-    )
 
     from train.models.bert import Bert, BertConfig
+    from train.parallel import apply_tensor_parallel
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -313,19 +309,8 @@ def _tensor_parallel_worker(rank: int, port: int, results: dict) -> None:
             reference = build().eval()
             torch.manual_seed(0)
             sharded = build().eval()
-            for block in sharded.blocks:
-                parallelize_module(
-                    block,
-                    mesh,
-                    {
-                        "attn.q_proj": ColwiseParallel(),
-                        "attn.k_proj": ColwiseParallel(),
-                        "attn.v_proj": ColwiseParallel(),
-                        "attn.out_proj": RowwiseParallel(),
-                        "mlp.fc_in": ColwiseParallel(),
-                        "mlp.fc_out": RowwiseParallel(),
-                    },
-                )
+            # the trainer's block plan (Colwise q/k/v/fc_in, Rowwise out_proj/fc_out), not a copy
+            apply_tensor_parallel(sharded, mesh, vocab_parallel=False)
             assert sharded.blocks[0].attn.q_proj.weight.to_local().shape == (16, 32)
             diffs.append((run(sharded) - run(reference)).abs().max().item())
         results[rank] = diffs
@@ -336,7 +321,8 @@ def _tensor_parallel_worker(rank: int, port: int, results: dict) -> None:
 @pytest.mark.slow
 def test_real_tensor_parallel_plan_matches_unsharded_model() -> None:
     """2 CPU ranks (gloo): DTensor ColwiseParallel on q/k/v/fc_in and RowwiseParallel on
-    out_proj/fc_out, applied from outside, give the unsharded logits (GPT and BERT)."""
+    out_proj/fc_out, applied from outside by train.parallel, give the unsharded logits (GPT
+    and BERT)."""
     import socket
 
     import torch.multiprocessing as mp
