@@ -22,3 +22,18 @@ def gpt2_tokenizer():
     from tests.shard_fixtures import gpt2_tokenizer as build
 
     return build()
+
+
+# The trainer's tests: Moby-Dick's paragraphs as a GPT set (GPT-2 BPE) and a BERT set (WordPiece)
+@pytest.fixture(scope="session")
+def gpt_shards(tmp_path_factory) -> str:
+    from tests.shard_fixtures import make_gpt_shards
+
+    return make_gpt_shards(tmp_path_factory.mktemp("train-gpt-data"), 200)
+
+
+@pytest.fixture(scope="session")
+def bert_shards(tmp_path_factory) -> str:
+    from tests.shard_fixtures import make_bert_shards
+
+    return make_bert_shards(tmp_path_factory.mktemp("train-bert-data"), 300)

@@ -29,9 +29,10 @@ from pipelines.options import PreprocessConfig, PreprocessOptions
 from pipelines.preprocess import _parser as beam_parser
 from pipelines.preprocess import unknown_arguments
 from tests.conftest import REPO
+from train.build import model_positions, resolve_config
 from train.config import parse_args as pretrain_args
 from train.eval.run import build_parser as evaluate_parser
-from train.loop import Runtime, model_positions, resolve_config
+from train.runtime import Runtime
 
 RECIPES = REPO / "recipes"
 RECIPE_FILES = sorted(p.name for p in RECIPES.glob("*.sh") if p.name != "lib.sh")
@@ -249,7 +250,9 @@ def test_sheet_reads_the_bench_tables(results_copy):
     assert "| GPT-2 encode: tiktoken fast path | 5.1 | 6.4 | 7.9 |" in text
     table.write_text(text.replace("| 6.4 | 7.9 |", "| 6.4 | 15.8 |"))
     after = make_scaling.render(results_copy)
-    assert f"| webtext | 1 clean | GPT-2 encode (by-product shards) | 1 | 0.0633 x {factor} |" in after
+    assert (
+        f"| webtext | 1 clean | GPT-2 encode (by-product shards) | 1 | 0.0633 x {factor} |" in after
+    )
 
     table.write_text("\n".join(line for line in text.splitlines() if "tiktoken" not in line))
     with pytest.raises(SystemExit, match="no table row 'GPT-2 encode: tiktoken fast path'"):
@@ -289,3 +292,15 @@ def test_measured_gpu_mfu_is_used_when_gpu_md_exists(results_copy):
     (line,) = [x for x in sheet.splitlines() if x.startswith("| GPT-2 345M | NVIDIA H100")]
     assert "| 989 | 44.0% ([gpu.md:" in line
     assert line.endswith(f"| {make_scaling._sig(hours)} |")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bert_phase_two_is_a_new_run_from_phase_one(mode):
+    """NVIDIA's LAMB recipe: 90% of the samples at 128 tokens, then a new run at 512 from
+    phase 1's weights with its own 12.8% warmup and schedule (not phase 1's run resumed)."""
+    (one, _), (two, _) = pretrain_runs(dry_run("bert_large_lamb.sh", mode), mode)
+    assert (one.seq_len, two.seq_len) == (128, 512)
+    assert two.init_from == one.out and two.out != one.out and not two.resume
+    assert (two.max_steps, two.warmup_steps, two.stop_at) == (1563, 200, None)
+    samples = [one.max_steps * one.global_batch, two.max_steps * two.global_batch]
+    assert samples[0] / sum(samples) == pytest.approx(0.9, abs=0.005)

@@ -88,6 +88,17 @@ def test_flags_map_to_fields():
     assert TrainConfig.from_dict(config.to_dict()) == config
 
 
+def test_every_flag_defaults_to_its_field_and_every_field_has_a_flag():
+    """The parser takes its defaults from TrainConfig (OptionGroup): no second copy."""
+    import dataclasses
+
+    from train.config import build_parser
+
+    assert parse_args(["--data", "shards/"]) == TrainConfig(data=["shards/"])
+    dests = {a.dest for a in build_parser()._actions} - {"help"}
+    assert dests == {f.name for f in dataclasses.fields(TrainConfig)}
+
+
 def test_defaults_train_a_tiny_model_on_cpu():
     config = parse_args(["--data", "shards/"])
     assert config.preset is None and config.model is None  # resolved to gpt / gpt-tiny later

@@ -25,7 +25,6 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.shard_fixtures import make_bert_shards, make_gpt_shards
 
 pytestmark = pytest.mark.slow
 
@@ -36,16 +35,6 @@ COMMON = [
     "--lr", "3e-3", "--warmup-steps", "1", "--deterministic", "--precision", "fp32",
     "--device", "cpu",
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def gpt_shards(tmp_path_factory) -> str:
-    return make_gpt_shards(tmp_path_factory.mktemp("dist-data"), 200)
-
-
-@pytest.fixture(scope="module")
-def bert_shards(tmp_path_factory) -> str:
-    return make_bert_shards(tmp_path_factory.mktemp("dist-data-bert"), 300)
 
 
 def env(**extra: str) -> dict:

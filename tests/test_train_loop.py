@@ -16,7 +16,6 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.shard_fixtures import make_bert_shards, make_gpt_shards
 from tests.train_faults import FaultHooks, parse_grad_fault
 from train.config import parse_args
 from train.loop import main
@@ -27,16 +26,6 @@ SMALL = [
     "--eval-iters", "0", "--no-progress", "--log-interval", "1000", "--lr", "3e-3",
     "--warmup-steps", "1",
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="session")
-def gpt_shards(tmp_path_factory) -> str:
-    return make_gpt_shards(tmp_path_factory.mktemp("train-data"), 200)
-
-
-@pytest.fixture(scope="session")
-def bert_shards(tmp_path_factory) -> str:
-    return make_bert_shards(tmp_path_factory.mktemp("train-data-bert"), 300)
 
 
 def run(data: str, out, *flags: str, hooks=None) -> dict:

@@ -184,15 +184,30 @@ def validate(config: TrainConfig) -> None:
         fail(f"--vocab-size must be positive, got {config.vocab_size}")
 
 
+class OptionGroup:
+    """``add_argument`` for one group of the parser, an option's default TrainConfig's field of
+    its name (the defaults live in the dataclass only)."""
+
+    defaults = TrainConfig()
+
+    def __init__(self, parser: argparse.ArgumentParser, title: str) -> None:
+        self.group = parser.add_argument_group(title)
+
+    def __call__(self, flag: str, **kwargs) -> None:
+        dest = kwargs.get("dest", flag[2:].replace("-", "_"))
+        if kwargs.get("action") not in ("store_true", "store_false") and "required" not in kwargs:
+            kwargs.setdefault("default", getattr(self.defaults, dest))
+        self.group.add_argument(flag, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    d = TrainConfig()  # defaults come from the dataclass, in one place
     p = argparse.ArgumentParser(
         prog="python train/pretrain.py",
         description="Pretrain GPT or BERT on shard sets (one process, or under torchrun).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    g = p.add_argument_group("data")
-    g.add_argument(
+    g = OptionGroup(p, "data")
+    g(
         "--data",
         nargs="+",
         required=True,
@@ -200,211 +215,146 @@ def build_parser() -> argparse.ArgumentParser:
         help="a shard-set directory, a bare Megatron .bin/.idx prefix, or a weighted list "
         "'W1 PATH1 W2 PATH2 ...' (weights are normalised)",
     )
-    g.add_argument(
+    g(
         "--tokenizer",
-        default=d.tokenizer,
         metavar="FILE",
         help="for data that records no tokenizer (bare Megatron/NeMo/datatrove .bin/.idx): a "
         "tokenizers JSON, a GPT-2 vocab.json or a WordPiece vocab.txt; gives the vocabulary "
         "size and special ids (checked against any set that does record one)",
     )
-    g.add_argument(
+    g(
         "--vocab-size",
         type=int,
-        default=d.vocab_size,
         metavar="N",
         help="for data that records no tokenizer: just the vocabulary size (no special ids: "
         "no --eod-mask-loss, no BERT; prefer --tokenizer)",
     )
-    g.add_argument("--split", default=d.split, help="train,valid,test document shares")
-    g.add_argument(
-        "--seq-len",
-        type=int,
-        default=d.seq_len,
-        help="tokens per sample (default: the model's context length)",
-    )
-    g.add_argument(
-        "--mask-prob",
-        type=float,
-        default=d.mask_prob,
-        help="BERT: share of tokens chosen for masked-LM prediction",
-    )
-    g.add_argument(
+    g("--split", help="train,valid,test document shares")
+    g("--seq-len", type=int, help="tokens per sample (default: the model's context length)")
+    g("--mask-prob", type=float, help="BERT: share of tokens chosen for masked-LM prediction")
+    g(
         "--eod-mask-loss",
         action="store_true",
         help="GPT: no loss on predicting the token after an end-of-document",
     )
-    g.add_argument(
+    g(
         "--whole-word-masking",
         action="store_true",
         help="BERT: mask whole words (all WordPiece pieces of a chosen word)",
     )
-    g.add_argument(
-        "--num-workers",
-        type=int,
-        default=d.num_workers,
-        help="DataLoader worker processes per rank",
-    )
+    g("--num-workers", type=int, help="DataLoader worker processes per rank")
 
-    g = p.add_argument_group("model")
-    g.add_argument(
-        "--model", choices=MODELS, default=d.model, help="model family (default: the preset's)"
-    )
-    g.add_argument(
-        "--preset",
-        default=d.preset,
-        help="model preset from train.models.presets (default: gpt-tiny / bert-tiny)",
-    )
-    g.add_argument("--dropout", type=float, default=d.dropout, help="override the preset's dropout")
-    g.add_argument(
+    g = OptionGroup(p, "model")
+    g("--model", choices=MODELS, help="model family (default: the preset's)")
+    g("--preset", help="model preset from train.models.presets (default: gpt-tiny / bert-tiny)")
+    g("--dropout", type=float, help="override the preset's dropout")
+    g(
         "--make-vocab-size-divisible-by",
         type=int,
-        default=d.make_vocab_size_divisible_by,
         help="pad the tokenizer's vocabulary to a multiple of this x --tp",
     )
 
-    g = p.add_argument_group("optimisation")
-    g.add_argument("--max-steps", type=int, default=d.max_steps)
-    g.add_argument(
-        "--global-batch",
-        type=int,
-        default=d.global_batch,
-        help="samples per optimizer step, over all data-parallel ranks",
-    )
-    g.add_argument(
+    g = OptionGroup(p, "optimisation")
+    g("--max-steps", type=int)
+    g("--global-batch", type=int, help="samples per optimizer step, over all data-parallel ranks")
+    g(
         "--micro-batch",
         type=int,
-        default=d.micro_batch,
         help="samples per forward pass per rank; gradient accumulation is "
         "global / (micro * data-parallel size)",
     )
-    g.add_argument("--optimizer", choices=("adamw", "lamb"), default=d.optimizer)
-    g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
-    g.add_argument("--min-lr", type=float, default=d.min_lr, help="final lr (default lr/10)")
-    g.add_argument(
-        "--warmup-steps",
-        type=int,
-        default=d.warmup_steps,
-        help="linear warmup steps (default max_steps // 10)",
-    )
-    g.add_argument("--decay", choices=("cosine", "linear"), default=d.decay)
-    g.add_argument(
-        "--decay-steps",
-        type=int,
-        default=d.decay_steps,
-        help="step at which lr reaches --min-lr (default --max-steps)",
-    )
-    g.add_argument(
-        "--weight-decay",
-        type=float,
-        default=d.weight_decay,
-        help="default 0.1 for adamw, 0.01 for lamb",
-    )
-    g.add_argument(
+    g("--optimizer", choices=("adamw", "lamb"))
+    g("--lr", type=float, help="peak learning rate")
+    g("--min-lr", type=float, help="final lr (default lr/10)")
+    g("--warmup-steps", type=int, help="linear warmup steps (default max_steps // 10)")
+    g("--decay", choices=("cosine", "linear"))
+    g("--decay-steps", type=int, help="step at which lr reaches --min-lr (default --max-steps)")
+    g("--weight-decay", type=float, help="default 0.1 for adamw, 0.01 for lamb")
+    g(
         "--no-decay-embeddings",
         dest="decay_embeddings",
         action="store_false",
         help="exclude embedding tables from weight decay (norms and biases always are)",
     )
-    g.add_argument("--beta1", type=float, default=d.beta1)
-    g.add_argument(
-        "--beta2", type=float, default=d.beta2, help="default 0.95 for adamw, 0.999 for lamb"
-    )
-    g.add_argument("--eps", type=float, default=d.eps, help="default 1e-8 for adamw, 1e-6 for lamb")
-    g.add_argument(
+    g("--beta1", type=float)
+    g("--beta2", type=float, help="default 0.95 for adamw, 0.999 for lamb")
+    g("--eps", type=float, help="default 1e-8 for adamw, 1e-6 for lamb")
+    g(
         "--nvlamb",
         action="store_true",
         help="LAMB: apply the trust ratio to parameters without weight decay too (apex's "
         "use_nvlamb); by default only decayed ones get it, as FusedLAMB does",
     )
-    g.add_argument(
-        "--clip-grad", type=float, default=d.clip_grad, help="max global grad norm (0: no clipping)"
-    )
-    g.add_argument(
+    g("--clip-grad", type=float, help="max global grad norm (0: no clipping)")
+    g(
         "--skip-outliers",
         type=float,
-        default=d.skip_outliers,
         metavar="Z",
         help="skip updates whose loss or grad norm z-score vs a running window exceeds Z (0: off)",
     )
-    g.add_argument(
+    g(
         "--outlier-window",
         type=int,
-        default=d.outlier_window,
         help="steps in the --skip-outliers window (it must be full before skipping)",
     )
-    g.add_argument(
+    g(
         "--max-consecutive-skips",
         type=int,
-        default=d.max_consecutive_skips,
         help="stop after this many consecutive skipped (non-finite) updates",
     )
-    g.add_argument("--seed", type=int, default=d.seed)
+    g("--seed", type=int)
 
-    g = p.add_argument_group("system")
-    g.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default=d.precision,
-        help="default: bf16 on CUDA, fp32 on CPU",
-    )
-    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d.device)
-    g.add_argument(
+    g = OptionGroup(p, "system")
+    g("--precision", choices=PRECISIONS, help="default: bf16 on CUDA, fp32 on CPU")
+    g("--device", choices=("auto", "cpu", "cuda"))
+    g(
         "--parallel",
         choices=PARALLEL,
-        default=d.parallel,
         help="under torchrun: DDP, FSDP2, or tensor parallel (FSDP2 over the rest)",
     )
-    g.add_argument("--tp", type=int, default=d.tp, help="tensor-parallel degree (--parallel tp)")
-    g.add_argument(
+    g("--tp", type=int, help="tensor-parallel degree (--parallel tp)")
+    g(
         "--sequence-parallel",
         action="store_true",
         help="GPT with --parallel tp: shard norms, dropouts and residuals along the sequence "
         "(Megatron's sequence parallelism); --seq-len must be divisible by --tp",
     )
-    g.add_argument(
+    g(
         "--activation-checkpointing",
         choices=ACTIVATION_CHECKPOINTING,
-        default=d.activation_checkpointing,
         help="recompute activations in backward: every block (full), or selective: the "
         "attention of every block, or every --ac-every-th block",
     )
-    g.add_argument(
+    g(
         "--ac-every",
         type=int,
-        default=d.ac_every,
         metavar="K",
         help="with --activation-checkpointing selective: checkpoint every K-th whole block "
         "instead of the attention of every block",
     )
-    g.add_argument("--compile", action="store_true", help="torch.compile the model")
-    g.add_argument(
+    g("--compile", action="store_true", help="torch.compile the model")
+    g(
         "--dist-timeout",
         type=float,
-        default=d.dist_timeout,
         metavar="MINUTES",
         help="how long a collective may wait for the other ranks before the job fails",
     )
-    g.add_argument(
+    g(
         "--deterministic",
         action="store_true",
         help="torch.use_deterministic_algorithms (bitwise-repeatable runs)",
     )
-    g.add_argument(
+    g(
         "--peak-tflops",
         type=float,
-        default=d.peak_tflops,
         help="per-device peak for MFU (default: looked up from the GPU's name)",
     )
 
-    g = p.add_argument_group("run directory")
-    g.add_argument(
-        "--out", default=d.out, metavar="RUN", help="run directory: checkpoints/ and metrics.jsonl"
-    )
-    g.add_argument("--resume", action="store_true", help="continue from RUN's latest checkpoint")
-    g.add_argument(
+    g = OptionGroup(p, "run directory")
+    g("--out", metavar="RUN", help="run directory: checkpoints/ and metrics.jsonl")
+    g("--resume", action="store_true", help="continue from RUN's latest checkpoint")
+    g(
         "--init-from",
-        default=d.init_from,
         metavar="CHECKPOINT",
         help="start a new run from the weights of another run's checkpoint (a run directory: "
         "its latest; any layout) with a fresh optimizer, its own warmup and schedule, from step "
@@ -412,71 +362,48 @@ def build_parser() -> argparse.ArgumentParser:
         "initialisation. With --resume: continue RUN if it has a checkpoint, else start from these "
         "weights",
     )
-    g.add_argument(
+    g(
         "--allow-config-change",
         action="store_true",
         help="resume even though --data, --split, --seq-len or --global-batch differ from the "
         "checkpoint's",
     )
-    g.add_argument(
+    g(
         "--async-checkpoint",
         action="store_true",
         help="write checkpoints in a background thread while training goes on (a checkpoint "
         "counts once the next save or the end of the run commits it)",
     )
-    g.add_argument(
-        "--save-interval",
-        type=int,
-        default=d.save_interval,
-        help="steps between checkpoints (0: only at the end)",
-    )
-    g.add_argument(
+    g("--save-interval", type=int, help="steps between checkpoints (0: only at the end)")
+    g(
         "--stop-at",
         type=int,
-        default=d.stop_at,
         metavar="STEP",
         help="save a checkpoint and exit after STEP (resume later with --resume); the lr "
         "schedule still spans --max-steps",
     )
-    g.add_argument(
+    g(
         "--no-save",
         dest="save",
         action="store_false",
         help="write no checkpoints at all (benchmarks, throwaway runs)",
     )
-    g.add_argument(
-        "--keep-checkpoints",
-        type=int,
-        default=d.keep_checkpoints,
-        help="keep the last N checkpoints",
-    )
-    g.add_argument(
-        "--eval-interval",
-        type=int,
-        default=d.eval_interval,
-        help="steps between validation passes (0: only at the end)",
-    )
-    g.add_argument(
-        "--eval-iters",
-        type=int,
-        default=d.eval_iters,
-        help="global batches per validation pass (0: no evaluation)",
-    )
-    g.add_argument(
+    g("--keep-checkpoints", type=int, help="keep the last N checkpoints")
+    g("--eval-interval", type=int, help="steps between validation passes (0: only at the end)")
+    g("--eval-iters", type=int, help="global batches per validation pass (0: no evaluation)")
+    g(
         "--eval-wikitext",
         metavar="FILE",
-        default=d.eval_wikitext,
         help="GPT: at each evaluation also score this raw WikiText file (wiki.test.tokens) as "
         "train/evaluate.py --task wikitext103 does (context --seq-len, stride half of it); "
         "logged as split 'wikitext'",
     )
-    g.add_argument(
+    g(
         "--log-interval",
         type=int,
-        default=d.log_interval,
         help="steps between console lines (metrics.jsonl gets every step)",
     )
-    g.add_argument(
+    g(
         "--no-progress",
         dest="progress",
         action="store_false",

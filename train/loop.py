@@ -80,8 +80,6 @@ class Trainer:
             torch.use_deterministic_algorithms(True)
         self.config, self.runtime, self.hooks = config, runtime, hooks or TrainHooks()
         self.resume_path = find_resume_checkpoint(config, runtime.job_id)
-        resuming = self.resume_path is not None
-        self.out_folder = claim_run_directory(config, resuming, runtime.is_main)
         self.data = build_data(config, runtime)
         saved, self.init_path = None, None
         if self.resume_path is not None:
@@ -95,11 +93,17 @@ class Trainer:
         if self.resume_path is not None:
             self._resume(saved)
         self.pending: list[ckpt.PendingSave] = []  # at most one: an --async-checkpoint write
-        self._start_logs()
-        self.evaluator = Evaluator(
-            config, runtime, self.model, self.train_model, self.precision, self.metrics,
-            self.console,
-        )  # fmt: skip
+        # claimed once the run is built: a run refused for its flags or data writes nothing
+        self.out_folder = claim_run_directory(config, self.resume_path is not None, runtime.is_main)
+        try:
+            self._start_logs()
+            self.evaluator = Evaluator(
+                config, runtime, self.model, self.train_model, self.precision, self.metrics,
+                self.console,
+            )  # fmt: skip
+        except BaseException:  # a refused --eval-wikitext: the folder is free for the next try
+            self.release()
+            raise
 
     def _build_model(self, saved: dict | None) -> None:
         """The model, parallelized (its padded vocabulary that of ``saved``, the trainer state
@@ -340,6 +344,11 @@ class Trainer:
             if path:
                 self.console.print(f"saved {path}")
 
+    def release(self) -> None:
+        """Drop the lock on --out (rank 0's claim); the folder stays this tool's."""
+        if self.out_folder is not None:
+            self.out_folder.release()
+
     def trainer_state(self) -> dict:
         """Everything but the weights and optimizer state that a resumed run needs."""
         return {
@@ -375,7 +384,7 @@ def main(config: TrainConfig, hooks: TrainHooks | None = None) -> dict:
             + (f"continue from {latest} with --resume" if latest else "no checkpoint was saved")
         )
     finally:
-        if trainer is not None and trainer.out_folder is not None:
-            trainer.out_folder.release()
+        if trainer is not None:
+            trainer.release()
         if dist.is_initialized():
             dist.destroy_process_group()

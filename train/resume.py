@@ -109,8 +109,11 @@ def claim_run_directory(config: TrainConfig, resuming: bool, is_main: bool) -> O
             config.out, "pretrain", resume=resuming, overwrite=not resuming, flag="--out"
         )
         folder.record("metrics.jsonl", "checkpoints/")
+        swept = ckpt.sweep_stale_saves(config.out)
     except OutputError as e:
         fail(str(e))
+    if swept:  # a run killed while saving left them, and they may hold most of a disk
+        print(f"removed the unfinished checkpoint saves of an earlier run: {', '.join(swept)}")
     return folder
 
 

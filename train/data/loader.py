@@ -33,6 +33,10 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
     except (ValueError, FormatError, OSError) as e:
         fail(f"--data {' '.join(config.data)}: {e}")
     samples_per_eval = config.eval_iters * config.global_batch
+    try:
+        split_shares(config.split)
+    except ValueError as e:
+        fail(f"--{e}")  # "--split '1,x': expected ..."
     evaluated, notes = evaluation_splits(sources, config.split) if samples_per_eval else ((), [])
     num_samples = {
         "train": config.max_steps * config.global_batch,
