@@ -297,3 +297,19 @@ def test_hf_export_writes_only_a_folder_of_its_own(gpt_checkpoint, tmp_path, cap
     assert export_main(["hf", gpt_checkpoint, str(out)]) == 1
     assert "--overwrite" in capsys.readouterr().err
     assert export_main(["hf", gpt_checkpoint, str(out), "--overwrite"]) == 0
+
+
+def test_a_run_start_sweeps_the_saves_a_killed_run_left(tmp_path, capsys):
+    """The trainer's --out claim (rank 0, at start) removes .tmp-step-* left by a SIGKILL."""
+    from train.config import parse_args
+    from train.resume import claim_run_directory
+
+    out = str(tmp_path / "run")
+    claim_run_directory(parse_args(["--data", "x", "--out", out]), False, True).release()
+    os.makedirs(os.path.join(out, "checkpoints", ".tmp-step-00000009"))
+    resumed = parse_args(["--data", "x", "--out", out, "--resume"])
+    claim_run_directory(resumed, True, True).release()
+    assert os.listdir(os.path.join(out, "checkpoints")) == []
+    assert "unfinished checkpoint saves of an earlier run: .tmp-step-00000009" in (
+        capsys.readouterr().out
+    )
