@@ -68,9 +68,9 @@ class Case:
 
 CASES = {
     "gpt2-124m": Case("gpt2-124m", 1024, "bf16"),
-    "bert-large-128-bf16": Case("bert-large", 128, "bf16", 256, 20, "blocks"),
     # HF's BertForPreTraining compiled whole took over 80 s to warm up on an H200: ours only
     "bert-large-128-bf16-whole": Case("bert-large", 128, "bf16", 256, 20, "model", hf=False),
+    "bert-large-128-bf16": Case("bert-large", 128, "bf16", 256, 20, "blocks"),
     "bert-large-128-fp16": Case("bert-large", 128, "fp16", 256, 20, "blocks"),
     "gpt2-355m": Case("gpt2-355m", 1024, "bf16", compile="blocks"),
     "bert-large-512-bf16": Case("bert-large", 512, "bf16", 32, 80, "blocks"),
@@ -243,6 +243,7 @@ def measure(side: str, case: Case, args, device) -> dict:
     peak = args.peak_tflops
     row = {
         "case": case_label(case),
+        "preset": case.preset,
         "side": side,
         "compile": case.compile if args.compile else "off",
         "micro_batch": micro,
@@ -345,6 +346,28 @@ def format_row(row: dict, hf_row: dict | None, ceiling: float | None) -> str:
     )
 
 
+def mfu_section(rows: list[dict], device_name: str) -> list[str]:
+    """Our models' MFU under the preset's name, the first measured case of each preset (the
+    most important: see CASES): the table recipes/make_scaling.py prices training runs with.
+    HF's rows are not ours to price."""
+    lines = [
+        "## MFU of our models (read by recipes/make_scaling.py)",
+        "",
+        f"`bench/gpu.sh` on {device_name}, torch {torch.__version__}: the `ours` rows above.",
+        "",
+        "| preset | case | MFU |",
+        "|---|---|---:|",
+    ]
+    priced = set()
+    for row in rows:
+        if row["side"] != "ours" or "failed" in row or row["preset"] in priced:
+            continue
+        priced.add(row["preset"])
+        mfu = f"{100 * row['mfu']:.1f}%" if row["mfu"] is not None else "n/a"
+        lines.append(f"| {row['preset']} | {row['case']}, compile {row['compile']} | {mfu} |")
+    return lines
+
+
 def has_transformers() -> bool:
     try:
         import transformers  # noqa: F401
@@ -413,6 +436,7 @@ def main() -> None:
         emit("")
     for line in HEADER:
         emit(line)
+    measured = []
     for name in args.cases:
         case = cases[name]
         sides = ["ours"] + (["hf"] if hf_available and case.hf else [])
@@ -428,8 +452,12 @@ def main() -> None:
             print(json.dumps(rows[side]), flush=True)
         for side in sides:
             emit(format_row(rows[side], rows.get("hf"), ceiling))
+        measured += rows.values()
         if not hf_available and case.hf:
             emit(f"| {case_label(case)} | hf | skipped: transformers not installed |" + " |" * 11)
+    emit("")
+    for line in mfu_section(measured, device_name or "cpu"):
+        emit(line)
     emit("")
     out.close()
     print(f"wrote {args.out}")

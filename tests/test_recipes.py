@@ -9,7 +9,6 @@ torchrun job). Nothing is run and no input is needed.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import re
 import shlex
@@ -260,29 +259,17 @@ def test_sheet_reads_the_bench_tables(results_copy):
 
 
 def test_measured_gpu_mfu_is_used_when_gpu_md_exists(results_copy):
-    """A gpu.md as bench/gpu.sh writes it (its own table function) puts the measured MFU in
-    the sheet for the run of that preset, on that device's peak."""
+    """A gpu.md as bench/gpu.sh writes it (its own MFU section) puts the measured MFU in
+    the sheet for the run of that preset, on that device's peak; HF's rows beside ours and a
+    failed row are not taken."""
     bench_gpu = _load("bench_gpu", REPO / "bench" / "bench_gpu.py")
-    row = {
-        "preset": "gpt2-355m",
-        "params_m": 354.8,
-        "micro_batch": 8,
-        "seq_len": 1024,
-        "tokens_per_s": 180_000.0,
-        "tflops": 435.0,
-        "mfu": 0.44,
-        "step_ms": 45.0,
-        "first_steps_s": 40.0,
-        "peak_mem_gb": 30.0,
-        "final_loss": 10.8,
-        "wall_s": 90.0,
-    }
-    # bench/gpu.sh's layout cases: one measured under another label, one skipped
-    case = {**row, "preset": "gpt2-355m fsdp+ac", "mfu": 0.31}
-    skipped = {"preset": "gpt2-355m tp+sp", "skipped": "needs 2 GPUs, 1 visible"}
-    args = argparse.Namespace(steps=20, warmup=8)
+    ours = {"case": "gpt2-355m seq 1024 bf16", "preset": "gpt2-355m", "side": "ours",
+            "compile": "model", "mfu": 0.44}  # fmt: skip
+    theirs = {**ours, "side": "hf", "mfu": 0.31}
+    failed = {"case": "gpt2-124m seq 1024 bf16", "side": "ours", "failed": "OutOfMemoryError"}
     (results_copy / "gpu.md").write_text(
-        bench_gpu.table([row, case, skipped], args, "NVIDIA H100 80GB HBM3"), encoding="utf-8"
+        "\n".join(bench_gpu.mfu_section([ours, theirs, failed], "NVIDIA H100 80GB HBM3")),
+        encoding="utf-8",
     )
     sheet = make_scaling.render(results_copy)
     assert "gpu.md is not there" not in sheet
