@@ -8,34 +8,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.model_fixtures import random_tokens, seeded_eval_model, tiny_bert_config
 from train.models.bert import Bert, BertConfig, count_params, flops_per_token
 
 VOCAB = 101
 
 
 def tiny_config(**overrides) -> BertConfig:
-    fields = dict(
-        vocab_size=VOCAB,
-        n_layer=2,
-        n_head=4,
-        n_embd=32,
-        intermediate_size=64,
-        max_position_embeddings=24,
-        dropout=0.0,
-    )
-    fields.update(overrides)
-    return BertConfig(**fields)
+    return tiny_bert_config(**{"vocab_size": VOCAB, "max_position_embeddings": 24, **overrides})
 
 
 @pytest.fixture
 def model() -> Bert:
-    torch.manual_seed(0)
-    return Bert(tiny_config()).eval()
+    return seeded_eval_model(Bert, tiny_config())
 
 
 def tokens(batch: int = 3, seq_len: int = 16, seed: int = 1) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, VOCAB, (batch, seq_len), generator=generator)
+    return random_tokens(VOCAB, batch, seq_len, seed)
 
 
 def mlm_labels_for(x: torch.Tensor, positions: list[tuple[int, int]]) -> torch.Tensor:

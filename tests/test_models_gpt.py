@@ -9,26 +9,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.model_fixtures import random_tokens, seeded_eval_model, tiny_gpt_config
 from train.models.gpt import GPT, GPTConfig, count_params, flops_per_token, masked_cross_entropy
 
 VOCAB = 97
 
 
 def tiny_config(**overrides) -> GPTConfig:
-    fields = dict(vocab_size=VOCAB, n_layer=2, n_head=4, n_embd=32, block_size=16)
-    fields.update(overrides)
-    return GPTConfig(**fields)
+    return tiny_gpt_config(**{"vocab_size": VOCAB, **overrides})
 
 
 @pytest.fixture
 def model() -> GPT:
-    torch.manual_seed(0)
-    return GPT(tiny_config()).eval()
+    return seeded_eval_model(GPT, tiny_config())
 
 
 def tokens(batch: int = 3, seq_len: int = 16, seed: int = 1) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, VOCAB, (batch, seq_len), generator=generator)
+    return random_tokens(VOCAB, batch, seq_len, seed)
 
 
 def manual_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,8 @@ import pytest
 import torch
 import transformers
 
+from tests.model_fixtures import random_tokens as tokens
+from tests.model_fixtures import seeded_eval_model, tiny_bert_config, tiny_gpt_config
 from train.models.bert import Bert, BertConfig
 from train.models.gpt import GPT, GPTConfig
 from train.models.hf import (
@@ -32,23 +34,11 @@ TOL = dict(rtol=1e-5, atol=1e-5)
 
 def gpt_config(**overrides) -> GPTConfig:
     # vocab 100 padded to 128: checks that the padded table is exported as is
-    fields = dict(vocab_size=pad_vocab_size(100), n_layer=2, n_head=4, n_embd=32, block_size=16)
-    fields.update(overrides)
-    return GPTConfig(**fields)
+    return tiny_gpt_config(**{"vocab_size": pad_vocab_size(100), **overrides})
 
 
 def bert_config(**overrides) -> BertConfig:
-    fields = dict(
-        vocab_size=128,
-        n_layer=2,
-        n_head=4,
-        n_embd=32,
-        intermediate_size=64,
-        max_position_embeddings=20,
-        dropout=0.0,
-    )
-    fields.update(overrides)
-    return BertConfig(**fields)
+    return tiny_bert_config(**{"vocab_size": 128, "max_position_embeddings": 20, **overrides})
 
 
 def randomise_(model: torch.nn.Module) -> None:
@@ -60,18 +50,12 @@ def randomise_(model: torch.nn.Module) -> None:
             p.copy_(torch.randn(p.shape, generator=generator) * 0.1 + (p == 1).float())
 
 
-def tokens(vocab: int, batch: int = 3, seq_len: int = 16, seed: int = 1) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab, (batch, seq_len), generator=generator)
-
-
 # ------------------------------------------------------------------------------------- GPT
 
 
 @pytest.fixture
 def gpt() -> GPT:
-    torch.manual_seed(0)
-    model = GPT(gpt_config()).eval()
+    model = seeded_eval_model(GPT, gpt_config())
     randomise_(model)
     return model
 
@@ -196,8 +180,7 @@ def test_unsupported_hf_gpt2_variants_are_rejected() -> None:
 
 @pytest.fixture
 def bert() -> Bert:
-    torch.manual_seed(0)
-    model = Bert(bert_config()).eval()
+    model = seeded_eval_model(Bert, bert_config())
     randomise_(model)
     return model
 
