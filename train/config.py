@@ -82,6 +82,7 @@ class TrainConfig:
     make_vocab_size_divisible_by: int = 128
     num_workers: int = 0
     mask_prob: float = 0.15
+    max_predictions_per_seq: int | None = None  # None: 20 per 128 tokens (NVIDIA's)
     eod_mask_loss: bool = False
     whole_word_masking: bool = False
     progress: bool = True
@@ -163,6 +164,8 @@ def validate(config: TrainConfig) -> None:
         fail(f"--dropout must be in [0, 1), got {config.dropout}")
     if not 0.0 < config.mask_prob < 1.0:
         fail(f"--mask-prob must be in (0, 1), got {config.mask_prob}")
+    if config.max_predictions_per_seq is not None and config.max_predictions_per_seq < 1:
+        fail(f"--max-predictions-per-seq must be >= 1, got {config.max_predictions_per_seq}")
     if config.dist_timeout <= 0:
         fail(f"--dist-timeout must be positive, got {config.dist_timeout}")
     if config.peak_tflops is not None and config.peak_tflops <= 0:
@@ -232,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     g("--split", help="train,valid,test document shares")
     g("--seq-len", type=int, help="tokens per sample (default: the model's context length)")
     g("--mask-prob", type=float, help="BERT: share of tokens chosen for masked-LM prediction")
+    g("--max-predictions-per-seq", type=int, metavar="N",
+      help="BERT: masked positions a sequence at most, the fixed size of the MLM targets "
+      "(default 20 per 128 tokens: 20 at seq 128, 80 at 512)")  # fmt: skip
     g(
         "--eod-mask-loss",
         action="store_true",

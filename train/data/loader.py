@@ -55,8 +55,9 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
             )  # fmt: skip
         else:
             masking = data_lib.MaskingConfig(
-                mask_prob=config.mask_prob, whole_word=config.whole_word_masking
-            )
+                mask_prob=config.mask_prob, whole_word=config.whole_word_masking,
+                max_predictions_per_seq=config.max_predictions_per_seq,
+            )  # fmt: skip
             datasets = data_lib.build_bert_datasets(
                 sources, max_seq_length=config.seq_len, **common, vocab_size=tokenizer.vocab_size,
                 masking=masking, special_ids=tokenizer.special_ids,
