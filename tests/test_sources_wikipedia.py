@@ -486,6 +486,21 @@ def test_two_bad_pages_each_cost_their_own(tmp_path: Path):
     assert documents(items) == []  # the two articles of the file, both broken
 
 
+def test_resynchronising_always_moves_on(tmp_path: Path):
+    """Broken pages back to back (a bad tag after each is skipped with it): one failure each,
+    the parse ends, and the good page after them is read."""
+    data = ENWIKI_PARTIAL.read_bytes()
+    good = data.rindex(b"<page>", 0, data.index(b"<title>Ricky Minard"))
+    broken = b"<page><title>a\x01</title></page>\n<page\x02>\n" * 300
+    path = tmp_path / "enwiki-many-bad.xml"
+    path.write_bytes(data[:good] + broken + data[good:])
+    started = time.perf_counter()
+    items = read_path(path)
+    assert time.perf_counter() - started < 10
+    assert len(failures(items)) == 300
+    assert [d.title for d in documents(items)] == ["Archer (typeface)", "Ricky Minard"]
+
+
 def test_truncated_and_corrupt_streams_say_what_is_lost(tmp_path: Path):
     data = ENWIKI_BZ2.read_bytes()
     cut = tmp_path / "enwiki-cut.xml.bz2"

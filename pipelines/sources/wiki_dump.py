@@ -461,8 +461,11 @@ class _PageParser:
                 self.parser.Parse(pending, False)
             except expat.ExpatError as error:
                 yield self.failure(error, location, "the page is skipped")
-                # from the byte after the fault, so that a fault at a <page> tag moves on
-                rest = _bytes_from(self.recent, self.parser.ErrorByteIndex + 1)
+                # From the byte after the fault, so that a fault at a <page> tag moves on; and
+                # past the first byte held, so that a fault placed before the chunks held (a
+                # token longer than a chunk) cannot send the parse back to where it started.
+                resume = max(self.parser.ErrorByteIndex, self.recent[0][0]) + 1
+                rest = _bytes_from(self.recent, resume)
                 line = self.line_base + error.lineno - 1
                 pending, skipped_lines = _next_page(rest, chunks)
                 self.handler.restart()
