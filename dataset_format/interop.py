@@ -30,6 +30,7 @@ import numpy as np
 
 from dataset_format.indexed import FormatError, IndexedDatasetWriter, ShardInfo
 from dataset_format.manifest import MANIFEST_NAME, Manifest, TokenizerInfo, write_shard_set_manifest
+from dataset_format.output_dir import OutputError, OutputFolder, claim_output_folder, tmp_name
 from dataset_format.shardset import ShardSet
 
 GPT2_EOD = 50256
@@ -183,6 +184,8 @@ def import_token_stream(
 
     Documents are split at `eod`; a shard is closed at the first document boundary after
     `shard_tokens` tokens. The manifest is written last, so a failed import leaves no set.
+    `out_dir` is claimed by the shared output-folder rule (`output_dir`): a folder holding
+    files that are not ours is refused before anything is written.
     """
     if os.path.exists(os.path.join(out_dir, MANIFEST_NAME)):
         raise FormatError(f"{out_dir}: already holds a shard set; choose a new directory")
@@ -196,7 +199,20 @@ def import_token_stream(
     # MMIDIDX has no uint32: LLaMA-3 ids (< 2**31) are stored as int32.
     dtype = np.dtype(np.uint16) if source_dtype.itemsize == 2 else np.dtype(np.int32)
     limit = vocab_size if vocab_size is not None else int(np.iinfo(dtype).max) + 1
-    os.makedirs(out_dir, exist_ok=True)
+    with claim_output_folder(out_dir, tool=f"import-{source_format}", flag="OUT_SET") as out:
+        manifest = _write_imported(
+            streams, out, source_format, eod, eod_position, shard_tokens, dtype, limit,
+            tokenizer, tokenizer_file,
+        )  # fmt: skip
+        out.finish()
+    return manifest
+
+
+def _write_imported(
+    streams, out: OutputFolder, source_format, eod, eod_position, shard_tokens, dtype, limit,
+    tokenizer, tokenizer_file,
+) -> Manifest:  # fmt: skip
+    out_dir = out.root
     shards: list[ShardInfo] = []
     writer: IndexedDatasetWriter | None = None
 
@@ -217,9 +233,9 @@ def import_token_stream(
             begin, first = 0, 0
             while first < lengths.size:
                 if writer is None:
-                    writer = IndexedDatasetWriter(
-                        os.path.join(out_dir, f"shard-{len(shards):05d}"), dtype
-                    )
+                    name = f"shard-{len(shards):05d}"
+                    out.record(f"{name}.bin", f"{name}.idx")
+                    writer = IndexedDatasetWriter(os.path.join(out_dir, name), dtype)
                 room = shard_tokens - writer.tokens
                 # documents up to and including the one that fills the shard
                 last = min(int(np.searchsorted(ends, begin + room, side="left")), lengths.size - 1)
@@ -238,6 +254,9 @@ def import_token_stream(
         raise
     if not shards:
         raise FormatError(f"{streams[0][0] if streams else out_dir}: no tokens to import")
+    if tokenizer_file is not None:
+        out.record(tokenizer.file or os.path.basename(tokenizer_file))
+    out.record(MANIFEST_NAME)
     return write_shard_set_manifest(
         out_dir,
         shards,
@@ -337,26 +356,34 @@ def export_llmc(
         raise FormatError(f"{path}: llm.c has no format for {shard_set.dtype.name} tokens")
     if shard_set.num_tokens == 0:
         raise FormatError(f"{path}: the set has no tokens")
+    with claim_output_folder(out_dir, tool="export-llmc", flag="OUT_DIR") as out:
+        names = _write_llmc(shard_set, out, shard_tokens)
+        out.finish()
+    return names
+
+
+def _write_llmc(shard_set: ShardSet, out: OutputFolder, shard_tokens: int) -> list[str]:
+    out_dir = out.root
     magic = LLMC_MAGIC_FOR_DTYPE[shard_set.dtype]
     token_dtype = LLMC_FORMATS[magic][1]
-    os.makedirs(out_dir, exist_ok=True)
     total = shard_set.num_tokens
     counts = [min(shard_tokens, total - start) for start in range(0, total, shard_tokens)]
     names = [os.path.join(out_dir, f"data_{i:06d}.bin") for i in range(len(counts))]
     stream = _set_chunks(shard_set)
     carry = np.zeros(0, dtype=token_dtype)
     for name, count in zip(names, counts):
-        tmp = f"{name}.tmp-{os.getpid()}"
+        out.record(os.path.basename(name))
+        tmp = tmp_name(name)
         try:
-            with open(tmp, "wb") as out:
-                out.write(llmc_header(magic, count).tobytes())
+            with open(tmp, "wb") as dst:
+                dst.write(llmc_header(magic, count).tobytes())
                 remaining = count
                 while remaining:
                     if not carry.size:
                         where, chunk = next(stream)
                         carry = _as_dtype(where, chunk, token_dtype)
                     take = min(remaining, carry.size)
-                    out.write(carry[:take].tobytes())
+                    dst.write(carry[:take].tobytes())
                     carry, remaining = carry[take:], remaining - take
             os.replace(tmp, name)
         except BaseException:
@@ -424,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             names = export_llmc(args.input, args.output, shard_tokens=args.shard_tokens)
             print(f"{args.output}: {len(names)} files")
-    except (FormatError, ValueError, OSError) as e:
+    except (FormatError, ValueError, OSError, OutputError) as e:
         print(f"tools/convert: error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -280,3 +281,26 @@ def test_tokenizer_and_vocab_size_are_one_or_the_other():
         parse_args(["--data", "x", "--tokenizer", "t.json", "--vocab-size", "5"])
     with pytest.raises(SystemExit, match="--vocab-size must be positive"):
         parse_args(["--data", "x", "--vocab-size", "0"])
+
+
+def test_outputs_follow_the_output_folder_rule(documents, tmp_path):
+    """import-* and export-llmc write only a new or empty folder, or one of their own: a folder
+    of a user's files is refused in one line and left as it was; a failed import is retried."""
+    train_bin = tmp_path / "train.bin"
+    np.concatenate(documents[:20]).tofile(train_bin)
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "shard-00000.bin").write_bytes(b"the user's own")
+    for command in (["import-nanogpt", str(train_bin)], ["export-llmc", str(tmp_path / "set")]):
+        if command[0] == "export-llmc":
+            import_nanogpt(str(train_bin), str(tmp_path / "set"))
+        run = subprocess.run(CONVERT + [*command, str(users)], capture_output=True, text=True)
+        assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+        assert "not empty and was not written by this tool" in run.stderr
+        assert os.listdir(users) == ["shard-00000.bin"]
+        assert (users / "shard-00000.bin").read_bytes() == b"the user's own"
+    with pytest.raises(FormatError, match="outside the vocabulary of 1000"):
+        import_nanogpt(
+            str(train_bin), str(tmp_path / "retry"), tokenizer_kind="x", vocab_size=1000, eod=999
+        )
+    assert import_nanogpt(str(train_bin), str(tmp_path / "retry")).documents == 20
