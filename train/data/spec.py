@@ -10,6 +10,8 @@ from typing import Protocol
 import numpy as np
 
 from dataset_format import SPECIAL_TOKEN_NAMES, ShardSet, TokenizerInfo
+from dataset_format.manifest import MAX_VOCAB_SIZE
+from dataset_format.safe_io import TOKENIZER_CAP, read_bytes_capped
 
 DataSource = tuple[float, str]  # (weight, path of a shard-set dir or a bare .bin/.idx prefix)
 SPLIT_NAMES = ("train", "valid", "test")
@@ -144,15 +146,16 @@ def tokenizer_info_from_file(path: str) -> TokenizerInfo:
     (a token a line; BERT's). The vocabulary size is one more than the largest id, as the
     pipeline records it; the checksum is of FILE itself.
     """
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise ValueError(f"--tokenizer {path}: {e.strerror or e}") from None
+    # a regular file under the cap: --tokenizer /dev/zero read 3.4 GB before a MemoryError
+    raw = read_bytes_capped(path, "--tokenizer", TOKENIZER_CAP)
     token_ids, kind = _token_ids_of_file(raw, path)
     ids = list(token_ids.values())
-    if not ids or any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in ids):
-        raise ValueError(f"--tokenizer {path}: no vocabulary of token ids (ints >= 0) in it")
+    if not ids or any(
+        not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_VOCAB_SIZE for i in ids
+    ):
+        raise ValueError(
+            f"--tokenizer {path}: no vocabulary of token ids (ints in [0, {MAX_VOCAB_SIZE})) in it"
+        )
     special_ids = {}
     for name, candidates in SPECIAL_TOKEN_NAMES.items():
         found = [token_ids[token] for token in candidates if token in token_ids]
