@@ -81,19 +81,29 @@ def split_stream(shard_set: ShardSet, document_index: np.ndarray) -> np.ndarray:
     return np.concatenate([shard_set.document(int(d)) for d in document_index]).astype(np.int64)
 
 
+def gpt_splits(path, cache_dir, *, split="100,0,0", seed=3, num_samples=20, **options) -> dict:
+    """build_gpt_datasets on the one set at `path`, SEQ_LEN-token samples; `num_samples` an int
+    is the train split's count."""
+    if isinstance(num_samples, int):
+        num_samples = {"train": num_samples}
+    return build_gpt_datasets(
+        parse_data_spec([path]),
+        seq_len=SEQ_LEN,
+        split=split,
+        seed=seed,
+        num_samples=num_samples,
+        cache_dir=cache_dir,
+        **options,
+    )
+
+
 def test_samples_tile_the_shuffled_stream_over_epochs(gpt_set, tmp_path):
     shard_set = ShardSet(gpt_set)
     start, end = 0, 216  # split "90,10,0" of 240 documents
     tokens = int(shard_set.document_lengths()[start:end].sum())
     wanted = 2 * tokens // SEQ_LEN + 10  # needs three epochs
-    dataset = build_gpt_datasets(
-        parse_data_spec([gpt_set]),
-        seq_len=SEQ_LEN,
-        split="90,10,0",
-        seed=7,
-        num_samples={"train": wanted},
-        cache_dir=str(tmp_path),
-    )["train"]
+    dataset = gpt_splits(gpt_set, str(tmp_path), split="90,10,0", seed=7, num_samples=wanted)
+    dataset = dataset["train"]
     document_index = np.asarray(dataset.document_index)
     epochs = document_index.reshape(3, -1)
     # megatron-core: the barely used third epoch is shuffled on its own, the first two together
@@ -113,13 +123,8 @@ def test_samples_tile_the_shuffled_stream_over_epochs(gpt_set, tmp_path):
 
 
 def test_getitem_serves_shuffled_samples_as_inputs_and_next_token_labels(gpt_set, tmp_path):
-    dataset = build_gpt_datasets(
-        parse_data_spec([gpt_set]),
-        seq_len=SEQ_LEN,
-        split="90,10,0",
-        seed=1,
-        num_samples={"train": 300, "valid": 20},
-        cache_dir=str(tmp_path),
+    dataset = gpt_splits(
+        gpt_set, str(tmp_path), split="90,10,0", seed=1, num_samples={"train": 300, "valid": 20}
     )
     train = dataset["train"]
     assert not np.array_equal(np.asarray(train.shuffle_index[:50]), np.arange(50))
@@ -138,14 +143,7 @@ def test_getitem_serves_shuffled_samples_as_inputs_and_next_token_labels(gpt_set
 
 def test_same_seed_same_samples_other_seed_other_order(gpt_set, tmp_path):
     def build(seed, cache):
-        return build_gpt_datasets(
-            parse_data_spec([gpt_set]),
-            seq_len=SEQ_LEN,
-            split="100,0,0",
-            seed=seed,
-            num_samples={"train": 200},
-            cache_dir=str(tmp_path / cache),
-        )["train"]
+        return gpt_splits(gpt_set, str(tmp_path / cache), seed=seed, num_samples=200)["train"]
 
     first, again, other = build(5, "a"), build(5, "b"), build(6, "c")
     for name in ("document_index", "sample_index", "shuffle_index"):
@@ -183,13 +181,7 @@ def test_unwritable_data_directory_falls_back_to_the_user_cache(tmp_path, monkey
         "access",
         lambda path, mode: False if str(path).startswith(gpt_set) else real_access(path, mode),
     )
-    dataset = build_gpt_datasets(
-        parse_data_spec([gpt_set]),
-        seq_len=SEQ_LEN,
-        split="100,0,0",
-        seed=3,
-        num_samples={"train": 10},
-    )["train"]
+    dataset = gpt_splits(gpt_set, None, num_samples=10)["train"]  # no cache_dir given
     assert len(os.listdir(tmp_path / "user-cache" / "index-cache")) == 3
     assert dataset[0]["input_ids"].shape == (SEQ_LEN,)
 
@@ -216,15 +208,7 @@ def test_bare_prefix_and_pickled_dataset(gpt_set, tmp_path):
 
 
 def test_eod_mask_zeroes_the_loss_after_each_document_end(gpt_set, tmp_path):
-    dataset = build_gpt_datasets(
-        parse_data_spec([gpt_set]),
-        seq_len=SEQ_LEN,
-        split="100,0,0",
-        seed=3,
-        num_samples={"train": 200},
-        cache_dir=str(tmp_path),
-        eod_mask_id=GPT2_EOD,
-    )["train"]
+    dataset = gpt_splits(gpt_set, str(tmp_path), num_samples=200, eod_mask_id=GPT2_EOD)["train"]
     masked = 0
     for i in range(200):
         item = dataset[i]
@@ -235,15 +219,9 @@ def test_eod_mask_zeroes_the_loss_after_each_document_end(gpt_set, tmp_path):
 
 
 def test_empty_split_names_the_split_and_the_set(gpt_set, tmp_path):
+    splits = {"train": 10, "valid": 10, "test": 10}
     with pytest.raises(ValueError) as raised:
-        build_gpt_datasets(
-            parse_data_spec([gpt_set]),
-            seq_len=SEQ_LEN,
-            split="969,30,1",
-            seed=3,
-            num_samples={"train": 10, "valid": 10, "test": 10},
-            cache_dir=str(tmp_path),
-        )
+        gpt_splits(gpt_set, str(tmp_path), split="969,30,1", num_samples=splits)
     assert "test split is empty" in str(raised.value) and gpt_set in str(raised.value)
 
 
@@ -343,15 +321,7 @@ def write_gpt_set(directory, documents, pipeline=None) -> str:
 
 
 def gpt_build(path, tmp_path, **options):
-    return build_gpt_datasets(
-        parse_data_spec([path]),
-        seq_len=SEQ_LEN,
-        split="100,0,0",
-        seed=3,
-        num_samples={"train": 20},
-        cache_dir=str(tmp_path / "index"),
-        **options,
-    )["train"]
+    return gpt_splits(path, str(tmp_path / "index"), **options)["train"]
 
 
 def test_set_recorded_without_append_eod_is_refused(tmp_path):
