@@ -86,15 +86,8 @@ def gpt_splits(path, cache_dir, *, split="100,0,0", seed=3, num_samples=20, **op
     is the train split's count."""
     if isinstance(num_samples, int):
         num_samples = {"train": num_samples}
-    return build_gpt_datasets(
-        parse_data_spec([path]),
-        seq_len=SEQ_LEN,
-        split=split,
-        seed=seed,
-        num_samples=num_samples,
-        cache_dir=cache_dir,
-        **options,
-    )
+    sampling = dict(seq_len=SEQ_LEN, split=split, seed=seed, num_samples=num_samples)
+    return build_gpt_datasets(parse_data_spec([path]), cache_dir=cache_dir, **sampling, **options)
 
 
 def test_samples_tile_the_shuffled_stream_over_epochs(gpt_set, tmp_path):
