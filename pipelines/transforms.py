@@ -1,4 +1,6 @@
-"""The pipeline's composite PTransforms: ReadSource, Clean, Tokenize (WriteShards is in write.py).
+"""The pipeline's composite PTransforms: ReadSource, Clean, Tokenize (WriteShards is in
+pipelines/write/; the tokenizer reference the Tokenize DoFn holds, TokenizerRef, in
+tokenizer_ref.py).
 
 Each is a few small DoFns around the stage's pure function (a source's `read`,
 `clean_document`, `tokenize_batch`). Every transform returns a dict of PCollections:
@@ -13,8 +15,6 @@ the record becomes a Failure named after the stage, counted and logged with its 
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import logging
 import os
 import threading
@@ -34,6 +34,7 @@ from pipelines.stats import (
     file_failure_key,
     input_loss_counts,
 )
+from pipelines.tokenizer_ref import TokenizerRef
 
 LOG = logging.getLogger(__name__)
 # Every failure is counted; the first ones of each process are logged one by one, then one
@@ -100,80 +101,6 @@ class _CountingDoFn(beam.DoFn):
 
     def finish_bundle(self) -> Iterator:
         yield _windowed(pvalue.TaggedOutput("counts", self.counts.drain()))
-
-
-# -- the tokenizer, shipped as a file ---------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class TokenizerRef:
-    """A tokenizer JSON file every worker can read, plus the facts the graph needs up front.
-
-    DoFns hold this instead of the tokenizer: Beam pickles and bz2-compresses each DoFn several
-    times while building and running a graph, and a GPT-2 tokenizer's JSON (2 MB) made that
-    cost seconds per stage. Workers load the file once per process.
-    """
-
-    url: str
-    sha256: str
-    kind: str
-    vocab_size: int
-    special_ids: Mapping[str, int]
-    # The padding / truncation settings switched off when the tokenizer was loaded (the
-    # file at `url` no longer has them): recorded in the manifest.
-    disabled: Mapping[str, Mapping] = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def describe(cls, tokenizer, url: str) -> TokenizerRef:
-        identity = tokenizer.identity()
-        return cls(
-            url=url,
-            sha256=identity["sha256"],
-            kind=identity["kind"],
-            vocab_size=int(identity["vocab_size"]),
-            special_ids=dict(identity["special_ids"]),
-            disabled=dict(tokenizer.disabled),
-        )
-
-    @classmethod
-    def save(cls, tokenizer, url: str) -> TokenizerRef:
-        """Write the tokenizer's JSON to `url` (atomically) and refer to it."""
-        from pipelines.write import OutputDir
-
-        directory, _, name = url.rstrip("/").rpartition("/")
-        if "://" not in url:
-            directory, name = os.path.split(os.path.abspath(url))
-        OutputDir(directory).write_bytes(name, tokenizer.to_json().encode("utf-8"))
-        ref = cls.describe(tokenizer, url if "://" in url else os.path.abspath(url))
-        # The file holds this tokenizer's JSON: a run in this process uses it as loaded.
-        with _TOKENIZERS_LOCK:
-            _TOKENIZERS.setdefault((ref.url, ref.sha256), tokenizer)
-        return ref
-
-    def read_json(self) -> bytes:
-        """The file's bytes, checked against the sha256 recorded when the run started."""
-        from pipelines.write import OutputDir
-
-        directory, _, name = self.url.rpartition("/")
-        if "://" not in self.url:
-            directory, name = os.path.split(self.url)
-        data = OutputDir(directory).read_bytes(name)
-        if hashlib.sha256(data).hexdigest() != self.sha256:
-            raise RuntimeError(f"{self.url}: changed since the run started (sha256 differs)")
-        return data
-
-    def load(self):
-        """The TextTokenizer (one per process and file)."""
-        with _TOKENIZERS_LOCK:
-            found = _TOKENIZERS.get((self.url, self.sha256))
-            if found is None:
-                from pipelines.tokenize import TextTokenizer
-
-                found = TextTokenizer(self.read_json().decode("utf-8"))
-                _TOKENIZERS[(self.url, self.sha256)] = found
-            return found
-
-
-_TOKENIZERS: dict[tuple[str, str], object] = {}
-_TOKENIZERS_LOCK = threading.Lock()
 
 
 # -- read -------------------------------------------------------------------------------------
