@@ -30,19 +30,17 @@ def bert_set(tmp_path_factory):
     return make_bert_shards(tmp_path_factory.mktemp("bert"), n_docs=400, num_shards=2)
 
 
+def bert_splits(sources, num_samples: dict, **options) -> dict:
+    """build_bert_datasets with this file's defaults (MAX_LEN, split "100,0,0", seed 1234,
+    default masking, the WordPiece specials and vocabulary), `options` replacing them."""
+    defaults = dict(max_seq_length=MAX_LEN, split="100,0,0", seed=1234, masking=MaskingConfig())
+    defaults.update(special_ids=dict(BERT_SPECIAL_IDS), vocab_size=BERT_VOCAB_SIZE)
+    return build_bert_datasets(sources, num_samples=num_samples, **{**defaults, **options})
+
+
 def build(path, cache, masking=None, num=NUM, **options):
-    return build_bert_datasets(
-        [(1.0, path)],
-        max_seq_length=options.pop("max_seq_length", MAX_LEN),
-        split=options.pop("split", "100,0,0"),
-        seed=options.pop("seed", 1234),
-        num_samples={"train": num},
-        masking=masking or MaskingConfig(),
-        special_ids=dict(BERT_SPECIAL_IDS),
-        vocab_size=options.pop("vocab_size", BERT_VOCAB_SIZE),
-        cache_dir=str(cache),
-        **options,
-    )["train"]
+    options.update(masking=masking or MaskingConfig(), cache_dir=str(cache))
+    return bert_splits([(1.0, path)], {"train": num}, **options)["train"]
 
 
 @pytest.fixture(scope="module")
@@ -271,44 +269,26 @@ def test_whole_word_without_a_vocabulary_is_a_clear_error(bert_set, tmp_path):
 
 def test_bad_configuration_is_rejected(bert_set, tmp_path):
     with pytest.raises(ValueError, match="special_ids lacks"):
-        build_bert_datasets(
+        bert_splits(
             [(1.0, bert_set)],
+            {"train": 5},
             max_seq_length=64,
             split="1",
             seed=1,
-            num_samples={"train": 5},
-            masking=MaskingConfig(),
             special_ids={"cls": CLS, "sep": SEP},
-            vocab_size=BERT_VOCAB_SIZE,
         )
     with pytest.raises(ValueError, match="replace_mask"):
         MaskingConfig(replace_mask=0.95, replace_random=0.1)
+    splits = {"train": 5, "valid": 5}
     with pytest.raises(ValueError, match="valid split is empty"):
-        build_bert_datasets(
-            [(1.0, bert_set)],
-            max_seq_length=64,
-            split="100,0,0",
-            seed=1,
-            num_samples={"train": 5, "valid": 5},
-            masking=MaskingConfig(),
-            special_ids=dict(BERT_SPECIAL_IDS),
-            vocab_size=BERT_VOCAB_SIZE,
-            cache_dir=str(tmp_path),
-        )
+        bert_splits([(1.0, bert_set)], splits, max_seq_length=64, seed=1, cache_dir=str(tmp_path))
 
 
 def test_two_sentence_sets_blend_by_weight(bert_set, tmp_path):
     carol = make_bert_shards(tmp_path, n_docs=200, name="carol", book="46-0.txt")
-    blended = build_bert_datasets(
-        [(0.6, bert_set), (0.4, carol)],
-        max_seq_length=64,
-        split="1",
-        seed=3,
-        num_samples={"train": 500},
-        masking=MaskingConfig(),
-        special_ids=dict(BERT_SPECIAL_IDS),
-        vocab_size=BERT_VOCAB_SIZE,
-        cache_dir=str(tmp_path),
+    sources = [(0.6, bert_set), (0.4, carol)]
+    blended = bert_splits(
+        sources, {"train": 500}, max_seq_length=64, split="1", seed=3, cache_dir=str(tmp_path)
     )["train"]
     assert len(blended) == 500
     assert np.bincount(blended.dataset_index).tolist() == [300, 200]
