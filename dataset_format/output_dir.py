@@ -40,6 +40,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from typing import BinaryIO
 
 from dataset_format.safe_io import UnsafeInputError, parse_json, read_bytes_capped
 
@@ -178,10 +179,15 @@ def try_lock_directory(path: str) -> int | None:
 
 def write_atomic(path: str, data: bytes) -> None:
     """Write `path` through a temporary name in its folder, synced, then renamed into place."""
+    write_atomic_with(path, lambda f: f.write(data))
+
+
+def write_atomic_with(path: str, write: Callable[[BinaryIO], object]) -> None:
+    """`write_atomic` for a writer that streams into the file (`np.save`): `write(file)`."""
     tmp = os.path.join(os.path.dirname(path), tmp_name(os.path.basename(path)))
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -24,12 +24,12 @@ import logging
 import os
 import sys
 import time
-import uuid
 from collections.abc import Callable
 
 import numpy as np
 
 from dataset_format import INDEX_CACHE_DIR, ShardSet, file_sha256
+from dataset_format.output_dir import write_atomic_with
 from dataset_format.shardset import default_cache_dir
 
 logger = logging.getLogger(__name__)
@@ -205,17 +205,7 @@ def index_cache_directory(data_directory: str, cache_dir: str | None) -> str:
 
 
 def _save_atomic(path: str, array: np.ndarray) -> None:
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
-    try:
-        with open(tmp, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_atomic_with(path, lambda f: np.save(f, array, allow_pickle=False))
 
 
 def _initialized_distributed():
