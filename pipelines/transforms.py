@@ -128,7 +128,27 @@ def expansion_bound(input_bytes: int, max_expansion: float) -> float:
     return max(input_bytes * max_expansion, MIN_EXPANSION_BOUND_BYTES)
 
 
-class ReadDoFn(_CountingDoFn):
+class _SourceTaskDoFn(_CountingDoFn):
+    """A DoFn on one source's ReadTasks: the source module and the progress reporter are set up
+    once per worker, and the reporter flushed at each bundle's end."""
+
+    def __init__(self, source: str, progress_dir: str | None):
+        self.source_name = source
+        self.progress_dir = progress_dir
+
+    def setup(self) -> None:
+        from pipelines.sources import get_source
+
+        self.source = get_source(self.source_name)
+        self.progress = progress_lib.reporter(self.progress_dir)
+
+    def finish_bundle(self) -> Iterator:
+        if self.progress:
+            self.progress.flush()
+        yield from super().finish_bundle()
+
+
+class ReadDoFn(_SourceTaskDoFn):
     def __init__(
         self,
         source: str,
@@ -136,16 +156,9 @@ class ReadDoFn(_CountingDoFn):
         progress_dir: str | None,
         max_expansion: float = 0.0,
     ):
-        self.source_name = source
+        super().__init__(source, progress_dir)
         self.keep_failures = keep_failures
-        self.progress_dir = progress_dir
         self.max_expansion = max_expansion
-
-    def setup(self) -> None:
-        from pipelines.sources import get_source
-
-        self.source = get_source(self.source_name)
-        self.progress = progress_lib.reporter(self.progress_dir)
 
     def process(self, task: ReadTask) -> Iterator:
         records = 0
@@ -214,11 +227,6 @@ class ReadDoFn(_CountingDoFn):
                     "failures", Reject(doc.id, doc.source, PARTS_REMOVED, removed)
                 )
 
-    def finish_bundle(self) -> Iterator:
-        if self.progress:
-            self.progress.flush()
-        yield from super().finish_bundle()
-
 
 class PlanDoFn(_CountingDoFn):
     """An input pattern -> the source's per-file ReadTasks (a listing: one worker does it, as
@@ -243,19 +251,9 @@ class PlanDoFn(_CountingDoFn):
         yield from tasks
 
 
-class SplitDoFn(_CountingDoFn):
+class SplitDoFn(_SourceTaskDoFn):
     """A file's ReadTask -> the tasks the source cuts it into (sources/ranges.py: byte ranges
     of a big JSONL file, member ranges of a big tar); most files stay one task."""
-
-    def __init__(self, source: str, progress_dir: str | None):
-        self.source_name = source
-        self.progress_dir = progress_dir
-
-    def setup(self) -> None:
-        from pipelines.sources import get_source
-
-        self.source = get_source(self.source_name)
-        self.progress = progress_lib.reporter(self.progress_dir)
 
     def process(self, task: ReadTask) -> Iterator:
         from pipelines.sources import split_task
@@ -269,11 +267,6 @@ class SplitDoFn(_CountingDoFn):
         if self.progress:
             self.progress.add(tasks_planned=len(tasks))
         yield from tasks
-
-    def finish_bundle(self) -> Iterator:
-        if self.progress:
-            self.progress.flush()
-        yield from super().finish_bundle()
 
 
 class ReadSource(beam.PTransform):
