@@ -18,6 +18,11 @@ one file, read as byte ranges of `--task-bytes` (sources/ranges.py). Each run is
 - shuffle bytes per input byte of the dedup stage, from the `dedup_shuffle_bytes_*` Beam
   metrics when the dedup stage reports them.
 
+`--dask-mb N` also runs one N MB file (same kind of corpus, tasks sized by the launcher's
+default) on the DirectRunner (`--workers` worker processes) and on our DaskRunner against a
+dask.distributed LocalCluster of `--workers` single-threaded worker processes: wall time,
+throughput ratio, graph progress lines, and whether the shards are byte-identical.
+
 `--profile-scale N` also runs scale N once in one process (`--direct_running_mode in_memory`,
 so every stage runs under one cProfile) and records the functions with the most own time and
 the pipeline stages' cumulative time: where the pipeline's time goes besides clean + tokenize.
@@ -84,12 +89,15 @@ def _worker_kind(process: psutil.Process) -> str | None:
     return "standby" if "--standby" in command else "worker"
 
 
-def run_pipeline(corpus: Path, out: Path, workers: int, task_bytes: str) -> dict:
+def run_pipeline(corpus: Path, out: Path, workers: int, task_bytes: str | None,
+                 runner: list[str] | None = None) -> dict:
+    """One preprocess run (dedup on), watched; `runner` flags replace the local
+    multi_processing ones; `task_bytes` None leaves task sizing to the launcher."""
     command = [
         sys.executable, "-m", "pipelines.preprocess", "--source=jsonl", f"--input={corpus}",
         f"--output={out}", f"--tokenizer={GPT2}", "--append-eod", "--progress-interval=0",
-        f"--source-option=task_bytes={task_bytes}", "--direct_running_mode=multi_processing",
-        f"--direct_num_workers={workers}",
+        *([f"--source-option=task_bytes={task_bytes}"] if task_bytes else []),
+        *(runner or ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]),
     ]
     started = time.monotonic()
     launcher = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -129,6 +137,7 @@ def run_pipeline(corpus: Path, out: Path, workers: int, task_bytes: str) -> dict
     workers_cpu = sorted((cpu[p] for p in worker_pids), reverse=True)
     return {
         "wall_s": wall,
+        "stderr": stderr,
         "cpu_s": sum(cpu.values()),  # sampled every 0.1 s: the last 0.1 s may be missed
         "workers_cpu_s": workers_cpu,
         "workers_peak_rss_mb": sorted((rss[p] / 1e6 for p in worker_pids), reverse=True),
@@ -141,6 +150,48 @@ def run_pipeline(corpus: Path, out: Path, workers: int, task_bytes: str) -> dict
         "tasks_read": metrics.get("tasks_read", 0),
         "shuffle_bytes": {k: v for k, v in metrics.items() if k.startswith("dedup_shuffle_bytes")},
     }
+
+
+def shard_bytes(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.glob("shard-*"))}
+
+
+def dask_comparison(corpus: Path, tmp: Path, workers: int) -> dict:
+    """The same file on the DirectRunner and on the DaskRunner (LocalCluster of `workers`
+    single-threaded processes, started here): walls, tasks, same shards or not."""
+    from dask.distributed import LocalCluster
+
+    direct = run_pipeline(corpus, tmp / "out-direct", workers, None)
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:
+        dask = run_pipeline(corpus, tmp / "out-dask", workers, None,
+                            ["--runner=DaskRunner",
+                             f"--dask_client_address={cluster.scheduler_address}"])
+    progress = [line for line in dask["stderr"].splitlines() if line.startswith("dask: ")]
+    return {
+        "mb": direct["bytes_read"] / 1e6,
+        "tasks": direct["tasks_read"],
+        "direct_wall_s": direct["wall_s"],
+        "dask_wall_s": dask["wall_s"],
+        "graph_tasks": progress[-1].split(" of ")[1].split()[0] if progress else "n/a",
+        "same_shards": shard_bytes(tmp / "out-direct") == shard_bytes(tmp / "out-dask"),
+    }
+
+
+def render_dask(row: dict, workers: int) -> str:
+    ratio = row["direct_wall_s"] / row["dask_wall_s"]
+    return "\n".join([
+        f"## DaskRunner against the DirectRunner ({workers} workers, one file, tasks sized by "
+        "the launcher)",
+        "",
+        "| MB read | read tasks | DirectRunner wall s | DaskRunner wall s | Dask throughput / "
+        "Direct's (target 80%) | graph tasks | same shards |",
+        "|---:|---:|---:|---:|---:|---:|---|",
+        f"| {row['mb']:.1f} | {row['tasks']} | {row['direct_wall_s']:.1f} | "
+        f"{row['dask_wall_s']:.1f} | {ratio:.0%} | {row['graph_tasks']} | "
+        f"{'yes' if row['same_shards'] else 'NO'} |",
+        "",
+    ])
 
 
 def profile_run(corpus: Path, out: Path, task_bytes: str, top: int = 18) -> str:
@@ -266,6 +317,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--task-bytes", default="256KiB")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "scale.md"))
+    parser.add_argument("--dask-mb", type=float, default=0,
+                        help="also compare the DaskRunner with the DirectRunner on a file of "
+                        "this many MB (0: no comparison)")
     parser.add_argument("--profile-scale", type=int, default=0,
                         help="also profile this scale in one process (0: no profile)")
     args = parser.parse_args()
@@ -280,7 +334,15 @@ def main() -> None:
                                args.task_bytes)
             run.update(scale=scale, **info)
             runs.append(run)
+            run.pop("stderr")
             print(json.dumps(run), flush=True)
+        dask = ""
+        if args.dask_mb:
+            corpus = Path(tmp) / "corpus-dask.jsonl"
+            build_file(corpus, pool, int(args.dask_mb * 1e6))
+            row = dask_comparison(corpus, Path(tmp), args.workers)
+            print(json.dumps(row), flush=True)
+            dask = render_dask(row, args.workers)
         profile = ""
         if args.profile_scale:
             corpus = Path(tmp) / f"corpus-{args.profile_scale}x.jsonl"
@@ -288,6 +350,8 @@ def main() -> None:
                 build_file(corpus, pool, int(args.profile_scale * args.base_mb * 1e6))
             profile = profile_run(corpus, Path(tmp) / "out-profile", args.task_bytes)
     text = render(runs, args, {"paragraphs": len(pool)}, (load_start, os.getloadavg()[0]))
+    if dask:
+        text += "\n" + dask
     if profile:
         text += "\n" + profile
     Path(args.out).write_text(text)
