@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from train.models.bert import Bert, BertConfig, static_mlm_targets
+from train.models.bert import Bert, BertConfig
 from train.models.gpt import GPT, GPTConfig
 
 STEPS, BATCH, SEQ = 10, 4, 32
@@ -49,7 +49,11 @@ def bert_batches(vocab: int):
             count = int(torch.randint(0, 6, (), generator=generator))  # 0 to 5 predictions
             where = torch.randperm(int(lengths[row]), generator=generator)[:count]
             labels[row, where] = torch.randint(0, vocab, (where.numel(),), generator=generator)
-        positions, targets = static_mlm_targets(labels, max_predictions=5)
+        # fixed-size targets as BertDataset makes them: positions in order, padded with 0/-100
+        order = torch.sort((labels == -100).to(torch.int8), dim=1, stable=True).indices
+        positions = order[:, :5]
+        targets = labels.gather(1, positions)
+        positions = positions.masked_fill(targets == -100, 0)
         nsp = torch.randint(0, 2, (BATCH,), generator=generator)
         yield (ids, None, mask, targets, nsp), {"mlm_positions": positions}
 

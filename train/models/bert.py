@@ -13,7 +13,8 @@ Memory: when ``mlm_labels`` are given, the MLM head runs only at the predicted p
 (label != -100, typically 15% of tokens), gathered with a boolean index, so the
 [tokens, vocab] logits tensor is ~7x smaller. ``mlm_logits`` is then [n_predicted, vocab] in
 row-major (batch, position) order of the predicted positions; without labels it is
-[B, T, vocab].
+[B, T, vocab]. The training path gives ``mlm_positions`` instead (a fixed number a sequence):
+a gather with static shapes, so a compiled model keeps one graph (see ``forward``).
 """
 
 from __future__ import annotations
@@ -156,9 +157,9 @@ class Bert(nn.Module):
         Static shapes (what ``torch.compile`` and CUDA graphs need): ``mlm_positions`` [B, P]
         holds each sequence's predicted positions padded to a fixed P
         (``max_predictions_per_seq``), and ``mlm_labels`` is then [B, P] with -100 at the
-        padding (see :func:`static_mlm_targets`); the loss equals the dynamic one and
-        ``mlm_logits`` is [B * P, vocab]. ``attention_mask=None`` means no padding: attention
-        then runs on the fused kernels without a mask.
+        padding (``BertDataset``'s ``mlm_positions`` / ``mlm_targets``); the loss equals the
+        dynamic one and ``mlm_logits`` is [B * P, vocab]. ``attention_mask=None`` means no
+        padding: attention then runs on the fused kernels without a mask.
         """
         batch, seq_len = input_ids.shape
         if seq_len > self.config.max_position_embeddings:
@@ -238,30 +239,6 @@ class Bert(nn.Module):
     def flops_per_token(self, seq_len: int, mlm_fraction: float = 1.0) -> float:
         """Training FLOPs per token; see :func:`flops_per_token`."""
         return flops_per_token(self.config, seq_len, mlm_fraction)
-
-
-def static_mlm_targets(
-    mlm_labels: torch.Tensor, max_predictions: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dense [B, T] MLM labels (-100 = not predicted) as fixed-size ``(positions, labels)``,
-    both [B, max_predictions]: the predicted positions in order, padded with position 0 and
-    label -100. A sequence with more predictions than ``max_predictions`` is an error (the
-    data caps them at ``max_predictions_per_seq``), checked on the host only for CPU tensors
-    so a GPU step never waits on it."""
-    predicted = mlm_labels != -100
-    if mlm_labels.device.type == "cpu" and mlm_labels.numel():
-        most = int(predicted.sum(1).max())
-        if most > max_predictions:
-            raise ValueError(
-                f"a sequence has {most} predicted positions, more than "
-                f"max_predictions_per_seq={max_predictions}"
-            )
-    # stable sort puts predicted positions first, in position order
-    order = torch.sort((~predicted).to(torch.int8), dim=1, stable=True).indices
-    positions = order[:, :max_predictions]
-    labels = mlm_labels.gather(1, positions)
-    positions = positions.masked_fill(labels == -100, 0)
-    return positions, labels
 
 
 def count_params(config: BertConfig, exclude_embeddings: bool = False) -> int:
