@@ -382,12 +382,69 @@ def run_megatron(corpus: Path, out: Path, workers: int, budget_s: float) -> dict
     return {"bytes": read_bytes, "documents": documents, "tokens": tokens, "complete": complete}
 
 
+_DATATROVE_RUN = """
+import sys
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.tokens import DocumentTokenizer
+
+corpus, out, tokenizer, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+LocalPipelineExecutor(
+    pipeline=[
+        JsonlReader(corpus, glob_pattern="*.jsonl"),
+        DocumentTokenizer(out, tokenizer_name_or_path=tokenizer, eos_token="<|endoftext|>",
+                          shuffle_documents=False),
+    ],
+    tasks=workers, workers=workers, logging_dir=out + "-logs",
+).run()
+"""
+
+
+def run_datatrove(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
+    """datatrove's tokenizer (JsonlReader + DocumentTokenizer, `workers` tasks on as many
+    processes, GPT-2 from the same vocabulary, EOS appended, no cleaning) in the Python given by
+    --datatrove-python: a throwaway venv, never one of ours."""
+    from pipelines.tokenize import load_tokenizer
+
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = out / "gpt2-tokenizer.json"
+    tokenizer.write_text(load_tokenizer(str(GPT2)).to_json(), encoding="utf-8")
+    subprocess.run(
+        [
+            DATATROVE_PYTHON[0],
+            "-c",
+            _DATATROVE_RUN,
+            str(corpus),
+            str(out / "tokens"),
+            str(tokenizer),
+            str(workers),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    text_bytes = documents = 0
+    for path in corpus_files(corpus):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                text_bytes += len(json.loads(line)["text"].encode("utf-8"))
+                documents += 1
+    # uint16 ids in the .ds files it wrote
+    tokens = sum(p.stat().st_size for p in (out / "tokens").rglob("*.ds")) // 2
+    return {"bytes": text_bytes, "documents": documents, "tokens": tokens, "complete": True}
+
+
+# Set from --datatrove-python: the interpreter of a venv with datatrove installed.
+DATATROVE_PYTHON: list[str] = []
+
 CONTENDERS = {
     "pipeline": (run_pipeline, "Beam pipeline (FnApiRunner multi_processing)"),
     "loop": (run_loop, "(1) our clean + tokenize in a plain loop"),
     "naive": (run_naive, "(2) naive ftfy.fix_text + HF encode per document"),
     "megatron": (run_megatron, "(3) Megatron-style multiprocessing.Pool, HF encode"),
 }
+# Only with --datatrove-python.
+PEERS = {"datatrove": (run_datatrove, "(4) datatrove DocumentTokenizer (no cleaning)")}
 # Start-up only: the pipeline without a running mode, as a user runs it.
 STARTUP_ONLY = {"pipeline_default": (run_pipeline_default, "pipeline, default running mode")}
 # The plain loop again, timed per stage, with tokenization alone measured in the same process.
@@ -397,6 +454,7 @@ STARTUP_LABELS = {
     "pipeline_default": "pipeline as run by default (in the launcher's process for a small input)",
     "loop": "loop",
 }
+ALL_CONTENDERS = {**CONTENDERS, **PEERS}
 # Processes doing the work, for the wall-clock per-core figure.
 PARALLEL = {
     "pipeline": True,
@@ -405,6 +463,7 @@ PARALLEL = {
     "naive": False,
     "pipeline_default": False,
     "stages": False,
+    "datatrove": True,
 }
 
 
@@ -429,6 +488,7 @@ def measure(name: str, corpus: Path, work: Path, workers: int, budget_s: float) 
             str(workers),
             "--budget-s",
             str(budget_s),
+            *(["--datatrove-python", DATATROVE_PYTHON[0]] if DATATROVE_PYTHON else []),
         ],
         env={**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
         stdout=subprocess.DEVNULL,
@@ -495,7 +555,7 @@ def render(
     for r in rows:
         done = f"{r['mb']:,.1f}" + ("" if r["complete"] else " (budget)")
         lines.append(
-            f"| {CONTENDERS[r['name']][1]} | {done} | {r['wall_s']:,.1f} | {r['cpu_s']:,.1f} | "
+            f"| {ALL_CONTENDERS[r['name']][1]} | {done} | {r['wall_s']:,.1f} | {r['cpu_s']:,.1f} | "
             f"{r['cores']} | {r['mb_per_cpu_s']:.2f} | {r['mb_per_core_s']:.2f} | "
             f"{r['peak_rss_mb']:,.0f} | {r['documents']:,} | {r['tokens']:,} |"
         )
@@ -510,10 +570,10 @@ def render(
         "Ratios (same run), pipeline against each contender:",
         "",
     ]
-    for name in ("loop", "naive", "megatron"):
+    for name in (n for n in ("loop", "naive", "megatron", "datatrove") if n in by):
         r = by[name]
         lines.append(
-            f"- vs {CONTENDERS[name][1]}: {pipeline['mb_per_cpu_s'] / r['mb_per_cpu_s']:.2f}x per "
+            f"- vs {ALL_CONTENDERS[name][1]}: {pipeline['mb_per_cpu_s'] / r['mb_per_cpu_s']:.2f}x per "
             f"CPU-second, {pipeline['mb_per_core_s'] / r['mb_per_core_s']:.2f}x per core (wall)."
         )
     target = pipeline["mb_per_cpu_s"] / by["loop"]["mb_per_cpu_s"]
@@ -607,20 +667,31 @@ def main() -> None:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=sorted({**CONTENDERS, **PROFILE}),
+        choices=sorted({**CONTENDERS, **PROFILE, **PEERS}),
         default=[*CONTENDERS, *PROFILE],
     )
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "preprocess.md"))
+    parser.add_argument(
+        "--datatrove-python",
+        help="a Python with datatrove installed (a throwaway venv): adds datatrove's tokenizer "
+        "as contender (4) when 'datatrove' is in --only",
+    )
     parser.add_argument("--work", help="scratch directory (default: a temporary one)")
     parser.add_argument(
-        "--run", choices=sorted({**CONTENDERS, **STARTUP_ONLY, **PROFILE}), help=argparse.SUPPRESS
+        "--run",
+        choices=sorted({**CONTENDERS, **STARTUP_ONLY, **PROFILE, **PEERS}),
+        help=argparse.SUPPRESS,
     )
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.datatrove_python:
+        DATATROVE_PYTHON.append(args.datatrove_python)
+    elif "datatrove" in args.only:
+        parser.error("--only datatrove needs --datatrove-python")
 
     if args.run:  # one contender, in this process
         work = Path(args.work)
-        function, _ = {**CONTENDERS, **STARTUP_ONLY, **PROFILE}[args.run]
+        function, _ = {**CONTENDERS, **STARTUP_ONLY, **PROFILE, **PEERS}[args.run]
         result = function(Path(args.corpus), work / f"out-{args.run}", args.workers, args.budget_s)
         (work / f"{args.run}.json").write_text(json.dumps(result))
         return
@@ -635,7 +706,7 @@ def main() -> None:
         if "stages" in args.only:
             profile = measure("stages", work / "corpus", work, args.workers, args.budget_s)
             print(render_stages(profile), flush=True)
-        for name in (name for name in args.only if name in CONTENDERS):
+        for name in (name for name in args.only if name in ALL_CONTENDERS):
             row = measure(name, work / "corpus", work, args.workers, args.budget_s)
             print(
                 f"{name:9s} {row['mb']:8.1f} MB  wall {row['wall_s']:6.1f} s  cpu {row['cpu_s']:6.1f} s  "
