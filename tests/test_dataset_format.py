@@ -282,6 +282,15 @@ def rewrite(path, mutate):
         f.write(data)
 
 
+def assert_fault_named(prefix, suffix, mutate, message):
+    """Opening the pair after `mutate` rewrote its `suffix` file fails with `message`, naming
+    that file."""
+    rewrite(prefix + suffix, mutate)
+    with pytest.raises(FormatError, match=message) as err:
+        IndexedDataset(prefix)
+    assert os.path.basename(prefix) + suffix in str(err.value)
+
+
 @pytest.mark.parametrize(
     "mutate, message",
     [
@@ -296,10 +305,7 @@ def rewrite(path, mutate):
     ],
 )
 def test_corrupt_index_is_named(real_pair, mutate, message):
-    rewrite(real_pair + ".idx", mutate)
-    with pytest.raises(FormatError, match=message) as err:
-        IndexedDataset(real_pair)
-    assert "p.idx" in str(err.value)
+    assert_fault_named(real_pair, ".idx", mutate, message)
 
 
 def test_pointer_past_end_of_bin(real_pair):
@@ -380,10 +386,7 @@ def test_decreasing_document_index_refused_at_open(tmp_path, book_documents):
     ],
 )
 def test_bin_size_faults(real_pair, mutate, message):
-    rewrite(real_pair + ".bin", mutate)
-    with pytest.raises(FormatError, match=message) as err:
-        IndexedDataset(real_pair)
-    assert "p.bin" in str(err.value)
+    assert_fault_named(real_pair, ".bin", mutate, message)
 
 
 def test_missing_half_of_a_pair(real_pair):
