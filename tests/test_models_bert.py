@@ -153,6 +153,11 @@ def test_errors_name_the_problem(model: Bert) -> None:
         model(x, nsp_labels=torch.tensor([0, 1, 0]))
     with pytest.raises(ValueError, match="divisible by n_head"):
         BertConfig(n_embd=30, n_head=4)
+    positions = torch.zeros(2, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="mlm_positions needs mlm_labels of the same"):
+        model(x, mlm_labels=torch.full((2, 4), -100), mlm_positions=positions)
+    with pytest.raises(ValueError, match="mlm_positions needs mlm_labels of the same"):
+        model(x, mlm_positions=positions)
 
 
 def test_training_step_updates_all_parameters() -> None:
