@@ -9,6 +9,7 @@ extreme integers, JSON values replaced, and a pickle that would run code spliced
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -129,18 +130,21 @@ def json_mutated(draw, data: bytes) -> bytes:
     return json.dumps(doc).encode()
 
 
-def _one_line(error: Exception) -> None:
-    assert "\n" not in str(error), str(error)
+@contextlib.contextmanager
+def _returns_or_fails_on_one_line(error_type: type[Exception]):
+    """The parser under it returns, or raises `error_type` with a one-line message."""
+    try:
+        yield
+    except error_type as e:
+        assert "\n" not in str(e), str(e)
 
 
 @FEW
 @given(st.data())
 def test_manifest_parser(real, data):
     raw = data.draw(json_mutated(real["manifest"]))
-    try:
+    with _returns_or_fails_on_one_line(FormatError):
         Manifest.loads(raw, "manifest.json")
-    except FormatError as e:
-        _one_line(e)
 
 
 @FEW
@@ -152,14 +156,12 @@ def test_idx_parser(real, data):
     shutil.copyfile(real["bin"], prefix + ".bin")
     with open(prefix + ".idx", "wb") as f:
         f.write(raw)
-    try:
+    with _returns_or_fails_on_one_line(FormatError):
         ds = IndexedDataset(prefix)
         ds.verify(vocab_size=50257)
         if ds.num_documents:
             ds.document(ds.num_documents - 1)
             ds.sequence(ds.num_sequences - 1)
-    except FormatError as e:
-        _one_line(e)
 
 
 @FEW
@@ -169,10 +171,8 @@ def test_checkpoint_meta_json_parser(real, data):
     directory = real["root"] / f"ckpt-{next(real['counter'])}"
     directory.mkdir()
     (directory / "meta.json").write_bytes(raw)
-    try:
+    with _returns_or_fails_on_one_line(ckpt.CheckpointError):
         ckpt.read_meta(str(directory))
-    except ckpt.CheckpointError as e:
-        _one_line(e)
 
 
 class _RunsCode:
@@ -191,9 +191,7 @@ def test_dcp_metadata_parser(real, data):
     if data.draw(st.integers(0, 3)) == 0:  # splice in a pickle that would run code
         pos = data.draw(st.integers(0, len(raw)))
         raw = raw[:pos] + pickle.dumps(_RunsCode(str(marker)))[2:-1] + raw[pos:]
-    try:
+    with _returns_or_fails_on_one_line(UnsafeInputError):
         md = checkpoint_io.parse_metadata(raw, ".metadata")
         checkpoint_io.check_metadata(md, ".metadata", real["sizes"])
-    except UnsafeInputError as e:
-        _one_line(e)
     assert not marker.exists()
