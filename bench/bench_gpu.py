@@ -1,6 +1,6 @@
 """Training speed on one GPU, side by side with Hugging Face ``transformers``.
 
-    bench/gpu.sh                      # what to run on a GPU machine (< 8 minutes on one H200)
+    bench/gpu.sh                      # what to run on a GPU machine (4 minutes on one H200)
     python bench/bench_gpu.py [--cases gpt2-124m bert-large-128-bf16 ...] [--steps 15]
                               [--out bench/results/gpu.md] [--profile DIR] [--smoke]
 

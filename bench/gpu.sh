@@ -2,7 +2,7 @@
 # GPU training speed, side by side with Hugging Face transformers, on one GPU: gpt2-124m,
 # bert-large seq 128 (bf16, fp16), gpt2-355m, bert-large seq 512 (bf16, fp16), each ours then
 # HF's at the same batch, precision, optimizer and compile setting, after a bf16 matmul
-# ceiling; < 8 minutes on an H100/H200 (most of it compilation). See bench/bench_gpu.py.
+# ceiling; 4 minutes on one H200 (2026-12-04, most of it compilation). See bench/bench_gpu.py.
 #
 #   bench/gpu.sh            writes the table, row by row, to $OUT/gpu.md when $OUT is set
 #                           (device runner), else bench/results/gpu.md
