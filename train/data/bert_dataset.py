@@ -28,12 +28,12 @@ from dataset_format import FormatError, ShardSet
 from train.data.blend import build_split_datasets
 from train.data.gpt_dataset import split_range
 from train.data.indices import (
+    MappedDataset,
     cache_key,
     ensure_index_files,
     index_cache_directory,
     open_index_files,
     shard_set_fingerprint,
-    shard_set_location,
 )
 from train.data.spec import Dataset, DataSource
 
@@ -200,11 +200,13 @@ def truncate_pair(
     )
 
 
-class BertDataset:
+class BertDataset(MappedDataset):
     """dataset[i] -> input_ids, token_type_ids, attention_mask, mlm_labels, nsp_label, and the
     static-shape form of the MLM targets: ``mlm_positions`` (the predicted positions in order,
     padded with 0) and ``mlm_targets`` (their labels, padded with -100), both of the fixed
     length ``masking.max_predictions(max_seq_length)`` (see ``Bert.forward``)."""
+
+    _DERIVED = ("sentences", "mapping", "random_documents", "random_token_ids", "_rng")
 
     def __init__(
         self,
@@ -232,9 +234,7 @@ class BertDataset:
         self.vocab_size = vocab_size
         self.continuation_ids = continuation_ids
         self.name = name
-        self._location = shard_set_location(shard_set)
-        self._index_files = dict(index_files)
-        self._open(shard_set)
+        self._attach(shard_set, index_files)
 
     def _open(self, shard_set: ShardSet | None = None) -> None:
         shard_set = shard_set if shard_set is not None else ShardSet(self._location)
@@ -253,16 +253,6 @@ class BertDataset:
         self.mask_id = self.special_ids["mask"]
         self.pad_id = self.special_ids["pad"]
         self._rng = np.random.RandomState()
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        for derived in ("sentences", "mapping", "random_documents", "random_token_ids", "_rng"):
-            state.pop(derived)
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._open()
 
     def __len__(self) -> int:
         return int(self.mapping.shape[0])

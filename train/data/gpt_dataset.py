@@ -15,13 +15,13 @@ import numpy as np
 from dataset_format import FormatError, ShardSet
 from train.data.blend import build_split_datasets
 from train.data.indices import (
+    MappedDataset,
     build_gpt_indices,
     cache_key,
     ensure_index_files,
     index_cache_directory,
     open_index_files,
     shard_set_fingerprint,
-    shard_set_location,
 )
 from train.data.spec import Dataset, DataSource, split_documents
 
@@ -73,8 +73,10 @@ def check_documents_end_with_eod(shard_set: ShardSet, path: str, eod_id: int | N
             )
 
 
-class GPTDataset:
+class GPTDataset(MappedDataset):
     """dataset[i] -> input_ids, labels (the next tokens), loss_mask; all of length seq_len."""
+
+    _DERIVED = ("shard_set", "document_index", "sample_index", "shuffle_index")
 
     def __init__(
         self,
@@ -90,9 +92,7 @@ class GPTDataset:
         self.eod_mask_id = eod_mask_id
         self.vocab_size = vocab_size
         self.name = name
-        self._location = shard_set_location(shard_set)
-        self._index_files = dict(index_files)
-        self._open(shard_set)
+        self._attach(shard_set, index_files)
 
     def _open(self, shard_set: ShardSet | None = None) -> None:
         self.shard_set = shard_set if shard_set is not None else ShardSet(self._location)
@@ -100,21 +100,6 @@ class GPTDataset:
         self.document_index = arrays["document_index"]
         self.sample_index = arrays["sample_index"]
         self.shuffle_index = arrays["shuffle_index"]
-
-    # DataLoader workers started by spawn get paths, not copies of memory maps.
-    def __getstate__(self) -> dict:
-        return {
-            "seq_len": self.seq_len,
-            "eod_mask_id": self.eod_mask_id,
-            "vocab_size": self.vocab_size,
-            "name": self.name,
-            "_location": self._location,
-            "_index_files": self._index_files,
-        }
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._open()
 
     def __len__(self) -> int:
         return int(self.shuffle_index.shape[0])

@@ -169,6 +169,29 @@ def shard_set_location(shard_set: ShardSet) -> str:
     return shard_set.shards[0].prefix
 
 
+class MappedDataset:
+    """A dataset over a shard set and its index files that pickles as paths: what `_open`
+    derives from them (memory maps, tables; named in `_DERIVED`) is left out and made again
+    on unpickling, so DataLoader workers started by spawn get paths, not copies of the maps."""
+
+    _DERIVED: tuple[str, ...] = ()
+
+    def _attach(self, shard_set: ShardSet, index_files: dict[str, str]) -> None:
+        self._location = shard_set_location(shard_set)
+        self._index_files = dict(index_files)
+        self._open(shard_set)
+
+    def _open(self, shard_set: ShardSet | None = None) -> None:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in self._DERIVED}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._open()
+
+
 def shard_set_fingerprint(shard_set: ShardSet) -> dict:
     """What identifies a set's contents for cache keys: its path and its shards' checksums.
 
