@@ -14,7 +14,7 @@ import dataclasses
 import io
 import lzma
 import zlib
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import zstandard
 
@@ -48,24 +48,31 @@ def detect_compression(head: bytes) -> str | None:
     return None
 
 
-class _ZlibCodec:
-    def __init__(self) -> None:
-        self._decompressor = zlib.decompressobj(wbits=31)  # 31: gzip header and trailer
-        self._output_was_capped = False
+class _Codec:
+    """One codec's streaming decompressor (`_decompressor`) behind the interface
+    _DecompressingReader uses: eof, needs_input, unused_data, decompress."""
+
+    _decompressor: Any
 
     @property
     def eof(self) -> bool:
         return self._decompressor.eof
 
     @property
+    def unused_data(self) -> bytes:
+        return self._decompressor.unused_data
+
+
+class _ZlibCodec(_Codec):
+    def __init__(self) -> None:
+        self._decompressor = zlib.decompressobj(wbits=31)  # 31: gzip header and trailer
+        self._output_was_capped = False
+
+    @property
     def needs_input(self) -> bool:
         # a call that hit the output cap may have consumed all input yet still hold output
         # inside zlib, so only an uncapped call with no unconsumed tail needs more input
         return not self._decompressor.unconsumed_tail and not self._output_was_capped
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._decompressor.unused_data
 
     def decompress(self, data: bytes) -> bytes:
         pending = self._decompressor.unconsumed_tail + data
@@ -74,47 +81,31 @@ class _ZlibCodec:
         return out
 
 
-class _BoundedCodec:
+class _BoundedCodec(_Codec):
     """bz2 and lzma decompressors share this interface, output capped per call."""
 
     def __init__(self, decompressor: bz2.BZ2Decompressor | lzma.LZMADecompressor) -> None:
         self._decompressor = decompressor
 
     @property
-    def eof(self) -> bool:
-        return self._decompressor.eof
-
-    @property
     def needs_input(self) -> bool:
         return self._decompressor.needs_input
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._decompressor.unused_data
 
     def decompress(self, data: bytes) -> bytes:
         return self._decompressor.decompress(data, _MAX_OUTPUT_PER_CALL)
 
 
-class _ZstdCodec:
+class _ZstdCodec(_Codec):
     needs_input = True
 
     def __init__(self) -> None:
         self._decompressor = zstandard.ZstdDecompressor().decompressobj()
 
-    @property
-    def eof(self) -> bool:
-        return self._decompressor.eof
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._decompressor.unused_data
-
     def decompress(self, data: bytes) -> bytes:
         return self._decompressor.decompress(data)
 
 
-def _new_codec(compression: str) -> _ZlibCodec | _BoundedCodec | _ZstdCodec:
+def _new_codec(compression: str) -> _Codec:
     if compression == "gzip":
         return _ZlibCodec()
     if compression == "bz2":
