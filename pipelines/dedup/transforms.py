@@ -222,12 +222,19 @@ class _BandKeysFn(beam.DoFn):
             yield key, record.node
 
 
-class _BucketEdgesFn(beam.DoFn):
-    def __init__(self, max_pairs_members: int) -> None:
-        self._max_pairs_members = max_pairs_members
+class _CountingFn(beam.DoFn):
+    """A DoFn whose counts go to Beam metrics once per bundle (BundleCounts.drain)."""
 
     def start_bundle(self) -> None:
         self._counts = BundleCounts()
+
+    def finish_bundle(self) -> None:
+        self._counts.drain()
+
+
+class _BucketEdgesFn(_CountingFn):
+    def __init__(self, max_pairs_members: int) -> None:
+        self._max_pairs_members = max_pairs_members
 
     def process(self, element):
         _, members = element
@@ -236,9 +243,6 @@ class _BucketEdgesFn(beam.DoFn):
         for edge in edges:
             self._counts.inc("dedup_candidate_edges")
             yield edge
-
-    def finish_bundle(self) -> None:
-        self._counts.drain()
 
 
 def _edge_roles(edge):
@@ -285,15 +289,12 @@ def _own_shingles(values: Iterable[tuple[str, object]], doc_id: str):
     raise AssertionError(f"document {doc_id!r} is in a candidate pair but has no shingle set")
 
 
-class _VerifyFn(beam.DoFn):
+class _VerifyFn(_CountingFn):
     """(u id, [("own", (u, set of u)), ("in", (v, set of v)), ...]) -> (u, v, J) for every
     sender v with J >= threshold. Two passes over the group, which is never held."""
 
     def __init__(self, threshold: float) -> None:
         self._threshold = threshold
-
-    def start_bundle(self) -> None:
-        self._counts = BundleCounts()
 
     def process(self, element):
         doc_id, values = element
@@ -308,9 +309,6 @@ class _VerifyFn(beam.DoFn):
             if similarity >= self._threshold:
                 self._counts.inc("dedup_pairs_similar")
                 yield u, v, similarity
-
-    def finish_bundle(self) -> None:
-        self._counts.drain()
 
 
 # Texts of this many characters or more cross apply's shuffle zstd-compressed (level 1, through
@@ -348,12 +346,9 @@ def _row_doc(doc_id: str, row: tuple) -> Document:
     return Document(doc_id, source, text, *rest)
 
 
-class _ApplyFn(beam.DoFn):
+class _ApplyFn(_CountingFn):
     """(id, [("doc", _doc_row), ("dec", _Decision), ("rej", Reject), ("match", (J, id))])
     -> main: Document | "rejects": Reject | "clusters": ClusterMember."""
-
-    def start_bundle(self) -> None:
-        self._counts = BundleCounts()
 
     def process(self, element):
         doc_id, values = element
@@ -410,9 +405,6 @@ class _ApplyFn(beam.DoFn):
                 decision.kept_id, doc.id, doc.source, reason, decision.matched_id, decision.jaccard
             ),
         )
-
-    def finish_bundle(self) -> None:
-        self._counts.drain()
 
 
 def _join(
