@@ -313,3 +313,19 @@ def test_a_run_start_sweeps_the_saves_a_killed_run_left(tmp_path, capsys):
     assert "unfinished checkpoint saves of an earlier run: .tmp-step-00000009" in (
         capsys.readouterr().out
     )
+
+
+def test_a_full_disk_before_the_first_byte_is_one_line(tmp_path, monkeypatch):
+    """Even the temporary directory cannot be made: one line, nothing left behind."""
+    model, optimizer = _trained()
+    real_makedirs = os.makedirs
+
+    def makedirs(path, *args, **kwargs):
+        if ".tmp-step-" in str(path):
+            _disk_full()
+        return real_makedirs(path, *args, **kwargs)
+
+    monkeypatch.setattr(ckpt.os, "makedirs", makedirs)
+    with pytest.raises(ckpt.CheckpointError, match=r"step 1 not saved \(no space left on device\)"):
+        _save(tmp_path, 1, model, optimizer)
+    assert os.listdir(tmp_path / "checkpoints") == []

@@ -170,11 +170,6 @@ def _rank_and_size() -> tuple[int, int]:
     return (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
 
 
-def _barrier() -> None:
-    if _distributed():
-        dist.barrier()
-
-
 def _all_gather(obj: object) -> list:
     if not _distributed():
         return [obj]
@@ -316,11 +311,14 @@ def save_checkpoint(
     rank, _ = _rank_and_size()
     root = checkpoints_dir(run_dir)
     tmp = os.path.join(root, TMP_PREFIX + step_dir_name(step))
-    if rank == 0:
-        os.makedirs(root, exist_ok=True)
-        sweep_stale_saves(run_dir)
-        os.makedirs(tmp)
-    _barrier()
+
+    def prepare() -> None:
+        if rank == 0:
+            os.makedirs(root, exist_ok=True)
+            sweep_stale_saves(run_dir)
+            os.makedirs(tmp)
+
+    _agreed(run_dir, step, tmp, prepare)  # also the barrier before any rank writes into tmp
     state = sharded_state(model, optimizer)
     rng = _all_gather(capture_rng_state())
     trainer_state = {**trainer_state, "rng": rng}
