@@ -282,6 +282,17 @@ def graph_bags(pipeline, client, bag_kwargs: dict | None = None) -> list[db.Bag]
     return [leaf.map_partitions(_nothing) for leaf in builder.leaves()]
 
 
+def _import_pipeline_modules() -> None:
+    # Beam warns through the root logger while it is imported ("apitools not found"); a worker
+    # whose root logger has no handler would print that through Python's last-resort handler
+    # on the cluster's terminal. Our own loggers' records reach the launcher (forward_logging).
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
+    import pipelines.transforms  # noqa: F401  (what unpickling our DoFns imports)
+    import pipelines.write  # noqa: F401
+
+
 class DaskRunner(stock.DaskRunner):
     """Runs a pipeline on a dask.distributed client (see the module docstring for what differs
     from Beam's own DaskRunner)."""
@@ -299,6 +310,11 @@ class DaskRunner(stock.DaskRunner):
                 drop_default=True, current_only=True)
             DaskOptions._extract_bag_kwargs(dask_options)  # what is left is the client's
             self._client = ddist.Client(**dask_options)
+            # The workers import Beam and our modules (seconds) now, while the launcher loads
+            # the tokenizer and builds the graph, not when the first task reaches them.
+            threading.Thread(
+                target=self._client.run, args=(_import_pipeline_modules,), daemon=True
+            ).start()
         return self._client
 
     def worker_threads(self, options) -> int:

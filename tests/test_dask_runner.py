@@ -6,6 +6,7 @@ document twice, so dedup has work) and Gutenberg books."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import apache_beam as beam
@@ -200,3 +201,25 @@ def test_the_installed_beam_has_every_internal_the_dask_runner_uses():
         f"apache-beam {beam.__version__} lacks what pipelines/dask_runner.py uses: "
         f"{', '.join(missing)}; it is tested with the versions pyproject.toml pins"
     )
+
+
+@pytest.mark.slow
+def test_the_launcher_shows_progress_and_a_workers_first_failure(cluster, tmp_path, capsys,
+                                                                 monkeypatch):
+    """A record that cannot be read is counted on a worker; its file and offset reach the
+    launcher's output as the worker logs it, and so do progress lines."""
+    monkeypatch.setattr("pipelines.dask_runner.PROGRESS_INTERVAL_S", 0.2)
+    texts = [p.read_text(encoding="utf-8") for p in
+             sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))]
+    lines = [json.dumps({"text": text}) for text in texts]
+    lines.insert(3, '{"text": "no closing brace"')
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "bad.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bad_offset = sum(len(line.encode()) + 1 for line in lines[:3])
+    code = main(["--source=jsonl", f"--input={tmp_path / 'in' / 'bad.jsonl'}",
+                 f"--output={tmp_path / 'out'}", f"--tokenizer={GPT2}", "--append-eod",
+                 "--no-dedup", "--max-failure-rate=0.2", *_dask(cluster)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert re.search(rf"^WARNING pipelines\.\S+: skipped \S*bad\.jsonl@{bad_offset}: ", err, re.M), err
+    assert re.search(r"^dask: [\d,]+ of [\d,]+ graph tasks done, \d+ s$", err, re.M), err
