@@ -329,3 +329,19 @@ def test_a_full_disk_before_the_first_byte_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(ckpt.CheckpointError, match=r"step 1 not saved \(no space left on device\)"):
         _save(tmp_path, 1, model, optimizer)
     assert os.listdir(tmp_path / "checkpoints") == []
+
+
+def test_export_to_a_directory_or_a_full_disk_is_one_line_and_leaves_nothing(
+    gpt_checkpoint, tmp_path, capsys, monkeypatch
+):
+    target = tmp_path / "a-folder"
+    target.mkdir()
+    assert export_main(["torch", gpt_checkpoint, str(target)]) == 1
+    assert "is a directory" in capsys.readouterr().err and os.listdir(target) == []
+    from train import export
+
+    monkeypatch.setattr(export.torch, "save", _disk_full)
+    assert export_main(["torch", gpt_checkpoint, str(tmp_path / "out.pt")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("out.pt")]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import sys
 
@@ -56,9 +57,15 @@ def model_config_of(trainer_state: dict) -> GPTConfig | BertConfig:
 
 def export_torch(checkpoint_dir: str, out_file: str) -> None:
     state = consolidated_state(checkpoint_dir)
-    tmp = out_file + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, out_file)
+    if os.path.isdir(out_file):
+        raise OSError(errno.EISDIR, f"{out_file} is a directory; name the file to write")
+    tmp = f"{out_file}.tmp-{os.getpid()}"
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, out_file)
+    finally:
+        if os.path.exists(tmp):  # a failed write (a full disk) leaves nothing behind
+            os.remove(tmp)
 
 
 def export_hf(checkpoint_dir: str, out_dir: str, overwrite: bool = False) -> None:
