@@ -25,8 +25,9 @@ MAX_INT_DIGITS = 40
 KIB = 1 << 10
 MIB = 1 << 20
 # A tokenizer file read whole (tokenizer.json, vocab.txt, merges.txt): the largest in common use
-# are ~35 MiB (a 256k-token vocabulary with its merges); a bound, not a fit.
-TOKENIZER_CAP = 128 * MIB
+# are ~35 MiB (a 256k-token vocabulary with its merges); a bound, not a fit. The same bound as
+# the pipeline's (pipelines/tokenizer.py), so a tokenizer one side reads the other side reads too.
+TOKENIZER_CAP = 256 * MIB
 
 
 class UnsafeInputError(ValueError):
