@@ -507,3 +507,19 @@ def test_a_bucket_that_never_answers_fails_the_launch_within_the_timeout(monkeyp
         f"preprocess: error: gs://my-bucket/shards/books cannot be reached: 127.0.0.1:{port} did "
         "not answer within 0.5 s (no network, a proxy or firewall in the way?)"
     ]
+
+
+@pytest.mark.parametrize(
+    "argv, local, workers",
+    [
+        (dataflow_argv(), False, None),  # autoscaling without a bound: tasks keep task_bytes
+        (dataflow_argv(max_num_workers="100"), False, 100),  # n1-standard-1 by default
+        (dataflow_argv(max_num_workers="10", machine_type="n2-standard-8"), False, 80),
+        (["--direct_running_mode=multi_processing", "--direct_num_workers=3"], True, 3),
+        (["--direct_running_mode=in_memory"], True, 1),
+    ],
+)
+def test_tasks_are_sized_for_the_workers_the_runner_has(argv, local, workers):
+    from pipelines.runners import planned_workers
+
+    assert planned_workers(PipelineOptions(argv), "DataflowRunner", local) == workers
