@@ -14,6 +14,7 @@
 #            28.43% of 7,038 steps, 20 predictions per sequence
 #   phase 2: 4096 x 8 = global batch 32,768, seq 512, lr 4e-3, warmup 12.8% of 1,563 steps,
 #            80 predictions per sequence; it continues from phase 1's weights
+#   (the trainer's --max-predictions-per-seq default, 20 per 128 tokens, gives 20 and 80)
 #   micro batches: 8192 / 128 accumulation steps = 64 (phase 1), 4096 / 512 = 8 (phase 2)
 #   data: Wikipedia + BooksCorpus, 15% masking, NSP (Devlin et al. 2019)
 # Phase 1 is 90% of the samples (7,038 x 65,536 against 1,563 x 32,768), as in BERT's original
@@ -28,9 +29,6 @@
 # Where this differs from NVIDIA's run, and why:
 # - bf16 autocast instead of fp16 with loss scaling (A100/H100 class GPUs; `--precision fp16`
 #   is there for V100s).
-# - Predictions per sequence: the trainer masks 15% of a sequence's tokens up to 20
-#   (train/data/bert_dataset.py MaskingConfig.max_predictions_per_seq, not a flag), so phase 2
-#   predicts 20 tokens per 512-token sequence where NVIDIA's predicts 80.
 # - Decay: linear to 0 after the warmup. NVIDIA's scheduler is polynomial (not verified here).
 # - Phase 2 reads phase 1's data from its start again (a new run counts samples from 0);
 #   NVIDIA's phase 2 reads its own seq-512 files.
