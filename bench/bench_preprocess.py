@@ -18,6 +18,11 @@ vocabulary, appends an end-of-document id and writes an MMIDIDX .bin/.idx:
 - megatron   Megatron-LM tools/preprocess_data.py style: multiprocessing.Pool(`--workers`)
              .imap(encode, lines, 32) where encode = json.loads + tokenizers' encode + EOD, the
              main process writing the dataset (Megatron's HuggingFaceTokenizer path)
+- stages     the loop again, each stage's CPU seconds timed (read, ftfy, normalisation,
+             language id, quality filters, tokenize, write), then tokenization alone and
+             sentence splitting in the same process: the loop's share of tokenization alone
+- datatrove  (only with --only datatrove --datatrove-python PY) datatrove's JsonlReader +
+             DocumentTokenizer from a throwaway venv, `--workers` tasks, no cleaning
 
 Throughput is MB of raw text per second per core, two ways: MB per CPU-second of the whole
 process tree (robust on a shared machine), and MB / (wall seconds x processes working). The
