@@ -373,7 +373,13 @@ def main(config: TrainConfig, hooks: TrainHooks | None = None) -> dict:
     trainer = None
     try:
         trainer = Trainer(config, runtime, hooks)
-        return trainer.fit()
+        summary = trainer.fit()
+        if dist.is_initialized():
+            # Every rank past its last collective before any rank tears the group down: a rank
+            # that destroyed gloo's pairs while its peer was still in the final save's agreement
+            # made the peer abort ("terminate called without an active exception") under load.
+            dist.barrier()
+        return summary
     except KeyboardInterrupt:
         # Ctrl-C is a user's stop, not a fault: one line. Checkpoints are renamed into place
         # whole, so the run directory holds only complete ones for --resume.
