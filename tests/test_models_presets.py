@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from train.models import PRESETS, Preset, build_model, count_params, get_preset, pad_vocab_size
 from train.models.bert import Bert, BertConfig
 from train.models.gpt import GPT, GPTConfig
-from train.models.presets import (
-    PRESETS,
-    Preset,
-    build_model,
-    count_params,
-    get_preset,
-    pad_vocab_size,
-)
 
 ALL_NAMES = [
     "gpt2-124m", "gpt2-355m", "gpt2-774m", "gpt2-1.5b",

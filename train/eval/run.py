@@ -280,37 +280,24 @@ def main(argv: Sequence[str] | None = None) -> dict:
                 f"--task {args.task} needs a {expected.upper()} model; {loaded.source} is "
                 f"{loaded.kind.upper()}"
             )
-        progress = not args.no_progress
+        # What every task takes alike: the batch size, this rank's share and the progress line.
+        batching = dict(
+            batch_size=args.batch_size, partition=partition, progress=not args.no_progress
+        )
         if args.task == "wikitext103":
             raw = read_text_capped(args.data, "eval data", wikitext.EVAL_DATA_CAP)
             result = evaluate_wikitext(
-                loaded,
-                raw,
-                context=args.context,
-                stride=args.stride,
-                batch_size=args.batch_size,
-                partition=partition,
-                progress=progress,
+                loaded, raw, context=args.context, stride=args.stride, **batching
             ).to_json()
         elif args.task == "lambada":
             result = evaluate_lambada(
-                loaded,
-                lambada.read_passages(args.data),
-                batch_size=args.batch_size,
-                partition=partition,
-                progress=progress,
+                loaded, lambada.read_passages(args.data), **batching
             ).to_json()
         else:
             result = evaluate_masked_lm(
-                loaded,
-                args.data,
-                samples=args.samples,
-                seq_len=args.seq_len,
-                seed=args.seed,
-                batch_size=args.batch_size,
-                partition=partition,
-                progress=progress,
-            ).to_json()
+                loaded, args.data, samples=args.samples, seq_len=args.seq_len, seed=args.seed,
+                **batching,
+            ).to_json()  # fmt: skip
     except (LoadError, ValueError, OSError, UnicodeDecodeError) as e:
         _fail(str(e))
     report = {
