@@ -152,3 +152,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    from train.runtime import leave_finished_rank
+
+    leave_finished_rank()  # as train/pretrain.py does under torchrun

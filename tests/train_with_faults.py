@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.train_faults import FaultHooks  # noqa: E402
 from train.config import parse_args  # noqa: E402
 from train.loop import main  # noqa: E402
+from train.runtime import leave_finished_rank  # noqa: E402
 
 if __name__ == "__main__":
     split = sys.argv.index("--")
@@ -25,3 +26,4 @@ if __name__ == "__main__":
     parser.add_argument("--kill-rank", type=int, default=1)
     faults = parser.parse_args(sys.argv[1:split])
     main(parse_args(sys.argv[split + 1 :]), FaultHooks(**vars(faults)))
+    leave_finished_rank()  # as train/pretrain.py does under torchrun

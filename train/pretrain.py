@@ -14,6 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from train.config import parse_args  # noqa: E402
 from train.loop import main  # noqa: E402
+from train.runtime import launched_by_torchrun, leave_finished_rank  # noqa: E402
 
 if __name__ == "__main__":
     main(parse_args())
+    if launched_by_torchrun():
+        leave_finished_rank()
