@@ -45,8 +45,10 @@ _ILLUSTRATION = re.compile(
     r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b[^\[\]]{0,2000}?\]", re.IGNORECASE
 )
 
+# The words a chapter heading (and a contents entry naming one) starts with.
+_CHAPTER_WORDS = r"chapter|chapitre|kapitel|cap[íi]tulo|capitolo|stave|book|livre|part|partie"
 _FIRST_CHAPTER = re.compile(
-    r"^\s*(?:chapter|chapitre|kapitel|cap[íi]tulo|capitolo|stave|book|livre|buch|part|partie)"
+    rf"^\s*(?:{_CHAPTER_WORDS}|buch)"
     r"\s+(?:the\s+)?(?:1|i|one|first|premier|premi[èe]re|erstes)\b",
     re.IGNORECASE,
 )
@@ -54,7 +56,7 @@ _FIRST_CHAPTER = re.compile(
 _FIRST_NUMERAL = re.compile(r"^\s*(?:1|I)\.?\s*$")
 # A line of a table of contents or a list of illustrations.
 _ENTRY = re.compile(
-    r"^\s*(?:chapter|chapitre|kapitel|cap[íi]tulo|capitolo|stave|book|livre|part|partie"
+    rf"^\s*(?:{_CHAPTER_WORDS}"
     r"|letter|canto|act|scene|section|[IVXLC]+\.?\s|\d+\.\s)"
     r"|\.{3,}\s*\S*\d+\s*$|[ \t]\d{1,4}\s*$|\s{3,}\d{1,4}\s*$|^\s*(?:preface|introduction"
     r"|epilogue|appendix|index|conclusion|dedication|contents)\b",
