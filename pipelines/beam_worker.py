@@ -15,6 +15,16 @@ short-lived process claims one standby by renaming its socket (atomic: two worke
 the same one), hands it its environment (the runner's control and logging addresses), and
 waits for it to finish, exiting with its code. Without a standby left, it runs the worker
 itself.
+
+Forked standbys. Each standby that imports Beam, loads the tokenizer and the language model
+by itself spends ~0.9 CPU-s doing what the launcher has already done; on 2 cores, two of them
+were a tenth of a 100 MB run's CPU time. So where it can, the launcher forks its standbys once
+it holds all that (`StandbyWorkers(..., warm=...)`): they share its memory copy-on-write and
+start with nothing to load. fork() is unsafe while another Python thread runs (it may hold a
+lock the child would wait on forever), so a launcher with one starts them as processes of their
+own, as before (`_can_fork`). A forked standby closes every descriptor it
+inherited beyond stdio first: the output folder's flock must end when the launcher releases
+it, not when the last worker exits.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 
 # Set by the launcher for its workers: "1" when the run was given --verbose.
 VERBOSE_ENV = "SHARDSMITH_VERBOSE"
@@ -102,7 +113,7 @@ def _claim(standby_dir: str) -> str | None:
         for name in names:
             if not name.startswith(_WAITING):
                 continue
-            claimed = os.path.join(standby_dir, f"claimed-{os.getpid()}-{name[len(_WAITING):]}")
+            claimed = os.path.join(standby_dir, f"claimed-{os.getpid()}-{name[len(_WAITING) :]}")
             try:
                 os.rename(os.path.join(standby_dir, name), claimed)
             except OSError:
@@ -163,8 +174,12 @@ def standby(directory: str, index: str) -> None:
     parent = os.getppid()
     socket_path = os.path.join(directory, f"{_WAITING}{index}")
     starting = os.path.join(directory, f"{_STARTING}{index}")
-    with open(starting, "w") as f:  # workers that come while this one imports wait for it
+    # Workers that come while this one imports wait for it. Written whole, then renamed: a
+    # worker that read the file half-written (empty) took this standby for dead.
+    written = os.path.join(directory, f"writing-{index}")
+    with open(written, "w") as f:
         f.write(str(os.getpid()))
+    os.rename(written, starting)
     _quiet_logging()
     from apache_beam.runners.worker import sdk_worker_main  # noqa: F401  (the slow part)
 
@@ -219,16 +234,106 @@ def _exit_when_closed(connection: socket.socket) -> None:
     os._exit(1)
 
 
+def _can_fork() -> bool:
+    """Whether this process may fork its standbys: Linux (the children list /proc/self/fd) and
+    no Python thread but this one. The native threads a launcher has by then are fork-aware:
+    numpy's OpenBLAS pool and pyarrow's jemalloc background thread register pthread_atfork
+    handlers, as glibc's malloc does; gRPC, which is not, has started nothing before the run."""
+    return hasattr(os, "fork") and os.path.isdir("/proc/self/fd") and threading.active_count() == 1
+
+
+def _close_inherited_descriptors() -> None:
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the listing's own descriptor, closed already
+
+
+def _forked_standby(directory: str, index: str, verbose: bool) -> None:
+    """The child of a fork: a standby with the launcher's modules and loaded state. Never
+    returns (the launcher's stack must not unwind twice)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # see __main__ below
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _close_inherited_descriptors()
+        logging.getLogger().handlers.clear()  # the launcher's, on its stderr
+        os.environ[VERBOSE_ENV] = "1" if verbose else "0"
+        sys.argv = [__file__, "--standby", directory, index]
+        standby(directory, index)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+class _ForkedProcess:
+    """A forked standby, with the part of Popen's interface StandbyWorkers uses."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"standby {self.pid}", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 class StandbyWorkers:
     """`count` standby worker processes, started now, for a local multi_processing run; the
     runner's workers take them over (see the module docstring). `env()` is what the launcher
-    adds to its environment for the run; `close()` stops the ones never claimed."""
+    adds to its environment for the run; `close()` stops the ones never claimed.
 
-    def __init__(self, count: int, verbose: bool):
+    `warm`: loads, in this process, what the workers would each load again (the tokenizer's
+    encoder, the language model); given, the standbys are forked after it runs, when this
+    process has a single thread. `forked` says whether they were."""
+
+    def __init__(self, count: int, verbose: bool, warm=None):
         self.directory = tempfile.mkdtemp(prefix="shardsmith-standby-")
+        self.processes: list = []
+        self.forked = False
+        if warm is not None:
+            from apache_beam.runners.worker import sdk_worker_main  # noqa: F401  (for the children)
+
+            import pipelines.transforms  # noqa: F401
+            import pipelines.write  # noqa: F401
+
+            warm()
+            self.forked = _can_fork()
         env = dict(os.environ, **{VERBOSE_ENV: "1" if verbose else "0"})
-        self.processes = []
         for i in range(count):
+            if self.forked:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns of any other OS thread; _can_fork says why those are
+                    # safe here.
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    pid = os.fork()
+                if pid == 0:
+                    _forked_standby(self.directory, str(i), verbose)
+                self.processes.append(_ForkedProcess(pid))
+                continue
             command = [sys.executable, "-m", "pipelines.beam_worker", "--standby"]
             self.processes.append(
                 subprocess.Popen(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -198,6 +199,17 @@ def _remove_work_area(output: str) -> None:
         LOG.warning("could not remove %s/%s: %s", output, WORK_DIR, e)
 
 
+def _warm(plan, tokenizer) -> None:
+    """Load in the launcher what every worker of the run would load again: the tokenizer's
+    encoder (prepare() left the tokenizer itself in the per-process cache the workers' DoFns
+    read) and, when the clean step identifies languages, the language model."""
+    tokenizer.load_encoder()
+    if plan.config.clean_config().language != "any":
+        from pipelines.clean import identify_language
+
+        identify_language("A sentence to load the language model with.")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
@@ -235,17 +247,18 @@ def _main(argv: list[str], verbose: bool) -> int:
             plan = plan_run(config)
             runner, local = resolve_runner(options, argv, plan.input_bytes)
             plan = dataclasses.replace(plan, workers=planned_workers(options, runner, local))
-            if local and options.view_as(DirectOptions).direct_running_mode is None:
-                # multi_processing (resolve_runner chose our worker command): the workers'
-                # processes import Beam now, while this one loads the tokenizer and builds the
-                # graph
-                standbys = StandbyWorkers(worker_count(options), verbose)
             tokenizer = load_tokenizer(config.tokenizer, lowercase=config.lowercase)
             if config.append_eod and "eod" not in tokenizer.special_ids:
                 raise ValueError(
                     f"--append-eod: the {tokenizer.kind} tokenizer has no end-of-document token"
                 )
             claim, tokenizer_ref = prepare(plan, tokenizer, run_id)
+            if local and options.view_as(DirectOptions).direct_running_mode is None:
+                # multi_processing (resolve_runner chose our worker command): the workers are
+                # forked from this process now, with what they would each load loaded once
+                standbys = StandbyWorkers(
+                    worker_count(options), verbose, warm=functools.partial(_warm, plan, tokenizer)
+                )
         except (ValueError, FileNotFoundError, FileExistsError, OutputError, UnreachableError) as e:
             print(f"preprocess: error: {e}", file=sys.stderr)
             return 2

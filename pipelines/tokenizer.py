@@ -487,6 +487,12 @@ class TextTokenizer:
         """Whether `encode_batch` runs on tiktoken (plain GPT-2-style byte-level BPE)."""
         return self._fast_encoding() is not None
 
+    def load_encoder(self) -> None:
+        """Build what `encode_batch` runs on, without encoding anything (a launcher that forks
+        its workers builds it once for all of them)."""
+        if self._fast_encoding() is None:
+            self._hf_tokenizer()
+
     def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Token ids (int32) of each text; no special tokens are added."""
         texts = list(texts)

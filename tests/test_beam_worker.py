@@ -50,7 +50,8 @@ def test_a_standby_runs_the_handed_over_work_and_returns_its_exit_code(tmp_path,
     directory.mkdir()
     env = dict(os.environ, PYTHONPATH=str(REPO))
     process = subprocess.Popen([sys.executable, str(probe), str(directory), "0"], env=env)
-    while not any(directory.iterdir()):  # the standby says it is starting, first thing
+    # the standby says it is starting, first thing
+    while not any(p.name.startswith(("starting-", "waiting-")) for p in directory.iterdir()):
         assert process.poll() is None
         time.sleep(0.01)
     out = tmp_path / "out.json"
@@ -68,12 +69,54 @@ def test_a_standby_runs_the_handed_over_work_and_returns_its_exit_code(tmp_path,
     assert beam_worker.hand_to_standby(str(directory)) is None
 
 
-def test_unclaimed_standbys_are_stopped_and_their_directory_removed():
-    standbys = beam_worker.StandbyWorkers(2, verbose=False)
-    directory = standbys.directory
-    standbys.close()
-    assert all(p.poll() is not None for p in standbys.processes)
-    assert not os.path.exists(directory)
+def _in_a_fresh_process(code: str) -> dict:
+    """Run `code` (which ends by printing one JSON line) in a new interpreter: whether standbys
+    are forked depends on the threads of the process, and this one's earlier tests may have
+    left some (Beam's shared thread pool)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("warm", ["None", "lambda: None"], ids=["spawned", "forked"])
+def test_unclaimed_standbys_are_stopped_and_their_directory_removed(warm):
+    result = _in_a_fresh_process(
+        "import json, os\n"
+        "from pipelines import beam_worker\n"
+        f"standbys = beam_worker.StandbyWorkers(2, verbose=False, warm={warm})\n"
+        "standbys.close()\n"
+        "print(json.dumps({'forked': standbys.forked,\n"
+        "    'stopped': all(p.poll() is not None for p in standbys.processes),\n"
+        "    'removed': not os.path.exists(standbys.directory)}))\n"
+    )
+    assert result == {"forked": warm != "None", "stopped": True, "removed": True}
+
+
+def test_a_forked_standby_keeps_none_of_the_launchers_descriptors(tmp_path):
+    # The launcher holds the output folder's flock when it forks; the lock must end when the
+    # launcher lets it go, not when its last worker exits.
+    result = _in_a_fresh_process(
+        "import json, os, sys, time\n"
+        "from dataset_format.output_dir import try_lock_directory\n"
+        "from pipelines import beam_worker\n"
+        f"folder = {str(tmp_path)!r}\n"
+        "fd = try_lock_directory(folder)\n"
+        "standbys = beam_worker.StandbyWorkers(1, verbose=False, warm=lambda: None)\n"
+        "deadline = time.monotonic() + 30\n"
+        "while not any(n.startswith('waiting-') for n in os.listdir(standbys.directory)):\n"
+        "    assert time.monotonic() < deadline, 'the forked standby never got ready'\n"
+        "    time.sleep(0.01)\n"
+        "os.close(fd)\n"
+        "alive = standbys.processes[0].poll() is None\n"
+        "again = try_lock_directory(folder)\n"
+        "standbys.close()\n"
+        "print(json.dumps({'forked': standbys.forked, 'alive': alive,\n"
+        "    'relocked': again is not None}))\n"
+    )
+    assert result == {"forked": True, "alive": True, "relocked": True}
 
 
 @pytest.mark.slow
@@ -84,7 +127,7 @@ def test_a_multi_processing_run_hands_its_workers_to_the_standbys(tmp_path, monk
 
     class Recording(beam_worker.StandbyWorkers):
         def close(self):
-            claimed.append(self.claimed())
+            claimed.append((self.claimed(), self.forked))
             super().close()
 
     monkeypatch.setattr(preprocess, "StandbyWorkers", Recording)
@@ -110,6 +153,8 @@ def test_a_multi_processing_run_hands_its_workers_to_the_standbys(tmp_path, monk
         ]
     )
     assert code == 0
-    assert claimed == [2]
+    # (forked or spawned: an earlier test of this process may have left a thread running,
+    # and then the launcher does not fork; the fresh-process tests above check forking)
+    assert claimed[0][0] == 2
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["written"] == 2
