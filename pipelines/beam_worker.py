@@ -29,6 +29,7 @@ it, not when the last worker exits.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
@@ -49,6 +50,7 @@ STANDBY_DIR_ENV = "SHARDSMITH_STANDBY_DIR"
 _WAITING = "waiting-"  # a standby's socket, before a worker claims it
 _STARTING = "starting-"  # a standby still importing: holds its pid
 _STARTING_WAIT_S = 60.0
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number, from glibc's malloc.h
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
@@ -252,6 +254,18 @@ def _close_inherited_descriptors() -> None:
                 pass  # the listing's own descriptor, closed already
 
 
+def _apply_mmap_threshold() -> None:
+    """glibc reads MALLOC_MMAP_THRESHOLD_ when a process starts; a forked standby starts with
+    the launcher's setting, so it applies the run's (pipelines/runners.py says why) itself."""
+    threshold = os.environ.get("MALLOC_MMAP_THRESHOLD_")
+    if not threshold:
+        return
+    try:
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, int(threshold))  # this process's libc
+    except (OSError, AttributeError, ValueError):
+        pass  # not glibc: its allocator has no such setting
+
+
 def _forked_standby(directory: str, index: str, verbose: bool) -> None:
     """The child of a fork: a standby with the launcher's modules and loaded state. Never
     returns (the launcher's stack must not unwind twice)."""
@@ -262,6 +276,7 @@ def _forked_standby(directory: str, index: str, verbose: bool) -> None:
         _close_inherited_descriptors()
         logging.getLogger().handlers.clear()  # the launcher's, on its stderr
         os.environ[VERBOSE_ENV] = "1" if verbose else "0"
+        _apply_mmap_threshold()
         sys.argv = [__file__, "--standby", directory, index]
         standby(directory, index)
         code = 0
