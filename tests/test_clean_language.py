@@ -138,7 +138,8 @@ def test_the_cached_model_classifies_as_the_packaged_one(fresh_model_cache):
     ]
     assert language.supported_languages() == tuple(packaged.labels)
     cached = language._identifier()
-    assert list(cache.rglob("py3langid-*.npz")), "the decompressed model was not cached"
+    assert list(cache.rglob("py3langid-*/ptc32.npy")), "the decompressed model was not cached"
+    assert cached._ptc32.base is not None  # mapped from the cache, not read into memory
     for text in texts:
         assert cached.classify(text) == packaged.classify(text)
     assert {cached.classify(t)[0] for t in texts} >= {"el", "en"}
