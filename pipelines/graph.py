@@ -50,7 +50,8 @@ class Plan:
 
 def plan_run(config: PreprocessConfig) -> Plan:
     """Match inputs (one listing: file count and total size) and fix the bucket count (from the
-    input size unless given). Read tasks are planned at run time, by ReadSource."""
+    input size unless given) and dedup's components rounds (from the files, unless given). Read
+    tasks are planned at run time, by ReadSource."""
     # an unknown --source or a bad --source-option fails here, not on the workers
     check_options(get_source(config.source), dict(config.source_options))
     pattern = config.input
@@ -60,6 +61,10 @@ def plan_run(config: PreprocessConfig) -> Plan:
     input_bytes = sum(f.size_bytes for f in files)
     if config.num_buckets is None:
         config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))
+    if config.dedup:  # components rounds sized to the input (recorded in the manifest)
+        from pipelines.dedup.sizing import preprocess_dedup_config
+
+        config = dataclasses.replace(config, dedup_config=preprocess_dedup_config(config, files))
     return Plan(config, len(files), input_bytes)
 
 

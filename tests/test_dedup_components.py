@@ -15,11 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.dedup.components import (
+    ROUNDS_MARGIN,
     ComponentsNotConverged,
     ConnectedComponents,
     large_star,
+    rounds_for,
     settle_messages,
     settle_star,
+    settles_after,
     small_star,
     star_center,
 )
@@ -99,6 +102,108 @@ def test_a_shuffled_path_converges_in_logarithmic_rounds(length):
     smallest = min(node(i) for i in ids)
     assert result == {node(i): smallest for i in ids if node(i) != smallest}
     assert rounds <= {10: 4, 1000: 10}[length]
+
+
+def rounds_to_stars(pairs) -> int:
+    """The rounds after which the pipeline's final check (star_center on every node) passes,
+    for the undirected edges `pairs` of integer labels, in memory. Rounds run until one changes
+    nothing; a set of stars never changes again, so the check runs backwards from there. The
+    steps compare integer labels (fast); the check gets (rank, id) nodes, as in the pipeline."""
+    edges = [e for a, b in pairs for e in ((a, b), (b, a))]
+    after = []  # the edges after each round
+    changed = True
+    while changed:
+        stepped, changed = [], False
+        for u, nbrs in neighbours(edges).items():
+            for e, c in large_star(u, nbrs):
+                stepped.append(e)
+                changed |= c
+        edges = []
+        for u, nbrs in neighbours(stepped).items():
+            for e, c in small_star(u, nbrs):
+                edges += (e, (e[1], e[0]))
+                changed |= c
+        after.append(edges)
+    first = len(after)
+    while first > 1 and _are_stars(after[first - 2]):
+        first -= 1
+    assert _are_stars(after[first - 1])
+    return first
+
+
+def _are_stars(edges) -> bool:
+    try:
+        for u, nbrs in neighbours(((0, u), (0, v)) for u, v in edges).items():
+            star_center(u, nbrs, 0)
+    except ComponentsNotConverged:
+        return False
+    return True
+
+
+def adversarial_graphs(n: int, rng: random.Random):
+    """(family, undirected edges over labels 0..n-1) for the families rounds_for is calibrated on."""
+    bits = (n - 1).bit_length()
+
+    def path(labels):
+        return list(zip(labels, labels[1:]))
+
+    def shuffled():
+        labels = list(range(n))
+        rng.shuffle(labels)
+        return labels
+
+    yield "path, sorted labels", path(list(range(n)))
+    yield "path, reversed labels", path(list(range(n))[::-1])
+    yield "path, random labels", path(shuffled())
+    reversed_bits = (int(format(i, f"0{bits}b")[::-1], 2) if bits else 0 for i in range(1 << bits))
+    yield "path, bit-reversed labels", path([x for x in reversed_bits if x < n])
+    labels = shuffled()
+    yield (
+        "complete binary tree, random labels",
+        [(labels[(i - 1) // 2], labels[i]) for i in range(1, n)],
+    )
+    labels, spine = shuffled(), max(1, n // 2)
+    yield (
+        "caterpillar",
+        path(labels[:spine]) + [(labels[i % spine], labels[spine + i]) for i in range(n - spine)],
+    )
+    labels = shuffled()
+    tree = [(labels[rng.randrange(i)], labels[i]) for i in range(1, n)]
+    extra = [(rng.randrange(n), rng.randrange(n)) for _ in range(n // 2)]
+    yield "random sparse graph", tree + [(a, b) for a, b in extra if a != b]
+
+
+# 2 .. 2^14; the largest size is most of the test's few seconds.
+CALIBRATION_SIZES = (2, 3, 5, 8, 13, 64, 100, 1000, 1 << 14)
+
+
+def test_rounds_for_covers_every_adversarial_family_with_a_margin():
+    rng = random.Random(21)
+    for n in CALIBRATION_SIZES:
+        needed = {name: rounds_to_stars(edges) for name, edges in adversarial_graphs(n, rng)}
+        for name, rounds in needed.items():
+            assert rounds <= n.bit_length(), (n, name, rounds)  # the calibration in the docstring
+            assert rounds_for(n) >= rounds + ROUNDS_MARGIN, (n, name, rounds)
+        if n & (n - 1) == 0:  # a sorted path of 2^k halves each round: k rounds, a tight bound
+            assert needed["path, sorted labels"] == n.bit_length() - 1
+    # The slowest graph a random search found: 8 nodes that need n.bit_length() = 4 rounds.
+    tree = [(0, 7), (1, 4), (2, 6), (3, 4), (3, 6), (5, 6), (5, 7)]
+    assert rounds_to_stars(tree) == 4 and rounds_for(8) >= 4 + ROUNDS_MARGIN
+
+
+def test_rounds_for_is_monotone_and_grows_past_the_former_fixed_16():
+    counts = [rounds_for(n) for n in range(0, 70_000)]
+    assert counts == sorted(counts) and counts[0] >= 1
+    assert rounds_for(23) == 7  # five short documents: the bound preprocess computes for them
+    big = [rounds_for(10**k) for k in range(5, 16)]
+    assert big == sorted(big)
+    assert rounds_for(10**12 // 50) == 37 > 16  # 1 TB of text in documents of 50 characters
+
+
+@pytest.mark.parametrize("max_rounds", [1, 2, 3, 5, 7, 16, 37])
+def test_settle_passes_run_after_powers_of_two_and_never_after_the_last_round(max_rounds):
+    settled = [r for r in range(1, max_rounds + 1) if settles_after(r, max_rounds)]
+    assert settled == [r for r in (1, 2, 4, 8, 16, 32) if r < max_rounds]
 
 
 def settle(edges):

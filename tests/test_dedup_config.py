@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.dedup import DedupConfig, add_dedup_arguments
+from pipelines.dedup.config import FALLBACK_CC_ROUNDS
 from pipelines.dedup.minhash import candidate_probability
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,3 +93,23 @@ def test_cli_refuses_a_bad_setting_with_a_message(tmp_path):
     )  # fmt: skip
     assert result.returncode == 2
     assert "error: dedup threshold must be in (0, 1], not 1.5" in result.stderr
+
+
+def test_components_rounds_default_to_auto_and_are_sized_to_a_bound():
+    auto = DedupConfig()
+    assert auto.cc_rounds is None and parse([]).dedup_cc_rounds is None
+    assert parse(["--dedup-cc-rounds", "auto"]).dedup_cc_rounds is None
+    assert auto.with_rounds_for(23).cc_rounds == 7  # components.rounds_for
+    assert auto.with_rounds_for(10**12 // 50).cc_rounds == 37
+    assert auto.with_rounds_for(None).cc_rounds == FALLBACK_CC_ROUNDS == 16  # size unknown
+    given = DedupConfig(cc_rounds=3)
+    assert given.with_rounds_for(10**9) is given  # --dedup-cc-rounds N wins over any bound
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many"])
+def test_a_bad_rounds_flag_is_refused(value, capsys):
+    with pytest.raises(SystemExit):
+        parse(["--dedup-cc-rounds", value])
+    assert "expected a count >= 1 or 'auto'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="cc_rounds must be >= 1"):
+        DedupConfig(cc_rounds=0)

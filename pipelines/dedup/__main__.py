@@ -10,7 +10,9 @@ OUTPUT/rejects-*.parquet (every removed document, its reason and text) and
 OUTPUT/clusters-*.parquet (kept_id, removed_id, reason, matched_id, jaccard: one row per removed
 duplicate; group by kept_id for a cluster's members), and OUTPUT/stats.json (the run's
 "pipelines" counters: removals by reason, candidate pairs, components rounds, and "shuffle": the
-bytes each stage sent through a GroupByKey, in all and per byte of input text).
+bytes each stage sent through a GroupByKey, in all and per byte of input text; "config": the
+settings, with the components rounds as the run used them: --dedup-cc-rounds, or by default
+enough for the input's rows, read from the Parquet footers before the graph is built).
 
 OUTPUT is claimed as preprocess claims its shard sets (`pipelines.write.claim_output`, the
 ownership rule of `dataset_format.output_dir`): a folder holding files this tool did not write
@@ -33,6 +35,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
+from pipelines.dedup.sizing import parquet_rows_bound, sized_config
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
 from pipelines.stats import NAMESPACE, shuffle_summary
 from pipelines.write import (
@@ -160,6 +163,7 @@ def _run(args, beam_args: list[str], config: DedupConfig, claim: OutputClaim) ->
     started = time.time()
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     try:
+        config = sized_config(config, parquet_rows_bound(args.input), args.input)
         build_pipeline(pipeline, args.input, claim.out.url, config, args.keep_rejects)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -16,11 +16,24 @@ after it are no-ops), and then checks that the result really is a set of stars. 
 the check FAILS THE PIPELINE with an error that says to raise --dedup-cc-rounds, rather than
 keeping a wrong answer: a component split in two would keep two copies of a duplicate.
 
-Finished components leave the loop: after rounds 1, 2, 4 and 8 (SETTLE_AFTER_ROUNDS) a settle
-pass (two GroupByKeys) finds every component that is already a star around its smallest node,
-emits its members and keeps only the other edges for the rounds after; the answer is the same
-(a finished star is never changed by another round), but the edges of the usual small
-components no longer cross all the unrolled rounds' shuffles.
+How many rounds (`rounds_for`): every round and settle pass is a few Beam stages, and each
+stage costs ~20-25 ms even when it moves nothing, so the launcher unrolls as many rounds as the
+largest possible component needs, not a fixed count: a component has at most as many nodes as
+there are documents, which the launcher bounds from the input's size (DedupConfig.cc_rounds).
+tests/test_dedup_components.py simulates `large_star` / `small_star` on adversarial families
+(paths with sorted, reversed, random and bit-reversed labels, complete binary trees, caterpillars,
+random sparse graphs; n = 2 .. 2^14): a path with sorted labels is the slowest, halving per
+round, ceil(log2 n) rounds; none needs more than n.bit_length() = floor(log2 n) + 1 (a random
+search found an 8-node tree that needs 4). `rounds_for(n)` gives that plus ROUNDS_MARGIN, for
+graphs slower than any tried (the proven bound is O(log^2 n)); it grows without limit, so a
+1 TB corpus (~2e10 documents of 50 characters) gets 37 rounds, more than the former fixed 16.
+
+Finished components leave the loop: after each round that is a power of two (1, 2, 4, 8, ...;
+`settles_after`) and is not the last, a settle pass (two GroupByKeys) finds every component
+that is already a star around its smallest node, emits its members and keeps only the other
+edges for the rounds after; the answer is the same (a finished star is never changed by another
+round), but the edges of the usual small components no longer cross all the unrolled rounds'
+shuffles. After the last round there is nothing left to save, so no pass runs there.
 
 Every step streams its group twice at most (GroupByKey values can be re-iterated), so a node
 with a million neighbours (the centre of a hot bucket) costs time, not memory.
@@ -41,6 +54,16 @@ Edge = tuple[Node, Node]
 
 class ComponentsNotConverged(RuntimeError):
     """The unrolled rounds were not enough for the graph: raise --dedup-cc-rounds."""
+
+
+# Rounds beyond the slowest graph the simulation found (n.bit_length() rounds for n nodes): each
+# round at least halves a path, so 2 more rounds cover a component 4x bigger than the bound.
+ROUNDS_MARGIN = 2
+
+
+def rounds_for(max_nodes: int) -> int:
+    """Rounds that make any component of at most `max_nodes` nodes a star (module docstring)."""
+    return max(max_nodes, 1).bit_length() + ROUNDS_MARGIN
 
 
 def large_star(node: Node, neighbors: Iterable[Node]) -> Iterator[tuple[Edge, bool]]:
@@ -84,10 +107,14 @@ def star_center(node: Node, neighbors: Iterable[Node], rounds: int) -> Node | No
     return center
 
 
-# Rounds after which finished components leave the loop (see settle_messages). Most
-# near-duplicate components are stars after a round or two; without this every edge would still
-# cross all the unrolled rounds' shuffles. Each pass costs two GroupByKeys of the open edges.
-SETTLE_AFTER_ROUNDS = (1, 2, 4, 8)
+def settles_after(round_index: int, max_rounds: int) -> bool:
+    """Whether finished components leave the loop after this round (see settle_messages): after
+    rounds 1, 2, 4, 8, ... but not the last. Most near-duplicate components are stars after a
+    round or two, and the few big ones after about log2 of their size; without this every edge
+    would cross all the unrolled rounds' shuffles. Each pass costs two GroupByKeys of the open
+    edges, so their number grows with the log of the rounds, not with the rounds."""
+    return round_index < max_rounds and round_index & (round_index - 1) == 0
+
 
 LEAF, OPEN = True, False  # settle message tags: a finished leaf, or an edge that stays open
 
@@ -207,7 +234,7 @@ class ConnectedComponents(beam.PTransform):
             edges = self._group(
                 edges, f"Round{r}/SmallStar/Group"
             ) | f"Round{r}/SmallStar/Link" >> beam.ParDo(_StarStepFn(small_star, r, True))
-            if r in SETTLE_AFTER_ROUNDS and r < self._max_rounds:
+            if settles_after(r, self._max_rounds):
                 messages = self._group(edges, f"Round{r}/Settle/Group") | (
                     f"Round{r}/Settle/Tell" >> beam.FlatMapTuple(settle_messages)
                 )

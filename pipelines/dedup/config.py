@@ -9,6 +9,16 @@ with p = 0.9996, while pairs at J = 0.5 reach verification only 5% of the time. 
 verification, candidates are final, and an S-curve centred on the threshold is the better
 trade: 20 x 13 ((1/20)^(1/13) = 0.79) is the usual choice (`--dedup-bands 20 --dedup-rows 13`).
 bench/bench_dedup_quality.py measures precision/recall/F1 for these and other settings.
+
+Connected-components rounds. Each unrolled round is a few Beam stages whether or not it has
+anything to do (~50 ms of start-up on the DirectRunner), and a component of n documents needs
+at most about log2(n) rounds (components.rounds_for). So by default (cc_rounds None, "auto")
+the launcher sizes them to the input before it builds the graph (`with_rounds_for`): the
+documents that can reach the components step are at most the input's characters of text over
+the fewest characters a document needs to get there (preprocess: its cleaning's min_chars;
+`pipelines.dedup.sizing`), and a component has at most that many. Where the input gives no
+bound (a remote listing without sizes, no expansion limit on compressed input) it is
+FALLBACK_CC_ROUNDS, the former fixed default. `--dedup-cc-rounds N` sets it outright.
 """
 
 from __future__ import annotations
@@ -16,10 +26,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from pipelines.dedup.components import rounds_for
 from pipelines.dedup.decontaminate import DecontaminationConfig
 from pipelines.dedup.shingles import SHINGLE_KINDS
 
 SCOPES = ("all", "source")
+# Rounds when the input's size gives no bound on the documents (the fixed default before they
+# were sized to the input).
+FALLBACK_CC_ROUNDS = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +49,7 @@ class DedupConfig:
     | seed | 1 | MinHash permutation seed: same seed, same signatures everywhere |
     | verify | True | compute the exact Jaccard of every candidate pair; drop those below |
     | max_pairs_members | 100 | a bucket with more members is chained to its smallest |
-    | cc_rounds | 16 | large-star/small-star rounds unrolled (a path of ~100k nodes needs 13) |
+    | cc_rounds | None | components rounds unrolled; None: sized to the input (module doc) |
     | scope | "all" | "all": duplicates across sources; "source": only within a source |
     | exact, url, near | True | which steps run (URL, then exact text, then near-duplicates) |
     | source_priority | () | sources kept first within a group, e.g. ("wikipedia", "books") |
@@ -51,7 +65,7 @@ class DedupConfig:
     seed: int = 1
     verify: bool = True
     max_pairs_members: int = 100
-    cc_rounds: int = 16
+    cc_rounds: int | None = None
     scope: str = "all"
     exact: bool = True
     url: bool = True
@@ -71,6 +85,8 @@ class DedupConfig:
         if self.scope not in SCOPES:
             raise ValueError(f"dedup scope must be one of {SCOPES}, not {self.scope!r}")
         for name in ("ngram", "bands", "rows", "cc_rounds", "batch_docs", "batch_bytes"):
+            if name == "cc_rounds" and self.cc_rounds is None:
+                continue
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, not {getattr(self, name)}")
         if self.bands > 255:
@@ -79,6 +95,15 @@ class DedupConfig:
             raise ValueError(f"max_pairs_members must be >= 2, not {self.max_pairs_members}")
         object.__setattr__(self, "source_priority", tuple(self.source_priority))
         object.__setattr__(self, "eval_files", tuple(self.eval_files))
+
+    def with_rounds_for(self, max_documents: int | None) -> DedupConfig:
+        """This config with cc_rounds decided: as given, else enough for a component of
+        `max_documents` (an upper bound on the documents reaching the components step; None:
+        unknown, FALLBACK_CC_ROUNDS)."""
+        if self.cc_rounds is not None:
+            return self
+        rounds = FALLBACK_CC_ROUNDS if max_documents is None else rounds_for(max_documents)
+        return dataclasses.replace(self, cc_rounds=rounds)
 
     @property
     def num_perm(self) -> int:
@@ -116,6 +141,19 @@ class DedupConfig:
             eval_files=tuple(args.decontaminate),
             decontam_ngram=args.decontaminate_ngram,
         )
+
+
+def _rounds_flag(value: str) -> int | None:
+    """--dedup-cc-rounds: a positive count, or "auto" (None: sized to the input)."""
+    if value == "auto":
+        return None
+    try:
+        rounds = int(value)
+    except ValueError:
+        rounds = 0
+    if rounds < 1:
+        raise argparse.ArgumentTypeError(f"expected a count >= 1 or 'auto', not {value!r}")
+    return rounds
 
 
 def add_dedup_arguments(parser: argparse.ArgumentParser, *, with_disable_flag: bool = True) -> None:
@@ -174,9 +212,11 @@ def add_dedup_arguments(parser: argparse.ArgumentParser, *, with_disable_flag: b
     )
     group.add_argument(
         "--dedup-cc-rounds",
-        type=int,
+        type=_rounds_flag,
         default=d.cc_rounds,
-        help=f"connected-components rounds; the run fails if they do not suffice ({d.cc_rounds})",
+        metavar="N|auto",
+        help="connected-components rounds; the run fails if they do not suffice (auto: enough "
+        f"for the input's size, or {FALLBACK_CC_ROUNDS} where its size is unknown)",
     )
     group.add_argument(
         "--dedup-source-priority",

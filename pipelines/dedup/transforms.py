@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -69,6 +70,7 @@ REMOVAL_COUNTERS = {
 }
 REASONS = tuple(REMOVAL_COUNTERS)
 _STEP_ORDER = (URL_DUPLICATE, EXACT_DUPLICATE, NEAR_DUPLICATE)
+LOG = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -529,9 +531,11 @@ class Deduplicate(beam.PTransform):
                     matches, "Near/BestMatch", "best_match", counts
                 ) | "Near/BestMatch" >> beam.CombinePerKey(max)
                 edges = edges | "Near/DropJaccard" >> beam.Map(lambda e: (e[0], e[1]))
+            rounds = cfg.with_rounds_for(None).cc_rounds  # launchers size them to the input
+            LOG.info("dedup: %d connected-components rounds", rounds)
             decisions.append(
                 edges
-                | "Near/Components" >> ConnectedComponents(cfg.cc_rounds, counts)
+                | "Near/Components" >> ConnectedComponents(rounds, counts)
                 | "Near/Decide"
                 >> beam.MapTuple(
                     lambda node, kept: (node[1], _Decision(NEAR_DUPLICATE, kept[1], kept[1], None))

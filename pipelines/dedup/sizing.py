@@ -1,0 +1,147 @@
+"""An upper bound on the documents that can reach dedup's connected components, from the input's
+listing, before the graph is built: `DedupConfig.with_rounds_for` sizes the unrolled rounds to it
+(a component has at most that many nodes).
+
+preprocess (`input_documents_bound`): a document reaches dedup only if cleaning kept it, so it
+has at least the cleaning's `min_chars` characters; the bound is the input's characters of text
+over that. (The shingles alone would allow far more: a text with a single word character still
+gets one shingle, shingles.shingle_batch, so a document needs only one byte to reach the
+components.) The characters of text a file yields:
+
+- a local file of a plain-text source (PLAIN_TEXT_SOURCES) whose first bytes are neither a
+  compressed stream nor a tar: at most CLEANED_CHARS_PER_BYTE a byte;
+- any other file (compressed, an archive of compressed members, Parquet, a remote file): what
+  the readers let a task produce, --max-expansion x its bytes but never less than
+  transforms.MIN_EXPANSION_BOUND_BYTES, summed over as many tasks as the file can be cut into;
+  no bound when --max-expansion is 0;
+- a remote file listed without a size (size 0): no bound.
+
+python -m pipelines.dedup (`parquet_rows_bound`): the rows of its Parquet inputs, from their
+footers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+from pipelines.dedup.config import DedupConfig
+from pipelines.io import InputFile, match_inputs, open_input
+
+LOG = logging.getLogger(__name__)
+
+# Sources whose documents' text is the file's own characters (JSON strings, a book's text), so
+# that every character takes at least one byte of an uncompressed file (UTF-8 and cp1252 one or
+# more, UTF-16 two, a JSON escape two to twelve).
+PLAIN_TEXT_SOURCES = frozenset({"jsonl", "books"})
+# Cleaning can lengthen a text: ftfy's ligature fixes and NFC turn a character into at most three
+# (U+FB03 -> "ffi"), and such a character takes at least two bytes (of UTF-16; three of UTF-8).
+CLEANED_CHARS_PER_BYTE = 1.5
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def plain_text_file(path: str) -> bool:
+    """True for a local file whose first bytes are neither a compressed stream nor a tar (one
+    read of its head; a file that cannot be read is not plain: its reader will say why)."""
+    from pipelines.sources.compression import SNIFF_BYTES, detect_compression
+    from pipelines.sources.tar_members import is_tar
+
+    if _is_remote(path):
+        return False
+    try:
+        with open_input(path) as raw:
+            head = raw.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return detect_compression(head) is None and not is_tar(head)
+
+
+def file_chars_bound(size: int, plain: bool, max_expansion: float, task_bytes: int) -> int | None:
+    """Most characters of cleaned text a file of `size` bytes yields (module docstring); None
+    when nothing bounds it."""
+    from pipelines.sources import MIN_TASK_BYTES
+    from pipelines.transforms import MIN_EXPANSION_BOUND_BYTES
+
+    if plain:
+        return int(size * CLEANED_CHARS_PER_BYTE)
+    if max_expansion <= 0:
+        return None
+    # A task is never smaller than the smaller of the source's bound and MIN_TASK_BYTES
+    # (sources.task_size), plus one for the piece a range split leaves at the end.
+    tasks = 1 + size // max(1, min(task_bytes, MIN_TASK_BYTES))
+    return int(size * max_expansion) + MIN_EXPANSION_BOUND_BYTES * tasks
+
+
+def input_documents_bound(
+    files: Iterable[InputFile],
+    source: str,
+    source_options: Mapping[str, str],
+    max_expansion: float,
+    min_chars: int,
+) -> int | None:
+    """At most how many documents of these files pass cleaning (at least `min_chars`
+    characters each), or None when a file's text has no bound."""
+    from pipelines.sources import task_size_bound
+
+    task_bytes = task_size_bound(source, source_options)
+    chars = 0
+    for f in files:
+        if f.size_bytes == 0 and _is_remote(f.path):
+            return None  # a listing that gives no size (fsspec: 0), not an empty file
+        plain = source in PLAIN_TEXT_SOURCES and plain_text_file(f.path)
+        bound = file_chars_bound(f.size_bytes, plain, max_expansion, task_bytes)
+        if bound is None:
+            return None
+        chars += bound
+    return chars // max(1, min_chars)
+
+
+def parquet_rows_bound(pattern: str) -> int | None:
+    """The rows of every Parquet file matching `pattern` (their footers), or None when a footer
+    cannot be read (the run's reader then reports that file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for f in match_inputs(pattern):
+        try:
+            with open_input(f.path) as raw:
+                rows += pq.ParquetFile(raw).metadata.num_rows
+        except (OSError, pa.ArrowException):
+            return None
+    return rows
+
+
+def sized_config(config: DedupConfig, max_documents: int | None, input_name: str) -> DedupConfig:
+    """`config` with its components rounds decided for at most `max_documents` documents. The
+    bound is logged at DEBUG: this runs before the output is claimed, where a refused run prints
+    one line; Deduplicate logs the rounds when the graph is built."""
+    resolved = config.with_rounds_for(max_documents)
+    if config.cc_rounds is None:
+        bound = "an unknown number of" if max_documents is None else f"at most {max_documents:,}"
+        LOG.debug(
+            "dedup: %d connected-components rounds (%s documents from %s)",
+            resolved.cc_rounds,
+            bound,
+            input_name,
+        )
+    return resolved
+
+
+def preprocess_dedup_config(config, files: Iterable[InputFile]) -> DedupConfig:
+    """The dedup config of a preprocess run (pipelines.options.PreprocessConfig) over `files`,
+    its rounds sized to the documents that can pass cleaning."""
+    dedup = config.dedup_config
+    if dedup.cc_rounds is not None:
+        return dedup
+    bound = input_documents_bound(
+        files,
+        config.source,
+        config.source_options,
+        config.max_expansion,
+        config.clean_config().min_chars,
+    )
+    return sized_config(dedup, bound, config.input)
