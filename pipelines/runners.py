@@ -22,10 +22,11 @@ from apache_beam.options.pipeline_options import (
 # Runner names that mean "run it here with the Python FnApiRunner".
 LOCAL_PYTHON_RUNNERS = ("DirectRunner", "FnApiRunner", "SwitchingDirectRunner")
 # A local run whose input (bytes as listed, compressed or not) is under this runs in the
-# launcher's own process unless --direct_running_mode says otherwise: starting worker processes
-# costs ~2.5 s of wall-clock time (each imports Beam and loads the tokenizer and language model),
-# more than a second core saves on a few MB (the clean + tokenize loop does ~3.6 MB/s per core,
-# and a compressed dump expands ~5x: bench/results/preprocess.md).
+# launcher's own process unless --direct_running_mode says otherwise: worker processes, even
+# forked with everything loaded (beam_worker.StandbyWorkers), add ~0.3-0.4 s of wall-clock time
+# (gRPC channels, a bundle processor per stage in each), more than a second core saves on a few
+# MB (the clean + tokenize loop does ~9 MB/s per core, and a compressed dump expands ~5x:
+# bench/results/preprocess.md).
 IN_PROCESS_MAX_BYTES = 4 << 20
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
