@@ -116,7 +116,9 @@ def build_corpus(directory: Path, target_mb: float) -> dict:
 
 
 # -- contenders (each runs in its own process: `--run NAME`) --------------------------------------
-def run_pipeline(corpus: Path, out: Path, workers: int, budget_s: float, mode_flags=None) -> dict:
+def run_pipeline(
+    corpus: Path, out: Path, workers: int, budget_s: float, mode_flags=None, dedup=False
+) -> dict:
     from pipelines.preprocess import main
 
     if mode_flags is None:
@@ -128,7 +130,7 @@ def run_pipeline(corpus: Path, out: Path, workers: int, budget_s: float, mode_fl
             f"--output={out}",
             f"--tokenizer={GPT2}",
             "--append-eod",
-            "--no-dedup",
+            *([] if dedup else ["--no-dedup"]),
             "--progress-interval=0",
             *mode_flags,
         ]
@@ -148,6 +150,11 @@ def run_pipeline_default(corpus: Path, out: Path, workers: int, budget_s: float)
     """The pipeline as a user runs it: the launcher picks where it runs (a small input runs in
     its own process)."""
     return run_pipeline(corpus, out, workers, budget_s, mode_flags=[])
+
+
+def run_pipeline_dedup(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
+    """The pipeline as a user runs it, deduplication (on by default) included."""
+    return run_pipeline(corpus, out, workers, budget_s, mode_flags=[], dedup=True)
 
 
 def run_loop(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
@@ -318,12 +325,16 @@ CONTENDERS = {
 # Only with --datatrove-python.
 PEERS = {"datatrove": (run_datatrove, "(4) datatrove DocumentTokenizer (no cleaning)")}
 # Start-up only: the pipeline without a running mode, as a user runs it.
-STARTUP_ONLY = {"pipeline_default": (run_pipeline_default, "pipeline, default running mode")}
+STARTUP_ONLY = {
+    "pipeline_default": (run_pipeline_default, "pipeline, default running mode"),
+    "pipeline_dedup": (run_pipeline_dedup, "pipeline, default running mode, dedup on"),
+}
 # The plain loop again, timed per stage, with tokenization alone measured in the same process.
 PROFILE = {"stages": (run_stages, "the plain loop per stage")}
 STARTUP_LABELS = {
     "pipeline": "pipeline multi_processing (launcher + workers)",
     "pipeline_default": "pipeline as run by default (in the launcher's process for a small input)",
+    "pipeline_dedup": "the same with deduplication (on by default; the comparison runs without)",
     "loop": "loop",
 }
 ALL_CONTENDERS = {**CONTENDERS, **PEERS}
@@ -334,6 +345,7 @@ PARALLEL = {
     "loop": False,
     "naive": False,
     "pipeline_default": False,
+    "pipeline_dedup": False,
     "stages": False,
     "datatrove": True,
 }
@@ -476,7 +488,7 @@ def main() -> None:
         short = sorted(first, key=len)[:5]
         (tiny / "corpus" / "part-00.jsonl").write_text("".join(short), encoding="utf-8")
         startup = {}
-        for name in ("pipeline", "pipeline_default", "loop"):
+        for name in ("pipeline", "pipeline_default", "pipeline_dedup", "loop"):
             if name.split("_")[0] in args.only:
                 startup[name] = measure(name, tiny / "corpus", tiny, args.workers, args.budget_s)
                 print(

@@ -97,7 +97,9 @@ def render(
         + f". Net of start-up, the pipeline's MB per CPU-second is **{steady:.0%}** of (1)'s: "
         "Beam's cost per MB once it runs.",
         "",
-        f"Peak memory (summed RSS of the launcher and its {args.workers} workers): "
+        f"Peak memory (summed RSS of the launcher and its {args.workers} workers; the workers "
+        "are forked from the launcher, so the pages they share with it, Beam and the "
+        "tokenizer, are counted in each): "
         f"{pipeline['peak_rss_mb']:,.0f} MB on the whole corpus, {small['peak_rss_mb']:,.0f} MB "
         f"on a quarter of it ({small['mb']:,.1f} MB): "
         + (
@@ -115,8 +117,9 @@ def render(
         "The pipeline and (1) run the same clean (light preset, language en) and tokenizer (the "
         "tiktoken fast path), so they write the same documents and tokens; (2) and (3) do no "
         "filtering and use tokenizers' per-document encode, as those tools do. The pipeline's "
-        "CPU seconds include Beam's start-up (runner and worker processes importing Beam), "
-        "its spill and merge of shards, and the finishing step.",
+        "CPU seconds include Beam's start-up (the launcher importing Beam and loading the "
+        "tokenizer and language model once, its worker processes forked from it), its spill "
+        "and merge of shards, and the finishing step.",
     ]
     return "\n".join(lines) + "\n"
 
