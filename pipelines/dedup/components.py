@@ -44,10 +44,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
+from apache_beam import coders, typehints
 
 from pipelines.dedup.exact import Node
-from pipelines.dedup.shuffle import counted
+from pipelines.dedup.shuffle import ShuffleBytes
 from pipelines.stats import BundleCounts
+
+SHUFFLE_STAGE = "components"  # dedup_shuffle_bytes_components: every GroupByKey input here
 
 Edge = tuple[Node, Node]
 
@@ -154,9 +157,49 @@ def settle_star(node: Node, messages: Iterable[object]) -> tuple[bool, Iterator[
     return finished, (m[1] for m in messages if m is not None)
 
 
-class _SettleFn(beam.DoFn):
+# What each step sends to the next GroupByKey, typed as Beam inferred it when a `counted` step
+# sat between them, so the coder (and every dedup_shuffle_bytes_components figure) is the same:
+# the star steps' edges are pairs; BothWays', Tell's and the open edges' elements are Any.
+_PAIR = typehints.Tuple[typehints.Any, typehints.Any]
+_ANY = typehints.Any
+
+
+class _ShufflingFn(beam.DoFn):
+    """A step whose output goes to a GroupByKey: it counts the bytes it sends there itself
+    (shuffle.ShuffleBytes, stage "components", tag "counts") instead of through a `counted`
+    step, one transform fewer for each of the ~20 GroupByKeys of the unrolled rounds."""
+
+    def __init__(self, sent_type) -> None:
+        self._bytes = ShuffleBytes(SHUFFLE_STAGE, coders.registry.get_coder(sent_type))
+
+    def start_bundle(self) -> None:
+        self._bytes.start_bundle()
+
+    def finish_bundle(self):
+        yield from self._bytes.finish_bundle()
+
+    def _send(self, element):
+        self._bytes.add(element)
+        return element
+
+
+class _TellFn(_ShufflingFn):
+    """(node, neighbours) -> settle_messages, for the settle pass's second GroupByKey."""
+
+    def __init__(self) -> None:
+        super().__init__(_ANY)
+
+    def process(self, element):
+        for message in settle_messages(*element):
+            yield self._send(message)
+
+
+class _SettleFn(_ShufflingFn):
     """(node, messages) -> main: (leaf, centre) of a finished star; "open": the other edges,
     both ways, for the next round."""
+
+    def __init__(self) -> None:
+        super().__init__(_ANY)
 
     def process(self, element):
         node, messages = element
@@ -165,26 +208,32 @@ class _SettleFn(beam.DoFn):
             if finished:
                 yield other, node
             else:
-                yield beam.pvalue.TaggedOutput("open", (other, node))
-                yield beam.pvalue.TaggedOutput("open", (node, other))
+                yield beam.pvalue.TaggedOutput("open", self._send((other, node)))
+                yield beam.pvalue.TaggedOutput("open", self._send((node, other)))
 
 
-def _both_directions(edge: Edge) -> Iterator[Edge]:
-    yield edge
-    yield edge[1], edge[0]
+class _BothWaysFn(_ShufflingFn):
+    def __init__(self) -> None:
+        super().__init__(_ANY)
+
+    def process(self, edge: Edge):
+        yield self._send(edge)
+        yield self._send((edge[1], edge[0]))
 
 
-class _StarStepFn(beam.DoFn):
+class _StarStepFn(_ShufflingFn):
     """One step of a round over (node, neighbours). large-star's edges (v, m) already have the
     larger node first, the key small-star groups by; small-star's edges go out both ways, as
     the next large-star (or the final check) groups every edge under both its nodes."""
 
     def __init__(self, step, round_index: int, both_ways: bool) -> None:
+        super().__init__(_PAIR)
         self._step = step
         self._counter = f"dedup_cc_round{round_index:02d}_changes"
         self._both_ways = both_ways
 
     def start_bundle(self) -> None:
+        super().start_bundle()
         self._counts = BundleCounts()
 
     def process(self, element):
@@ -192,13 +241,14 @@ class _StarStepFn(beam.DoFn):
         changes = 0
         for edge, changed in self._step(node, neighbors):
             changes += changed
-            yield edge
+            yield self._send(edge)
             if self._both_ways:
-                yield edge[1], edge[0]
+                yield self._send((edge[1], edge[0]))
         self._counts.inc(self._counter, changes)
 
-    def finish_bundle(self) -> None:
-        self._counts.drain()
+    def finish_bundle(self):
+        self._counts.drain()  # Beam metrics only, as before: not part of the shuffle counts
+        yield from super().finish_bundle()
 
 
 class _StarCheckFn(beam.DoFn):
@@ -225,29 +275,39 @@ class ConnectedComponents(beam.PTransform):
         self._counts = [] if counts is None else counts
 
     def expand(self, edges):
-        edges = edges | "BothWays" >> beam.FlatMap(_both_directions)
+        edges = self._step(edges, "BothWays", _BothWaysFn(), _ANY)
         finished = []
         for r in range(1, self._max_rounds + 1):
-            edges = self._group(
-                edges, f"Round{r}/LargeStar/Group"
-            ) | f"Round{r}/LargeStar/Link" >> beam.ParDo(_StarStepFn(large_star, r, False))
-            edges = self._group(
-                edges, f"Round{r}/SmallStar/Group"
-            ) | f"Round{r}/SmallStar/Link" >> beam.ParDo(_StarStepFn(small_star, r, True))
+            for name, step, both_ways in (
+                ("LargeStar", large_star, False),
+                ("SmallStar", small_star, True),
+            ):
+                grouped = edges | f"Round{r}/{name}/Group" >> beam.GroupByKey()
+                fn = _StarStepFn(step, r, both_ways)
+                edges = self._step(grouped, f"Round{r}/{name}/Link", fn, _PAIR)
             if settles_after(r, self._max_rounds):
-                messages = self._group(edges, f"Round{r}/Settle/Group") | (
-                    f"Round{r}/Settle/Tell" >> beam.FlatMapTuple(settle_messages)
+                grouped = edges | f"Round{r}/Settle/Group" >> beam.GroupByKey()
+                messages = self._step(grouped, f"Round{r}/Settle/Tell", _TellFn(), _ANY)
+                settled = (
+                    messages
+                    | f"Round{r}/Settle/Stars" >> beam.GroupByKey()
+                    | f"Round{r}/Settle/Split"
+                    >> beam.ParDo(_SettleFn()).with_outputs("open", "counts", main="finished")
                 )
-                settled = self._group(messages, f"Round{r}/Settle/Stars") | (
-                    f"Round{r}/Settle/Split"
-                    >> beam.ParDo(_SettleFn()).with_outputs("open", main="finished")
-                )
+                self._counts.append(settled.counts)
                 finished.append(settled.finished)
                 edges = settled.open
-        checked = self._group(edges, "Check/Group") | "Check/Stars" >> beam.ParDo(
-            _StarCheckFn(self._max_rounds)
+        checked = (
+            edges
+            | "Check/Group" >> beam.GroupByKey()
+            | "Check/Stars" >> beam.ParDo(_StarCheckFn(self._max_rounds))
         )
         return (*finished, checked) | "AllMembers" >> beam.Flatten()
 
-    def _group(self, edges, label: str):
-        return counted(edges, label, "components", self._counts) | label >> beam.GroupByKey()
+    def _step(self, pcoll, label: str, fn: _ShufflingFn, sent_type):
+        """pcoll | fn, whose main output goes to a GroupByKey; its byte counts join the rest."""
+        out = pcoll | label >> beam.ParDo(fn).with_output_types(sent_type).with_outputs(
+            "counts", main="sent"
+        )
+        self._counts.append(out.counts)
+        return out.sent
