@@ -292,3 +292,25 @@ def test_beam_components_fail_loudly_when_rounds_are_too_few():
     pipeline, _ = _beam_components(edges, max_rounds=1)
     with pytest.raises(Exception, match="did not converge in 1 rounds"):
         pipeline.run().wait_until_finish()
+
+
+def test_every_groupbykey_input_is_counted_with_its_own_coder():
+    """Each step feeding a GroupByKey counts what it sends (shuffle.ShuffleBytes) with the coder
+    of the PCollection it sends it in, the coder the runner writes the shuffle with: the figures
+    are those a separate counting step on that PCollection would give."""
+    from apache_beam import coders
+
+    pipeline = beam.Pipeline()
+    _ = pipeline | beam.Create([(node(1), node(2))]) | ConnectedComponents(5)
+    checked = []
+
+    class Visitor(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, applied):
+            if isinstance(applied.transform, beam.GroupByKey):
+                sent = applied.inputs[0]
+                counting = sent.producer.transform.fn._bytes
+                assert counting._coder == coders.registry.get_coder(sent.element_type)
+                checked.append(applied.full_label)
+
+    pipeline.visit(Visitor())
+    assert len(checked) == 5 * 2 + 3 * 2 + 1  # rounds, settles after 1, 2 and 4, the check
