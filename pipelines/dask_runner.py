@@ -33,12 +33,14 @@ own warnings (`pipelines.*` loggers: the first failures' file and offset) as the
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import logging
 import sys
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import Iterable
 
@@ -65,7 +67,6 @@ from apache_beam.runners.dask.overrides import (
 )
 from apache_beam.runners.dask.transform_evaluator import defenestrate, get_windowed_value
 from apache_beam.transforms.sideinputs import SideInputMap
-from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
@@ -231,11 +232,10 @@ def _done(*leaves) -> None:
     return None
 
 
-def _layer_name(kind: str, label: str, *parts) -> str:
-    """'beam-<token>-<kind>:<label>'. Every layer shares the key prefix 'beam': dask's linear
-    fusion names a fused chain after its prefixes, and where they differ it keeps the chain's
-    last key as an alias, a task like any other (~40% of the graph was aliases)."""
-    return f"beam-{tokenize(kind, label, *parts)}-{kind}:{label}"
+def _stage_name(kind: str, label: str) -> str:
+    """'<kind>:<label>-<uuid>': the scheduler learns task durations per key prefix (the part
+    before the uuid), so a step's tasks are placed and stolen by their own durations."""
+    return f"{kind}:{label}-{uuid.uuid4().hex}"
 
 
 def _bag(name: str, layer: dict, dependencies: list, partitions: int) -> db.Bag:
@@ -243,18 +243,35 @@ def _bag(name: str, layer: dict, dependencies: list, partitions: int) -> db.Bag:
                   name, partitions)
 
 
+class _Consumers(PipelineVisitor):
+    """How many transforms read each transform's outputs (main or side input)."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter = collections.Counter()
+
+    def visit_transform(self, node: AppliedPTransform) -> None:
+        for pcoll in [*node.inputs, *(side.pvalue for side in node.side_inputs)]:
+            if not isinstance(pcoll, pvalue.PBegin):
+                self.counts[pcoll.producer] += 1
+
+
 @dataclasses.dataclass
 class _BagBuilder(PipelineVisitor):
-    """Every leaf transform as a Dask Bag; a ParDo's bag holds (tag, value) pairs. Each layer
-    is built here (not by Bag.map/filter/groupby), so that consumers pick their tag inside
-    their own task and dask fuses every linear chain of ParDos into one task."""
+    """Every leaf transform as a Dask Bag; a ParDo's bag holds (tag, value) pairs. The tasks
+    are built here, not by Bag.map/filter/groupby: a consumer picks its tag inside its own
+    task, and a step whose input has no other consumer runs in the same task as the step that
+    made it (its task is nested in the consumer's: Beam's fusion), so dask has nothing left to
+    fuse (its fusion left an alias task at the end of every fused chain)."""
 
     bag_kwargs: dict
     # computes a Reshuffle's input: a one-partition bag -> its elements
     materialize: object
+    consumers: collections.Counter
     # partitions of the last Reshuffle: the most a Flatten or GroupByKey makes
     partitions: int = 1
     bags: dict[AppliedPTransform, db.Bag | None] = dataclasses.field(default_factory=dict)
+    # each bag's tasks, one a partition, and the bags they depend on: to nest them in a consumer
+    stages: dict[AppliedPTransform, tuple[list, list]] = dataclasses.field(default_factory=dict)
     consumed: set[AppliedPTransform] = dataclasses.field(default_factory=set)
     tagged: set[AppliedPTransform] = dataclasses.field(default_factory=set)
 
@@ -263,9 +280,34 @@ class _BagBuilder(PipelineVisitor):
         self.consumed.add(pcoll.producer)
         return self.bags[pcoll.producer], _Pick(pcoll.producer in self.tagged, pcoll.tag)
 
+    def inputs_of(self, pcoll: pvalue.PCollection) -> tuple[list, list, _Pick]:
+        """(per partition of `pcoll`'s producer: its task, to nest, where this is its only
+        consumer, else its key; the bags those depend on; the pick)."""
+        bag, pick = self.source_of(pcoll)
+        if self.consumers[pcoll.producer] == 1 and pcoll.producer in self.stages:
+            tasks, dependencies = self.stages[pcoll.producer]
+            return tasks, dependencies, pick
+        return [(bag.name, i) for i in range(bag.npartitions)], [bag], pick
+
+    def stage(self, node: AppliedPTransform, kind: str, tasks: list, dependencies: list
+              ) -> db.Bag:
+        self.stages[node] = tasks, dependencies
+        name = _stage_name(kind, node.full_label)
+        layer = {(name, i): task for i, task in enumerate(tasks)}
+        return _bag(name, layer, dependencies, len(tasks))
+
     def leaves(self) -> list[db.Bag]:
-        return [bag for node, bag in self.bags.items()
-                if node not in self.consumed and bag is not None]
+        """Every leaf's tasks, each returning nothing: only completion comes back."""
+        leaves = []
+        for node, bag in self.bags.items():
+            if node in self.consumed or bag is None:
+                continue
+            tasks, dependencies = self.stages.get(node) or (
+                [(bag.name, i) for i in range(bag.npartitions)], [bag])
+            name = _stage_name("leaf", node.full_label)
+            layer = {(name, i): (_nothing, task) for i, task in enumerate(tasks)}
+            leaves.append(_bag(name, layer, dependencies, len(tasks)))
+        return leaves
 
     def visit_transform(self, node: AppliedPTransform) -> None:
         transform = node.transform
@@ -276,6 +318,8 @@ class _BagBuilder(PipelineVisitor):
             # GroupByKey's grouping already gave (key, [values]), in the global window (the
             # stock translation's), which is all a batch pipeline has
             bag, _ = self.source_of(inputs[0])
+            if inputs[0].producer in self.stages:
+                self.stages[node] = self.stages[inputs[0].producer]
         elif isinstance(transform, beam.ParDo):  # after _GroupAlsoByWindow, a ParDo
             bag = self._pardo(node)
             self.tagged.add(node)
@@ -295,26 +339,25 @@ class _BagBuilder(PipelineVisitor):
         size = self.bag_kwargs.get("partition_size") or 1
         values = list(node.transform.values)
         chunks = [values[i:i + size] for i in range(0, len(values), size)] or [[]]
-        name = _layer_name("create", node.full_label, node.transform.values)
-        layer = {(name, i): (functools.partial(_values, chunk),) for i, chunk in enumerate(chunks)}
-        return _bag(name, layer, [], len(chunks))
+        return self.stage(node, "create", [(functools.partial(_values, c),) for c in chunks], [])
 
     def _gather(self, node: AppliedPTransform, pcolls: list, parts: int, kind: str) -> db.Bag:
         """`parts` partitions, the i-th concatenating partitions i, i + parts, ... of every
         input (one task each, partitions never adding up at a Flatten)."""
         sources = [self.source_of(pcoll) for pcoll in pcolls]
-        bags = [bag for bag, _ in sources]
-        name = _layer_name(kind, node.full_label, *(b.name for b in bags),
-                           *(p for _, p in sources), parts)
-        layer = {}
+        tasks = []
         for index in range(parts):
             picks, keys = [], []
             for bag, pick in sources:
                 for j in range(index, bag.npartitions, parts):
                     picks.append(pick)
                     keys.append((bag.name, j))
-            layer[(name, index)] = (functools.partial(_concat_picked, tuple(picks)), *keys)
-        return _bag(name, layer, bags, parts)
+            tasks.append((functools.partial(_concat_picked, tuple(picks)), *keys))
+        bags = [bag for bag, _ in sources]
+        if kind != "flatten":  # a side input's or Reshuffle's: a task never nested
+            name = _stage_name(kind, node.full_label)
+            return _bag(name, {(name, i): t for i, t in enumerate(tasks)}, bags, parts)
+        return self.stage(node, kind, tasks, bags)
 
     def _flatten(self, node: AppliedPTransform, pcolls: list) -> db.Bag:
         """As many partitions as its largest input, at most the last Reshuffle's count."""
@@ -326,18 +369,16 @@ class _BagBuilder(PipelineVisitor):
         partitions) and one per output partition (grouping its list of every split): dask's
         tasks-based shuffle made ~100 tasks of each GroupByKey, most of them moving nothing,
         for dedup's many small ones."""
-        bag, pick = self.source_of(node.inputs[0])
-        parts = max(1, min(bag.npartitions, self.partitions))
+        tasks, dependencies, pick = self.inputs_of(node.inputs[0])
+        parts = max(1, min(len(tasks), self.partitions))
         key_coder = coders.FastPrimitivesCoder().as_deterministic_coder(node.full_label)
-        split = _layer_name("split", node.full_label, bag.name, pick, parts)
-        layer = {(split, j): (functools.partial(_split_by_key, pick, parts, key_coder),
-                              (bag.name, j))
-                 for j in range(bag.npartitions)}
-        name = _layer_name("group", node.full_label, split)
-        layer.update({(name, index): (functools.partial(_group_part, index),
-                                      *((split, j) for j in range(bag.npartitions)))
-                      for index in range(parts)})
-        return _bag(name, layer, [bag], parts)
+        split = _stage_name("split", node.full_label)
+        layer = {(split, j): (functools.partial(_split_by_key, pick, parts, key_coder), task)
+                 for j, task in enumerate(tasks)}
+        splits = _bag(split, layer, dependencies, len(tasks))
+        return self.stage(node, "group", [
+            (functools.partial(_group_part, index), *((split, j) for j in range(len(tasks))))
+            for index in range(parts)], [splits])
 
     def _reshuffle(self, node: AppliedPTransform) -> db.Bag:
         """One partition per element of the input, which is computed now: the graph then has
@@ -345,41 +386,36 @@ class _BagBuilder(PipelineVisitor):
         other outputs, the counts: a listing and a split, cheap next to the reading.)"""
         elements = self.materialize(self._gather(node, node.inputs[:1], 1, "reshuffle"))
         self.partitions = max(1, len(elements))
-        name = _layer_name("reshuffled", node.full_label, elements)
         chunks = [[element] for element in elements] or [[]]
-        layer = {(name, i): (functools.partial(_values, chunk),) for i, chunk in enumerate(chunks)}
-        return _bag(name, layer, [], len(chunks))
+        return self.stage(node, "read", [(functools.partial(_values, c),) for c in chunks], [])
 
     def _pardo(self, node: AppliedPTransform) -> db.Bag:
         transform = node.transform
-        bag, pick = self.source_of(node.inputs[0])
+        tasks, dependencies, pick = self.inputs_of(node.inputs[0])
         args, kwargs = transform.raw_side_inputs
         main_input = next(iter(node.main_inputs.values()))
         window_fn = main_input.windowing.windowfn if hasattr(main_input, "windowing") else None
-        specs, side_keys, dependencies = [], [], [bag]
+        specs, side_keys, dependencies = [], [], list(dependencies)
         for side in node.side_inputs:
             specs.append(_SideInput(type(side), side._view_options(), side._window_mapping_fn))
             # a dependency of every task of the step, computed once by the scheduler
             values = self._gather(node, [side.pvalue], 1, "side")
             dependencies.append(values)
             side_keys.append((values.name, 0))
-        pickled_fn = pickler.dumps(transform.fn)
-        name = _layer_name("pardo", node.full_label, bag.name, pick, pickled_fn, side_keys)
-        layer = {}
-        fn_arg = pickled_fn
-        if len(pickled_fn) > INLINE_DOFN_BYTES:
-            fn_arg = f"{name}-fn"
-            layer[fn_arg] = pickled_fn
+        fn_arg = pickler.dumps(transform.fn)
+        if len(fn_arg) > INLINE_DOFN_BYTES:  # one key, sent once to each worker
+            fn_bag = _stage_name("dofn", node.full_label)
+            dependencies.append(_bag(fn_bag, {(fn_bag, 0): fn_arg}, [], 1))
+            fn_arg = (fn_bag, 0)
         run = functools.partial(_run_bundle, transform.label, window_fn, list(args), kwargs,
                                 specs, pick)
-        layer.update({(name, i): (run, (bag.name, i), fn_arg, *side_keys)
-                      for i in range(bag.npartitions)})
-        return _bag(name, layer, dependencies, bag.npartitions)
+        return self.stage(node, "pardo", [(run, task, fn_arg, *side_keys) for task in tasks],
+                          dependencies)
 
 
 def _materializer(client):
     def materialize(bag: db.Bag) -> list:
-        return client.compute(bag).result()
+        return client.compute(bag, optimize_graph=False).result()
 
     return materialize
 
@@ -388,20 +424,17 @@ def graph_bags(pipeline, client, bag_kwargs: dict | None = None) -> list[db.Bag]
     """The pipeline's leaves as Dask Bags of nothing (its Reshuffles' inputs computed on
     `client`)."""
     pipeline.replace_all(dask_overrides())
-    builder = _BagBuilder(dict(bag_kwargs or {}), _materializer(client))
+    consumers = _Consumers()
+    pipeline.visit(consumers)
+    builder = _BagBuilder(dict(bag_kwargs or {}), _materializer(client), consumers.counts)
     pipeline.visit(builder)
-    bags = []
-    for leaf in builder.leaves():
-        name = f"{leaf.name}-done"  # the 'beam' prefix: fused into the leaf's own tasks
-        layer = {(name, i): (_nothing, (leaf.name, i)) for i in range(leaf.npartitions)}
-        bags.append(_bag(name, layer, [leaf], leaf.npartitions))
-    return bags
+    return builder.leaves()
 
 
 def graph(pipeline, client, bag_kwargs: dict | None = None) -> Delayed:
     """One task that finishes when every leaf has (so the run is one future)."""
     leaves = graph_bags(pipeline, client, bag_kwargs)
-    name = _layer_name("done", "pipeline", *(leaf.name for leaf in leaves))
+    name = _stage_name("done", "pipeline")
     layer = {name: (_done, *((leaf.name, i) for leaf in leaves for i in range(leaf.npartitions)))}
     return Delayed(name, HighLevelGraph.from_collections(name, layer, dependencies=leaves))
 
@@ -453,7 +486,8 @@ class DaskRunner(stock.DaskRunner):
         # our loggers' records on the workers (the first failures, file and offset) are
         # printed by the launcher as they happen, not only in each worker's log
         client.forward_logging("pipelines", level=logging.WARNING)
-        return DaskRunResult(client, [client.compute(graph(pipeline, client, bag_kwargs))])
+        done = client.compute(graph(pipeline, client, bag_kwargs), optimize_graph=False)
+        return DaskRunResult(client, [done])
 
 
 class DaskRunResult(stock.DaskRunnerResult):
