@@ -84,9 +84,16 @@ def test_compressed_and_archived_files_are_bounded_by_the_expansion_limit(alice_
 
 
 def test_a_plain_file_of_a_non_text_source_is_not_trusted(alice_jsonl):
-    # Wikipedia's markup and Parquet's columns are not the file's own characters.
-    for source in ("wikipedia", "parquet"):
-        assert input_documents_bound([_file(alice_jsonl)], source, {}, 100.0, 50) > 10**6
+    # Wikipedia's markup is not the file's own characters.
+    assert input_documents_bound([_file(alice_jsonl)], "wikipedia", {}, 100.0, 50) > 10**6
+
+
+def test_heads_are_read_only_in_small_listings(alice_jsonl, monkeypatch):
+    files = [_file(alice_jsonl)] * 3
+    small = input_documents_bound(files, "jsonl", {}, 100.0, 50)
+    monkeypatch.setattr("pipelines.dedup.sizing.READ_LOCAL_FILES", 2)
+    # Too many files to read their heads: each is bounded as if it were compressed.
+    assert input_documents_bound(files, "jsonl", {}, 100.0, 50) > 10**6 > small
 
 
 def test_parquet_footers_give_the_rows(tmp_path):
@@ -94,6 +101,9 @@ def test_parquet_footers_give_the_rows(tmp_path):
         table = pa.table({"id": [f"d{i}-{r}" for r in range(rows)], "text": ["t"] * rows})
         pq.write_table(table, tmp_path / f"part-{i}.parquet")
     assert parquet_rows_bound(str(tmp_path / "*.parquet")) == 8
+    # --source parquet in preprocess: the rows too, whatever the text's size
+    parts = [_file(path) for path in sorted(tmp_path.glob("*.parquet"))]
+    assert input_documents_bound(parts, "parquet", {}, 100.0, 50) == 8
     (tmp_path / "part-9.parquet").write_bytes(b"not parquet")
     assert parquet_rows_bound(str(tmp_path / "*.parquet")) is None
     with pytest.raises(FileNotFoundError):

@@ -8,16 +8,21 @@ over that. (The shingles alone would allow far more: a text with a single word c
 gets one shingle, shingles.shingle_batch, so a document needs only one byte to reach the
 components.) The characters of text a file yields:
 
-- a local file of a plain-text source (PLAIN_TEXT_SOURCES) whose first bytes are neither a
+- a file of a plain-text source (PLAIN_TEXT_SOURCES) whose first bytes are neither a
   compressed stream nor a tar: at most CLEANED_CHARS_PER_BYTE a byte;
-- any other file (compressed, an archive of compressed members, Parquet, a remote file): what
-  the readers let a task produce, --max-expansion x its bytes but never less than
+- any other file (compressed, an archive of compressed members, one whose head was not read):
+  what the readers let a task produce, --max-expansion x its bytes but never less than
   transforms.MIN_EXPANSION_BOUND_BYTES, summed over as many tasks as the file can be cut into;
   no bound when --max-expansion is 0;
 - a remote file listed without a size (size 0): no bound.
 
-python -m pipelines.dedup (`parquet_rows_bound`): the rows of its Parquet inputs, from their
-footers.
+Parquet input (--source parquet, and python -m pipelines.dedup): the rows in the files' footers,
+a document a row.
+
+The launcher reads heads and footers only in listings of at most READ_LOCAL_FILES local and
+READ_REMOTE_FILES remote files (a remote read is a request); a bigger listing is bounded from
+its sizes alone (Parquet: no bound), where a few rounds more than needed cost little next to the
+run.
 """
 
 from __future__ import annotations
@@ -37,24 +42,30 @@ PLAIN_TEXT_SOURCES = frozenset({"jsonl", "books"})
 # Cleaning can lengthen a text: ftfy's ligature fixes and NFC turn a character into at most three
 # (U+FB03 -> "ffi"), and such a character takes at least two bytes (of UTF-16; three of UTF-8).
 CLEANED_CHARS_PER_BYTE = 1.5
+READ_LOCAL_FILES = 4096  # ~20 us a head
+READ_REMOTE_FILES = 16
 
 
 def _is_remote(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
+def readable_listing(files: list[InputFile]) -> bool:
+    """Whether the launcher reads these files' heads or footers (module docstring)."""
+    remote = sum(_is_remote(f.path) for f in files)
+    return remote <= READ_REMOTE_FILES and len(files) - remote <= READ_LOCAL_FILES
+
+
 def plain_text_file(path: str) -> bool:
-    """True for a local file whose first bytes are neither a compressed stream nor a tar (one
-    read of its head; a file that cannot be read is not plain: its reader will say why)."""
+    """True for a file whose first bytes are neither a compressed stream nor a tar (one read of
+    its head). A file that cannot be read is not plain: its reader will say why."""
     from pipelines.sources.compression import SNIFF_BYTES, detect_compression
     from pipelines.sources.tar_members import is_tar
 
-    if _is_remote(path):
-        return False
     try:
         with open_input(path) as raw:
             head = raw.read(SNIFF_BYTES)
-    except OSError:
+    except Exception:  # noqa: BLE001 - any failure (a remote store's auth too): the safe bound
         return False
     return detect_compression(head) is None and not is_tar(head)
 
@@ -86,12 +97,16 @@ def input_documents_bound(
     characters each), or None when a file's text has no bound."""
     from pipelines.sources import task_size_bound
 
+    files = list(files)
+    if source == "parquet":
+        return parquet_rows(files)
+    read_heads = source in PLAIN_TEXT_SOURCES and readable_listing(files)
     task_bytes = task_size_bound(source, source_options)
     chars = 0
     for f in files:
         if f.size_bytes == 0 and _is_remote(f.path):
             return None  # a listing that gives no size (fsspec: 0), not an empty file
-        plain = source in PLAIN_TEXT_SOURCES and plain_text_file(f.path)
+        plain = read_heads and plain_text_file(f.path)
         bound = file_chars_bound(f.size_bytes, plain, max_expansion, task_bytes)
         if bound is None:
             return None
@@ -99,20 +114,26 @@ def input_documents_bound(
     return chars // max(1, min_chars)
 
 
-def parquet_rows_bound(pattern: str) -> int | None:
-    """The rows of every Parquet file matching `pattern` (their footers), or None when a footer
-    cannot be read (the run's reader then reports that file)."""
-    import pyarrow as pa
+def parquet_rows(files: list[InputFile]) -> int | None:
+    """The rows of these Parquet files (their footers), or None when the listing is too big to
+    read (readable_listing) or a footer cannot be read (the run's reader reports that file)."""
     import pyarrow.parquet as pq
 
+    if not readable_listing(files):
+        return None
     rows = 0
-    for f in match_inputs(pattern):
+    for f in files:
         try:
             with open_input(f.path) as raw:
                 rows += pq.ParquetFile(raw).metadata.num_rows
-        except (OSError, pa.ArrowException):
+        except Exception:  # noqa: BLE001 - pyarrow's, the store's: the reader reports it
             return None
     return rows
+
+
+def parquet_rows_bound(pattern: str) -> int | None:
+    """parquet_rows of the files matching `pattern` (FileNotFoundError when none do)."""
+    return parquet_rows(match_inputs(pattern))
 
 
 def sized_config(config: DedupConfig, max_documents: int | None, input_name: str) -> DedupConfig:
