@@ -159,6 +159,71 @@ def test_the_graph_grows_with_the_read_tasks_not_the_thread_count(doubled_jsonl,
     assert one_file < sizes[1] < 9358
 
 
+def _graph_tasks(build) -> int:
+    """Graph tasks of the pipeline `build(p)` makes (no Reshuffle: no client needed)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.dask_runner import graph_bags
+
+    pipeline = beam.Pipeline(options=PipelineOptions([]))
+    build(pipeline)
+    return len(set().union(*(bag.__dask_graph__().keys() for bag in graph_bags(pipeline, None))))
+
+
+def test_a_chain_of_steps_is_one_task_per_partition():
+    """Beam-style fusion: Create -> Map -> Map -> Map over 3 elements is 3 tasks (dask's own
+    fusion left an alias task per chain, and each step was a task of its own before)."""
+    assert _graph_tasks(lambda p: p | beam.Create([1, 2, 3]) | "A" >> beam.Map(str)
+                        | "B" >> beam.Map(len) | "C" >> beam.Map(abs)) == 3
+
+    def two_consumers(p):
+        out = (p | beam.Create([1, 2, 3])
+               | beam.ParDo(_Tagged()).with_outputs("squares", "bundles", main="numbers"))
+        _ = out.numbers | "N" >> beam.Map(str)
+        _ = out.squares | "S" >> beam.Map(str)
+
+    # a ParDo read by two steps is a task of its own; each consumer picks its tag in its task
+    assert _graph_tasks(two_consumers) == 3 * 3
+
+
+def test_a_group_by_key_is_a_split_per_input_and_a_group_per_output_partition():
+    """3 input partitions, 1 output partition (no Reshuffle planned more): 3 splits, each
+    with its Create and Map nested, and 1 group with the leaf's Map nested."""
+    assert _graph_tasks(lambda p: p | beam.Create(["a", "b", "a"]) | beam.Map(lambda w: (w, 1))
+                        | beam.GroupByKey() | "Sum" >> beam.MapTuple(lambda k, v: sum(v))) == 4
+
+
+def test_a_key_lands_in_the_same_split_in_every_process():
+    """The split hashes the key's deterministic encoding (crc32), never hash(), so a key's
+    list is the same on every worker; these were computed in another process."""
+    from apache_beam import coders
+
+    from pipelines.dask_runner import _group_part, _Pick, _split_by_key
+
+    coder = coders.FastPrimitivesCoder().as_deterministic_coder("test")
+    keys = [b"band-0", (3, "doc-a"), "url", 12345, (0, b"\x00\xff")]
+    items = [(key, n) for n, key in enumerate(keys)] * 2
+    splits = _split_by_key(_Pick(False), 8, coder, items)
+    assert [next(i for i, s in enumerate(splits) if key in dict(s))
+            for key in keys] == [0, 2, 7, 4, 7]
+    grouped = dict(_group_part(7, splits, _split_by_key(_Pick(False), 8, coder, [("url", 9)])))
+    assert grouped == {"url": [2, 2, 9], (0, b"\x00\xff"): [4, 4]}
+
+
+def test_a_partition_moves_between_workers_in_one_pickle():
+    """dask serialises a plain list whose first element leads to bytes element by element
+    (seconds for a few MB of dedup band keys); a partition is pickled whole."""
+    from distributed.protocol import deserialize, serialize
+
+    from pipelines.dask_runner import _Partition
+
+    rows = [(b"band", n) for n in range(1000)]
+    assert serialize(rows)[0].get("is-collection")
+    header, frames = serialize(_Partition(rows))
+    assert header["serializer"] == "pickle"
+    assert deserialize(header, frames) == rows
+
+
 # Beam internals the DaskRunner builds on (module, names, keyword arguments we pass): Beam
 # promises none of them, so the pin in pyproject.toml allows only the minor versions the runner
 # was tested with, and this says what a new one lacks.
