@@ -161,6 +161,7 @@ def dask_comparison(corpus: Path, tmp: Path, workers: int) -> dict:
     single-threaded processes, started here): walls, tasks, same shards or not."""
     from dask.distributed import LocalCluster
 
+    load_start = os.getloadavg()[0]  # the machine is shared: a ratio means little without it
     direct = run_pipeline(corpus, tmp / "out-direct", workers, None)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster:
@@ -175,6 +176,7 @@ def dask_comparison(corpus: Path, tmp: Path, workers: int) -> dict:
         "dask_wall_s": dask["wall_s"],
         "graph_tasks": progress[-1].split(" of ")[1].split()[0] if progress else "n/a",
         "same_shards": shard_bytes(tmp / "out-direct") == shard_bytes(tmp / "out-dask"),
+        "load": (load_start, os.getloadavg()[0]),
     }
 
 
@@ -185,11 +187,11 @@ def render_dask(row: dict, workers: int) -> str:
         "the launcher)",
         "",
         "| MB read | read tasks | DirectRunner wall s | DaskRunner wall s | Dask throughput / "
-        "Direct's (target 80%) | graph tasks | same shards |",
-        "|---:|---:|---:|---:|---:|---:|---|",
+        "Direct's (target 80%) | graph tasks | same shards | load average at start / end |",
+        "|---:|---:|---:|---:|---:|---:|---|---|",
         f"| {row['mb']:.1f} | {row['tasks']} | {row['direct_wall_s']:.1f} | "
         f"{row['dask_wall_s']:.1f} | {ratio:.0%} | {row['graph_tasks']} | "
-        f"{'yes' if row['same_shards'] else 'NO'} |",
+        f"{'yes' if row['same_shards'] else 'NO'} | {row['load'][0]:.1f} / {row['load'][1]:.1f} |",
         "",
     ])
 
