@@ -70,11 +70,16 @@ class _Tagged(beam.DoFn):
 
 
 @pytest.mark.slow
-def test_multi_output_finish_bundle_side_inputs_and_every_leaf(cluster, tmp_path):
+@pytest.mark.parametrize("inline_dofn_bytes", [64 << 10, 0])
+def test_multi_output_finish_bundle_side_inputs_and_every_leaf(cluster, tmp_path, monkeypatch,
+                                                              inline_dofn_bytes):
+    """With the DoFns inside their tasks, and (0) each as a graph key of its own."""
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.util import assert_that, equal_to
 
     from pipelines.dask_runner import DaskRunner
+
+    monkeypatch.setattr("pipelines.dask_runner.INLINE_DOFN_BYTES", inline_dofn_bytes)
 
     options = PipelineOptions([f"--dask_client_address={cluster.scheduler_address}"])
     with beam.Pipeline(runner=DaskRunner(), options=options) as p:
