@@ -95,7 +95,9 @@ def test_the_graph_does_not_grow_with_the_number_of_input_files(tmp_path):
     and whole Dataflow graphs that differ only in the recorded file count and size."""
     sizes, whole, names = [], [], []
     pattern = str(tmp_path / "*.txt")
-    argv = dataflow_argv(input=pattern)
+    # Dedup's components rounds pinned: by default they grow with the log of the input's size
+    # (issue 21), which is not what this test measures.
+    argv = dataflow_argv(input=pattern, **{"dedup-cc-rounds": "16"})
     options = PipelineOptions(argv)
     tokenizer = TokenizerRef.describe(load_tokenizer(GPT2), "gs://my-bucket/t/tokenizer.json")
     for count in (10, 1000):  # the same pattern, first over 10 files, then over 1000
