@@ -233,14 +233,18 @@ def _split_by_key(pick: _Pick, parts: int, key_coder, partition) -> _Partition:
     return buckets
 
 
-def _group_part(index: int, *splits: list) -> _Partition:
-    """The index-th list of every split, grouped: (key, [value, ...]) (values un-windowed:
-    a batch pipeline's global window, as the stock translation)."""
+def _group_part(index: int, key_coder, *splits: list) -> _Partition:
+    """The index-th list of every split, grouped by encoded key, as Beam groups (so 1 and
+    1.0 stay apart wherever they land): (key, [value, ...]), values un-windowed (a batch
+    pipeline's global window, as the stock translation)."""
     groups: dict = {}
     for split in splits:
         for key, value in split[index]:
-            groups.setdefault(key, []).append(defenestrate(value))
-    return _Partition(groups.items())
+            group = groups.get(encoded := key_coder.encode(key))
+            if group is None:
+                group = groups[encoded] = (key, [])
+            group[1].append(defenestrate(value))
+    return _Partition(groups.values())
 
 
 def _nothing(partition) -> list:
@@ -396,7 +400,8 @@ class _BagBuilder(PipelineVisitor):
                  for j, task in enumerate(tasks)}
         splits = _bag(split, layer, dependencies, len(tasks))
         return self.stage(node, "group", [
-            (functools.partial(_group_part, index), *((split, j) for j in range(len(tasks))))
+            (functools.partial(_group_part, index, key_coder),
+             *((split, j) for j in range(len(tasks))))
             for index in range(parts)], [splits])
 
     def _reshuffle(self, node: AppliedPTransform) -> db.Bag:

@@ -211,8 +211,12 @@ def test_a_key_lands_in_the_same_split_in_every_process():
     splits = _split_by_key(_Pick(False), 8, coder, items)
     assert [next(i for i, s in enumerate(splits) if key in dict(s))
             for key in keys] == [0, 2, 7, 4, 7]
-    grouped = dict(_group_part(7, splits, _split_by_key(_Pick(False), 8, coder, [("url", 9)])))
-    assert grouped == {"url": [2, 2, 9], (0, b"\x00\xff"): [4, 4]}
+    more = _split_by_key(_Pick(False), 8, coder, [("url", 9)])
+    assert dict(_group_part(7, coder, splits, more)) == {"url": [2, 2, 9], (0, b"\x00\xff"): [4, 4]}
+    # grouped by encoded key, as Beam groups: equal in Python, yet two keys
+    groups = _group_part(0, coder, [[(1, "int"), (1.0, "float"), (1, "again")]])
+    assert {type(key): values for key, values in groups} == {int: ["int", "again"],
+                                                             float: ["float"]}
 
 
 def test_a_partition_moves_between_workers_in_one_pickle():
