@@ -17,6 +17,7 @@ from pipelines.dedup.components import rounds_for
 from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.sizing import (
     CLEANED_CHARS_PER_BYTE,
+    count_lines,
     input_documents_bound,
     parquet_rows_bound,
     plain_text_file,
@@ -47,12 +48,21 @@ def _file(path) -> InputFile:
     return InputFile(str(path), path.stat().st_size)
 
 
-def test_a_plain_jsonl_is_bounded_by_its_own_bytes(alice_jsonl):
+def test_a_plain_jsonl_is_bounded_by_its_lines_or_its_bytes(alice_jsonl, monkeypatch):
     size = alice_jsonl.stat().st_size
     assert plain_text_file(str(alice_jsonl))
+    assert input_documents_bound([_file(alice_jsonl)], "jsonl", {}, 100.0, 50) == 40  # lines
+    monkeypatch.setattr("pipelines.dedup.sizing.COUNT_LINES_BYTES", size - 1)  # too big to count
     bound = input_documents_bound([_file(alice_jsonl)], "jsonl", {}, 100.0, 50)
     assert bound == int(size * CLEANED_CHARS_PER_BYTE) // 50
     assert 40 <= bound < 40 * 50  # the 40 paragraphs fit under it, and it is not loose by far
+
+
+def test_lines_are_counted_with_or_without_a_final_newline(tmp_path):
+    for text, lines in (("", 0), ("{}", 1), ("{}\n", 1), ("{}\n{}", 2), ("\n\n", 2)):
+        path = tmp_path / "f.jsonl"
+        path.write_text(text)
+        assert count_lines(str(path)) == lines, text
 
 
 def test_documents_of_exactly_min_chars_stay_under_the_bound(tmp_path):

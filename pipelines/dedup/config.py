@@ -15,8 +15,9 @@ anything to do (~50 ms of start-up on the DirectRunner), and a component of n do
 at most about log2(n) rounds (components.rounds_for). So by default (cc_rounds None, "auto")
 the launcher sizes them to the input before it builds the graph (`with_rounds_for`): the
 documents that can reach the components step are at most the input's characters of text over
-the fewest characters a document needs to get there (preprocess: its cleaning's min_chars;
-`pipelines.dedup.sizing`), and a component has at most that many. Where the input gives no
+the fewest characters a document needs to get there (preprocess: its cleaning's min_chars), or
+a JSONL file's lines, or a Parquet file's rows (`pipelines.dedup.sizing`), and a component has
+at most that many. Where the input gives no
 bound (a remote listing without sizes, no expansion limit on compressed input) it is
 FALLBACK_CC_ROUNDS, the former fixed default. `--dedup-cc-rounds N` sets it outright.
 """
