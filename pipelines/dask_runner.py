@@ -30,7 +30,7 @@ translation where the stock one is wrong:
 
 What a graph task costs (~2 ms of scheduler and worker time on 2 busy cores) decided the
 rest; on 200 MB of text with dedup, 2 workers, the DaskRunner went from 68% of the
-DirectRunner's throughput to 93% (bench/bench_scale.py --dask-mb 200):
+DirectRunner's throughput to 89-103% (bench/bench_scale.py --dask-mb 200, load 1.5-3):
 
 - Fusion as Beam's runners do it: a step whose input has no other consumer runs inside the
   task of the step that made it (its task is nested in its consumer's), and a consumer of
@@ -42,7 +42,8 @@ DirectRunner's throughput to 93% (bench/bench_scale.py --dask-mb 200):
 - Keys read '<kind>:<transform label>-<uuid>': the scheduler learns durations per key prefix,
   and places and steals each step's tasks by its own.
 - Partitions are a list subclass, pickled in one go between workers (dask serialises a plain
-  list whose first element leads to bytes, a dedup band key, element by element).
+  list whose first element leads to bytes, a dedup band key, element by element), and a
+  GroupByKey's values move without their window (6x faster to pickle and unpickle).
 - Each worker thread keeps a DoFn's signature with the DoFn (inspecting it cost ~0.7 ms a
   bundle).
 
