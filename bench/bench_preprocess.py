@@ -116,27 +116,20 @@ def build_corpus(directory: Path, target_mb: float) -> dict:
 
 
 # -- contenders (each runs in its own process: `--run NAME`) --------------------------------------
-def run_pipeline(
-    corpus: Path, out: Path, workers: int, budget_s: float, mode_flags=None, dedup=False
-) -> dict:
-    from pipelines.preprocess import main
+def pipeline_arguments(corpus: Path, out: Path, mode_flags: list[str], dedup: bool) -> list[str]:
+    return [
+        "--source=jsonl",
+        f"--input={corpus}/*.jsonl",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        *([] if dedup else ["--no-dedup"]),
+        "--progress-interval=0",
+        *mode_flags,
+    ]
 
-    if mode_flags is None:
-        mode_flags = ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
-    code = main(
-        [
-            "--source=jsonl",
-            f"--input={corpus}/*.jsonl",
-            f"--output={out}",
-            f"--tokenizer={GPT2}",
-            "--append-eod",
-            *([] if dedup else ["--no-dedup"]),
-            "--progress-interval=0",
-            *mode_flags,
-        ]
-    )
-    if code != 0:
-        raise SystemExit(f"pipeline failed with exit code {code}")
+
+def pipeline_result(out: Path) -> dict:
     stats = json.loads((out / "stats.json").read_text())
     return {
         "bytes": stats["bytes_read"],
@@ -146,15 +139,19 @@ def run_pipeline(
     }
 
 
-def run_pipeline_default(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
-    """The pipeline as a user runs it: the launcher picks where it runs (a small input runs in
-    its own process)."""
-    return run_pipeline(corpus, out, workers, budget_s, mode_flags=[])
+def run_pipeline(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
+    from pipelines.preprocess import main
+
+    mode_flags = ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+    code = main(pipeline_arguments(corpus, out, mode_flags, dedup=False))
+    if code != 0:
+        raise SystemExit(f"pipeline failed with exit code {code}")
+    return pipeline_result(out)
 
 
-def run_pipeline_dedup(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
-    """The pipeline as a user runs it, deduplication (on by default) included."""
-    return run_pipeline(corpus, out, workers, budget_s, mode_flags=[], dedup=True)
+# Start-up as a user sees it: the command itself (`python -m pipelines.preprocess`), where the
+# launcher picks where it runs (a small input runs in its own process); name -> dedup on.
+STARTUP_COMMANDS = {"pipeline_default": False, "pipeline_dedup": True}
 
 
 def run_loop(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
@@ -325,15 +322,12 @@ CONTENDERS = {
 # Only with --datatrove-python.
 PEERS = {"datatrove": (run_datatrove, "(4) datatrove DocumentTokenizer (no cleaning)")}
 # Start-up only: the pipeline without a running mode, as a user runs it.
-STARTUP_ONLY = {
-    "pipeline_default": (run_pipeline_default, "pipeline, default running mode"),
-    "pipeline_dedup": (run_pipeline_dedup, "pipeline, default running mode, dedup on"),
-}
 # The plain loop again, timed per stage, with tokenization alone measured in the same process.
 PROFILE = {"stages": (run_stages, "the plain loop per stage")}
 STARTUP_LABELS = {
     "pipeline": "pipeline multi_processing (launcher + workers)",
-    "pipeline_default": "pipeline as run by default (in the launcher's process for a small input)",
+    "pipeline_default": "`python -m pipelines.preprocess` as a user runs it (in the launcher's "
+    "process for a small input)",
     "pipeline_dedup": "the same with deduplication (on by default; the comparison runs without)",
     "loop": "loop",
 }
@@ -356,26 +350,25 @@ def measure(name: str, corpus: Path, work: Path, workers: int, budget_s: float) 
     import psutil
 
     result_file = work / f"{name}.json"
+    if name in STARTUP_COMMANDS:
+        out = work / f"out-{name}"
+        command = [
+            *(sys.executable, "-m", "pipelines.preprocess"),
+            *pipeline_arguments(corpus, out, [], dedup=STARTUP_COMMANDS[name]),
+        ]
+    else:
+        command = [
+            *(sys.executable, __file__, "--run", name, "--corpus", str(corpus)),
+            *("--work", str(work), "--workers", str(workers), "--budget-s", str(budget_s)),
+            *(["--datatrove-python", DATATROVE_PYTHON[0]] if DATATROVE_PYTHON else []),
+        ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     process = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "--run",
-            name,
-            "--corpus",
-            str(corpus),
-            "--work",
-            str(work),
-            "--workers",
-            str(workers),
-            "--budget-s",
-            str(budget_s),
-            *(["--datatrove-python", DATATROVE_PYTHON[0]] if DATATROVE_PYTHON else []),
-        ],
+        command,
         env={**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL if name in STARTUP_COMMANDS else None,
     )
     root = psutil.Process(process.pid)
     peak = 0
@@ -396,7 +389,10 @@ def measure(name: str, corpus: Path, work: Path, workers: int, budget_s: float) 
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if process.returncode != 0:
         raise SystemExit(f"{name} failed (exit {process.returncode})")
-    result = json.loads(result_file.read_text())
+    if name in STARTUP_COMMANDS:
+        result = pipeline_result(out)
+    else:
+        result = json.loads(result_file.read_text())
     cpu = max(
         (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         sum(sampled.values()),
@@ -436,7 +432,7 @@ def main() -> None:
     parser.add_argument("--work", help="scratch directory (default: a temporary one)")
     parser.add_argument(
         "--run",
-        choices=sorted({**CONTENDERS, **STARTUP_ONLY, **PROFILE, **PEERS}),
+        choices=sorted({**CONTENDERS, **PROFILE, **PEERS}),
         help=argparse.SUPPRESS,
     )
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
@@ -448,7 +444,7 @@ def main() -> None:
 
     if args.run:  # one contender, in this process
         work = Path(args.work)
-        function, _ = {**CONTENDERS, **STARTUP_ONLY, **PROFILE, **PEERS}[args.run]
+        function, _ = {**CONTENDERS, **PROFILE, **PEERS}[args.run]
         result = function(Path(args.corpus), work / f"out-{args.run}", args.workers, args.budget_s)
         (work / f"{args.run}.json").write_text(json.dumps(result))
         return
