@@ -211,6 +211,16 @@ def _warm(plan, tokenizer) -> None:
         identify_language("A sentence to load the language model with.")
 
 
+def _start_standbys(count: int, verbose: bool, plan, tokenizer) -> StandbyWorkers | None:
+    """Standby workers for a local multi_processing run, or None where they cannot be started
+    (the runner then starts its workers itself: slower to start, the same run)."""
+    try:
+        return StandbyWorkers(count, verbose, warm=functools.partial(_warm, plan, tokenizer))
+    except OSError as error:
+        LOG.warning("no standby workers (%s); the runner starts its own", error)
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
@@ -254,12 +264,6 @@ def _main(argv: list[str], verbose: bool) -> int:
                     f"--append-eod: the {tokenizer.kind} tokenizer has no end-of-document token"
                 )
             claim, tokenizer_ref = prepare(plan, tokenizer, run_id)
-            if local and options.view_as(DirectOptions).direct_running_mode is None:
-                # multi_processing (resolve_runner chose our worker command): the workers are
-                # forked from this process now, with what they would each load loaded once
-                standbys = StandbyWorkers(
-                    worker_count(options), verbose, warm=functools.partial(_warm, plan, tokenizer)
-                )
         except (ValueError, FileNotFoundError, FileExistsError, OutputError, UnreachableError) as e:
             print(f"preprocess: error: {e}", file=sys.stderr)
             return 2
@@ -268,6 +272,10 @@ def _main(argv: list[str], verbose: bool) -> int:
             print(f"preprocess: error: {failure_line(e, output, verbose)}", file=sys.stderr)
             return 2
         try:
+            if local and options.view_as(DirectOptions).direct_running_mode is None:
+                # multi_processing (resolve_runner chose our worker command): the workers are
+                # forked from this process now, with what they would each load loaded once
+                standbys = _start_standbys(worker_count(options), verbose, plan, tokenizer)
             return _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys)
         finally:
             claim.release()

@@ -158,3 +158,33 @@ def test_a_multi_processing_run_hands_its_workers_to_the_standbys(tmp_path, monk
     assert claimed[0][0] == 2
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["written"] == 2
+
+
+@pytest.mark.slow
+def test_standbys_that_cannot_start_leave_the_runner_to_start_its_workers(
+    tmp_path, monkeypatch, capsys
+):
+    from pipelines import preprocess
+
+    def no_fork(*args, **kwargs):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(preprocess, "StandbyWorkers", no_fork)
+    corpus = tmp_path / "book.jsonl"
+    text = (BOOKS / "11-0.txt").read_text("utf-8-sig")[:20000]  # Alice, Project Gutenberg
+    corpus.write_text(json.dumps({"text": text}) + "\n")
+    code = preprocess.main(
+        [
+            "--source=jsonl",
+            f"--input={corpus}",
+            f"--output={tmp_path / 'out'}",
+            f"--tokenizer={GPT2}",
+            "--no-dedup",
+            "--progress-interval=0",
+            "--direct_running_mode=multi_processing",
+            "--direct_num_workers=2",
+        ]
+    )
+    assert code == 0
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["written"] == 1
+    assert "no standby workers (" in capsys.readouterr().err
