@@ -156,7 +156,7 @@ def test_the_graph_grows_with_the_read_tasks_not_the_thread_count(doubled_jsonl,
     sizes = {}
     for threads in (1, 8):
         with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False,
-                          dashboard_address=None) as local, Client(local) as client:
+                          dashboard_address=":0") as local, Client(local) as client:
             sizes[threads] = _graph_size(client, doubled_jsonl, tmp_path)
             if threads == 1:  # one file instead of two: one read task less
                 one_file = _graph_size(client, doubled_jsonl.replace("*", "x"), tmp_path)
