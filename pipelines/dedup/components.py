@@ -25,8 +25,9 @@ tests/test_dedup_components.py simulates `large_star` / `small_star` on adversar
 random sparse graphs; n = 2 .. 2^14): a path with sorted labels is the slowest, halving per
 round, ceil(log2 n) rounds; none needs more than n.bit_length() = floor(log2 n) + 1 (a random
 search found an 8-node tree that needs 4). `rounds_for(n)` gives that plus ROUNDS_MARGIN, for
-graphs slower than any tried (the proven bound is O(log^2 n)); it grows without limit, so a
-1 TB corpus (~2e10 documents of 50 characters) gets 37 rounds, more than the former fixed 16.
+graphs slower than any tried (the proven bound is O(log^2 n)). It grows without limit (1 TB
+of text in documents of 50 characters: 37), but the launcher unrolls at most the former fixed
+16 (DedupConfig: the bound from bytes is loose); a bigger component fails the run loudly.
 
 Finished components leave the loop: after each round that is a power of two (1, 2, 4, 8, ...;
 `settles_after`) and is not the last, a settle pass (two GroupByKeys) finds every component
