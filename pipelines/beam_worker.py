@@ -170,6 +170,15 @@ def _read_request(connection: socket.socket) -> dict:
     return json.loads(data)
 
 
+def _import_worker_modules() -> None:
+    """What a worker imports before its first bundle: Beam's worker (the slow part) and the
+    modules unpickling our DoFns imports."""
+    from apache_beam.runners.worker import sdk_worker_main  # noqa: F401
+
+    import pipelines.transforms  # noqa: F401
+    import pipelines.write  # noqa: F401
+
+
 def standby(directory: str, index: str) -> None:
     """A standby worker: Beam and our modules imported, waiting for its worker's environment.
     Exits by itself when the launcher that started it is gone."""
@@ -183,10 +192,7 @@ def standby(directory: str, index: str) -> None:
         f.write(str(os.getpid()))
     os.rename(written, starting)
     _quiet_logging()
-    from apache_beam.runners.worker import sdk_worker_main  # noqa: F401  (the slow part)
-
-    import pipelines.transforms  # noqa: F401  (what unpickling our DoFns imports)
-    import pipelines.write  # noqa: F401
+    _import_worker_modules()
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     bound = os.path.join(directory, f"bound-{index}")  # not claimable yet
@@ -328,11 +334,7 @@ class StandbyWorkers:
         self.processes: list = []
         self.forked = False
         if warm is not None:
-            from apache_beam.runners.worker import sdk_worker_main  # noqa: F401  (for the children)
-
-            import pipelines.transforms  # noqa: F401
-            import pipelines.write  # noqa: F401
-
+            _import_worker_modules()  # for the children
             warm()
             self.forked = _can_fork()
         env = dict(os.environ, **{VERBOSE_ENV: "1" if verbose else "0"})
