@@ -41,14 +41,18 @@ class ShuffleBytes:
         self._counter = SHUFFLE_PREFIX + stage
         self._coder = coder
 
-    def start_bundle(self) -> None:
-        self._counts = BundleCounts()
+    def start_bundle(self, counts: BundleCounts | None = None) -> None:
+        """`counts`: the DoFn's own BundleCounts, for a DoFn that emits its counts as data
+        itself (one "counts" dict a bundle, with the bytes in it); finish_bundle then yields
+        nothing. Without it the bytes are kept apart and finish_bundle emits them."""
+        self._own = counts is None
+        self._counts = BundleCounts() if counts is None else counts
 
     def add(self, element) -> None:
         self._counts.inc(self._counter, len(self._coder.encode(element)))
 
     def finish_bundle(self):
-        counts = self._counts.drain()
+        counts = self._counts.drain() if self._own else None
         if counts:
             yield pvalue.TaggedOutput("counts", GlobalWindows.windowed_value(counts))
 

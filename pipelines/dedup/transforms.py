@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 import apache_beam as beam
 import numpy as np
-from apache_beam import pvalue
+from apache_beam import coders, pvalue, typehints
 from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.dedup import exact, lsh
@@ -52,7 +52,7 @@ from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.decontaminate import CONTAMINATION, Decontaminate
 from pipelines.dedup.minhash import MinHasher, band_hashes
 from pipelines.dedup.shingles import jaccard, pack_set, shingle_batch, unpack_set
-from pipelines.dedup.shuffle import counted
+from pipelines.dedup.shuffle import ShuffleBytes
 from pipelines.document import Document, Reject
 from pipelines.stats import DEDUP_INPUT_BYTES, BundleCounts
 
@@ -189,12 +189,84 @@ class _FeaturesFn(_DocBatcher):
             )
 
 
-class _KeepSmallestFn(beam.DoFn):
+class _CountingFn(beam.DoFn):
+    """A DoFn whose counts go to Beam metrics once per bundle (BundleCounts.drain)."""
+
+    def start_bundle(self) -> None:
+        self._counts = BundleCounts()
+
+    def finish_bundle(self) -> None:
+        self._counts.drain()
+
+
+# What each step sends to a GroupByKey (or to the roles side input), typed as Beam inferred it
+# when a separate `counted` step sat between them, so that the coder the runner writes it with
+# and every dedup_shuffle_bytes_* figure stay the same.
+_ANY = typehints.Any
+_PAIR = typehints.Tuple[typehints.Any, typehints.Any]
+_TO_DISTINCT = typehints.Tuple[typehints.Any, type(None)]  # Beam's Distinct's (element, None)
+_MATCH = typehints.Tuple[typehints.Any, typehints.Tuple[float, typehints.Any]]
+_RECEIVER = typehints.Tuple[typehints.Any, str]
+_ROLE = typehints.Union[_RECEIVER, _PAIR]
+APPLY_STAGE = "apply"
+
+
+class _SendingFn(_CountingFn):
+    """A step whose output goes to a GroupByKey of `stage` (a combine's, or the roles side
+    input): it counts the bytes it sends there itself (shuffle.ShuffleBytes, tag "counts"),
+    one transform fewer than a separate `counted` step (~7 ms of CPU each to build and start,
+    whatever the data). Its other counts go to Beam metrics only, as before."""
+
+    def __init__(self, stage: str, sent_type) -> None:
+        self._bytes = ShuffleBytes(stage, coders.registry.get_coder(sent_type))
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._bytes.start_bundle()
+
+    def finish_bundle(self):
+        super().finish_bundle()
+        yield from self._bytes.finish_bundle()
+
+    def _send(self, element):
+        self._bytes.add(element)
+        return element
+
+
+def _sending(pcoll, label: str, fn: _SendingFn, sent_type, counts: list, *tags, side=()):
+    """pcoll | fn, whose main output ("sent", typed sent_type) goes to a GroupByKey; its byte
+    counts join `counts`."""
+    out = pcoll | label >> beam.ParDo(fn, *side).with_output_types(sent_type).with_outputs(
+        "counts", *tags, main="sent"
+    )
+    counts.append(out.counts)
+    return out
+
+
+class _KeyFn(_SendingFn):
+    """_Record tuple -> main: (group key, record) by `key_fn`, for the GroupByKey of `stage`;
+    "unkeyed": a record key_fn gives no key (None), which goes on without a shuffle."""
+
+    def __init__(self, stage: str, key_fn) -> None:
+        super().__init__(stage, _ANY)
+        self._key_fn = key_fn
+
+    def process(self, record):
+        keyed = self._key_fn(record)
+        if keyed is None:
+            yield pvalue.TaggedOutput("unkeyed", record)
+        else:
+            yield self._send(keyed)
+
+
+class _KeepSmallestFn(_SendingFn):
     """(group key, record tuples) -> main: the record of the group's smallest node (every copy
     of it, for an id read twice), with `cleared` fields emptied; "decisions": (removed id,
-    _Decision) for every other member. Two passes over the group, which is never held."""
+    ("dec", _Decision)) for every other member, apply's input (counted). Two passes over the
+    group, which is never held."""
 
     def __init__(self, reason: str, similarity: float | None, cleared: dict) -> None:
+        super().__init__(APPLY_STAGE, _ANY)
         self._reason = reason
         self._similarity = similarity
         self._cleared = cleared
@@ -207,35 +279,30 @@ class _KeepSmallestFn(beam.DoFn):
             if node == kept:
                 yield tuple(_Record._make(record)._replace(**self._cleared))
             else:
-                yield pvalue.TaggedOutput(
-                    "decisions",
-                    (node[1], _Decision(self._reason, kept[1], kept[1], self._similarity)),
-                )
+                decision = _Decision(self._reason, kept[1], kept[1], self._similarity)
+                yield pvalue.TaggedOutput("decisions", self._send((node[1], ("dec", decision))))
 
 
-class _BandKeysFn(beam.DoFn):
+class _BandKeysFn(_SendingFn):
     """_Record tuple -> (bucket key, node), one per band, for documents with shingles."""
+
+    def __init__(self) -> None:
+        super().__init__("lsh_buckets", _PAIR)
 
     def process(self, record):
         record = _Record._make(record)
         if not record.bands:
             return
         for key in lsh.bucket_keys(record.scope, np.frombuffer(record.bands, dtype=np.uint64)):
-            yield key, record.node
+            yield self._send((key, record.node))
 
 
-class _CountingFn(beam.DoFn):
-    """A DoFn whose counts go to Beam metrics once per bundle (BundleCounts.drain)."""
+class _BucketEdgesFn(_SendingFn):
+    """(bucket key, members) -> (candidate edge, None), the input of Beam's Distinct's combine;
+    the edge is what is counted, as it was when Distinct's own step made the pair."""
 
-    def start_bundle(self) -> None:
-        self._counts = BundleCounts()
-
-    def finish_bundle(self) -> None:
-        self._counts.drain()
-
-
-class _BucketEdgesFn(_CountingFn):
     def __init__(self, max_pairs_members: int) -> None:
+        super().__init__("candidate_edges", _ANY)
         self._max_pairs_members = max_pairs_members
 
     def process(self, element):
@@ -244,7 +311,7 @@ class _BucketEdgesFn(_CountingFn):
         self._counts.inc("dedup_hot_buckets", int(hot))
         for edge in edges:
             self._counts.inc("dedup_candidate_edges")
-            yield edge
+            yield self._send(edge), None
 
 
 def _edge_roles(edge):
@@ -256,13 +323,47 @@ def _edge_roles(edge):
 RECEIVES = "receives"  # the side-input entry of a document that other documents send sets to
 
 
+class _RolesFn(_SendingFn):
+    """(distinct candidate edge (u, v), None) -> "senders": _edge_roles; main: (u id, None),
+    for the distinct receivers. Both are the roles side input's (stage verify_roles); a
+    receiver id is counted as it was before it was paired for Distinct."""
+
+    def __init__(self) -> None:
+        super().__init__("verify_roles", _ANY)
+
+    def process(self, element):
+        edge, _ = element
+        for role in _edge_roles(edge):
+            yield pvalue.TaggedOutput("senders", self._send(role))
+        yield self._send(edge[0][1]), None
+
+
+class _ReceiversFn(_SendingFn):
+    """(distinct receiver id, None) -> (id, RECEIVES), for the roles side input."""
+
+    def __init__(self) -> None:
+        super().__init__("verify_roles", _ANY)
+
+    def process(self, element):
+        yield self._send((element[0], RECEIVES))
+
+
 class _PairShinglesFn(_DocBatcher):
     """Documents -> shingle sets (packed, shingles.pack_set) of the documents in a candidate
     edge, keyed by the receiver:
     (own id, ("own", (node, set))) for a document others send to, (u id, ("in", (node, set)))
     for each smaller neighbour u it sends to. `roles` (a multimap side input) holds, per
     document in an edge, RECEIVES and/or the nodes it sends to; other documents cost one
-    lookup and are not shingled."""
+    lookup and are not shingled. It counts the bytes it sends to Verify's GroupByKey with its
+    other counts (one "counts" dict a bundle)."""
+
+    def __init__(self, config: DedupConfig) -> None:
+        super().__init__(config)
+        self._bytes = ShuffleBytes("verify", coders.registry.get_coder(_ANY))
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._bytes.start_bundle(self._counts)
 
     def process(self, doc: Document, roles):
         entries = list(roles[doc.id])  # at most bands x bucket cap entries
@@ -277,10 +378,9 @@ class _PairShinglesFn(_DocBatcher):
             node = (exact.source_rank(doc.source, cfg.source_priority), doc.id)
             value = (node, pack_set(shingles.of(i)))
             for entry in entries:
-                if entry == RECEIVES:
-                    yield doc.id, ("own", value)
-                else:
-                    yield entry[1], ("in", value)
+                sent = (doc.id, ("own", value)) if entry == RECEIVES else (entry[1], ("in", value))
+                self._bytes.add(sent)
+                yield sent
 
 
 def _own_shingles(values: Iterable[tuple[str, object]], doc_id: str):
@@ -291,11 +391,14 @@ def _own_shingles(values: Iterable[tuple[str, object]], doc_id: str):
     raise AssertionError(f"document {doc_id!r} is in a candidate pair but has no shingle set")
 
 
-class _VerifyFn(_CountingFn):
-    """(u id, [("own", (u, set of u)), ("in", (v, set of v)), ...]) -> (u, v, J) for every
-    sender v with J >= threshold. Two passes over the group, which is never held."""
+class _VerifyFn(_SendingFn):
+    """(u id, [("own", (u, set of u)), ("in", (v, set of v)), ...]) -> for every sender v with
+    J >= threshold: "edges": (u, v), for the components; main: (u id, (J, v id)) and
+    (v id, (J, u id)), each end's candidate for its best match (counted: stage best_match).
+    Two passes over the group, which is never held."""
 
     def __init__(self, threshold: float) -> None:
+        super().__init__("best_match", _MATCH)
         self._threshold = threshold
 
     def process(self, element):
@@ -310,7 +413,9 @@ class _VerifyFn(_CountingFn):
             self._counts.inc("dedup_pairs_verified")
             if similarity >= self._threshold:
                 self._counts.inc("dedup_pairs_similar")
-                yield u, v, similarity
+                yield pvalue.TaggedOutput("edges", (u, v))
+                yield self._send((u[1], (similarity, v[1])))
+                yield self._send((v[1], (similarity, u[1])))
 
 
 # Texts of this many characters or more cross apply's shuffle zstd-compressed (level 1, through
@@ -409,51 +514,61 @@ class _ApplyFn(_CountingFn):
         )
 
 
-def _join(
-    label: str, inputs: dict[str, beam.PCollection], stage: str, counts: list
-) -> beam.PCollection:
-    """(key, [(tag, value), ...]) of keyed PCollections: a CoGroupByKey whose groups stay
-    iterables (CoGroupByKey builds a list per tag, which a hot key could not afford)."""
-    tagged = [
-        pcoll | f"{label}/Tag-{tag}" >> beam.Map(lambda kv, t: (kv[0], (t, kv[1])), tag)
-        for tag, pcoll in inputs.items()
-    ]
-    flat = tagged | f"{label}/Flatten" >> beam.Flatten()
-    return counted(flat, label, stage, counts) | f"{label}/Group" >> beam.GroupByKey()
+class _ApplyInputFn(_SendingFn):
+    """One input of apply's GroupByKey: element (or keyed(element)) = (key, value) ->
+    (key, (tag, value)), counted (stage apply). A GroupByKey of these, tags mixed, is a
+    CoGroupByKey whose groups stay iterables (CoGroupByKey builds a list per tag, which a hot
+    key could not afford)."""
+
+    def __init__(self, tag: str, keyed=None) -> None:
+        super().__init__(APPLY_STAGE, _ANY)
+        self._tag = tag
+        self._keyed = keyed
+
+    def process(self, element):
+        key, value = element if self._keyed is None else self._keyed(element)
+        yield self._send((key, (self._tag, value)))
+
+
+def _keyed_doc(doc: Document):
+    return doc.id, _doc_row(doc)
+
+
+def _keyed_reject(reject: Reject):
+    return reject.doc_id, reject
+
+
+def _near_decision(member):
+    """(member, the smallest node of its component) -> (member id, its _Decision)."""
+    node, kept = member
+    return node[1], _Decision(NEAR_DUPLICATE, kept[1], kept[1], None)
 
 
 def _keep_smallest(label, stage, records, key_fn, reason, similarity, cleared, counts):
     """(survivors, decisions) of one keep-smallest step: records with a key are grouped by it,
     the smallest of each group goes on; records without one go on without a shuffle."""
-    keyed = records | f"{label}/Key" >> beam.FlatMap(key_fn).with_outputs("keyed", "unkeyed")
-    grouped = counted(keyed.keyed, label, stage, counts) | f"{label}/Group" >> beam.GroupByKey()
+    keyed = _sending(records, f"{label}/Key", _KeyFn(stage, key_fn), _ANY, counts, "unkeyed")
+    grouped = keyed.sent | f"{label}/Group" >> beam.GroupByKey()
     kept = grouped | f"{label}/KeepSmallest" >> beam.ParDo(
         _KeepSmallestFn(reason, similarity, cleared)
-    ).with_outputs("decisions", main="kept")
+    ).with_outputs("decisions", "counts", main="kept")
+    counts.append(kept.counts)
     survivors = (keyed.unkeyed, kept.kept) | f"{label}/Survivors" >> beam.Flatten()
     return survivors, kept.decisions
 
 
 def _url_key(record):
-    """The key carries the scope and URL key, so the grouped record goes without the URL."""
+    """The key carries the scope and URL key, so the grouped record goes without the URL; None
+    for a record without a URL."""
     if record[3]:
-        yield pvalue.TaggedOutput(
-            "keyed", (f"{record[1]}\x00{record[3]}", record[:3] + ("",) + record[4:])
-        )
-    else:
-        yield pvalue.TaggedOutput("unkeyed", record)
+        return f"{record[1]}\x00{record[3]}", record[:3] + ("",) + record[4:]
+    return None
 
 
 def _fingerprint_key(record):
     """The key carries the scope and fingerprint, so the grouped record goes without the latter."""
     key = record[1].encode("utf-8", "surrogatepass") + b"\x00" + record[2]
-    yield pvalue.TaggedOutput("keyed", (key, (record[0], record[1], b"", "", record[4])))
-
-
-def _best_matches(edge):
-    u, v, similarity = edge
-    yield u[1], (similarity, v[1])
-    yield v[1], (similarity, u[1])
+    return key, (record[0], record[1], b"", "", record[4])
 
 
 class DedupOutputs(NamedTuple):
@@ -482,12 +597,16 @@ class Deduplicate(beam.PTransform):
 
     def expand(self, docs):
         cfg = self.config
-        decisions, pre_rejects, counts = [], None, []
+        counts = []
+        joined = []  # apply's inputs, (id, (tag, value)) each: "doc", "dec", "rej" and "match"
         if self._decontaminate is not None:
             cut = docs | "Decontaminate" >> self._decontaminate
             docs = cut.docs
             counts.append(cut.counts)
-            pre_rejects = cut.rejects | "KeyRejects" >> beam.Map(lambda r: (r.doc_id, r))
+            rejects = _ApplyInputFn("rej", _keyed_reject)
+            joined.append(_sending(cut.rejects, "KeyRejects", rejects, _ANY, counts).sent)
+        keyed_docs = _ApplyInputFn("doc", _keyed_doc)
+        joined.append(_sending(docs, "KeyDocs", keyed_docs, _ANY, counts).sent)
 
         features = docs | "Features" >> beam.ParDo(_FeaturesFn(cfg)).with_outputs(
             "counts", main="records"
@@ -498,7 +617,7 @@ class Deduplicate(beam.PTransform):
             survivors, url_decisions = _keep_smallest(
                 "URL", "url", survivors, _url_key, URL_DUPLICATE, None, {"url_key": ""}, counts
             )
-            decisions.append(url_decisions)
+            joined.append(url_decisions)
         if cfg.exact:
             survivors, exact_decisions = _keep_smallest(
                 "Exact",
@@ -510,45 +629,38 @@ class Deduplicate(beam.PTransform):
                 {"fingerprint": b"", "url_key": ""},
                 counts,
             )
-            decisions.append(exact_decisions)
+            joined.append(exact_decisions)
 
-        joined = {"doc": docs | "KeyDocs" >> beam.Map(lambda d: (d.id, _doc_row(d)))}
         if cfg.near:
-            buckets = survivors | "Near/BandKeys" >> beam.ParDo(_BandKeysFn())
-            candidates = (
-                counted(buckets, "Near/Buckets", "lsh_buckets", counts)
-                | "Near/Buckets" >> beam.GroupByKey()
-                | "Near/Candidates" >> beam.ParDo(_BucketEdgesFn(cfg.max_pairs_members))
-            )
-            edges = (
-                counted(candidates, "Near/DistinctEdges", "candidate_edges", counts)
-                | "Near/DistinctEdges" >> beam.Distinct()
-            )
+            buckets = _sending(survivors, "Near/BandKeys", _BandKeysFn(), _PAIR, counts).sent
+            candidates = buckets | "Near/Buckets" >> beam.GroupByKey()
+            bucket_edges = _BucketEdgesFn(cfg.max_pairs_members)
+            # Beam's Distinct, less its two maps: the step before pairs each edge with None,
+            # the step after takes the keys.
+            distinct = _sending(
+                candidates, "Near/Candidates", bucket_edges, _TO_DISTINCT, counts
+            ).sent | "Near/DistinctEdges" >> beam.CombinePerKey(lambda vs: None)
             if cfg.verify:
-                edges = self._verified(edges, docs, cfg, counts)
-                matches = edges | "Near/MatchBoth" >> beam.FlatMap(_best_matches)
-                joined["match"] = counted(
-                    matches, "Near/BestMatch", "best_match", counts
-                ) | "Near/BestMatch" >> beam.CombinePerKey(max)
-                edges = edges | "Near/DropJaccard" >> beam.Map(lambda e: (e[0], e[1]))
+                verified = self._verified(distinct, docs, cfg, counts)
+                best = verified.sent | "Near/BestMatch" >> beam.CombinePerKey(max)
+                match = _ApplyInputFn("match")
+                joined.append(_sending(best, "Near/TagMatch", match, _ANY, counts).sent)
+                edges = verified.edges
+            else:
+                edges = distinct | "Near/DistinctEdges/Keys" >> beam.Keys()
             rounds = cfg.with_rounds_for(None).cc_rounds  # launchers size them to the input
             LOG.info("dedup: %d connected-components rounds", rounds)
-            decisions.append(
-                edges
-                | "Near/Components" >> ConnectedComponents(rounds, counts)
-                | "Near/Decide"
-                >> beam.MapTuple(
-                    lambda node, kept: (node[1], _Decision(NEAR_DUPLICATE, kept[1], kept[1], None))
-                )
-            )
+            members = edges | "Near/Components" >> ConnectedComponents(rounds, counts)
+            decide = _ApplyInputFn("dec", _near_decision)
+            joined.append(_sending(members, "Near/Decide", decide, _ANY, counts).sent)
 
-        if decisions:
-            joined["dec"] = decisions | "AllDecisions" >> beam.Flatten()
-        if pre_rejects is not None:
-            joined["rej"] = pre_rejects
-        applied = _join("Apply", joined, "apply", counts) | "Apply/Decide" >> beam.ParDo(
-            _ApplyFn()
-        ).with_outputs("rejects", "clusters", main="main")
+        applied = (
+            joined
+            | "Apply/Flatten" >> beam.Flatten()
+            | "Apply/Group" >> beam.GroupByKey()
+            | "Apply/Decide"
+            >> beam.ParDo(_ApplyFn()).with_outputs("rejects", "clusters", main="main")
+        )
         return DedupOutputs(
             applied.main,
             applied.rejects,
@@ -557,27 +669,27 @@ class Deduplicate(beam.PTransform):
         )
 
     @staticmethod
-    def _verified(edges, docs, cfg: DedupConfig, counts):
-        """Candidate edges -> (u, v, J) for the pairs at or above the threshold."""
-        senders = edges | "Verify/Senders" >> beam.FlatMap(_edge_roles)
-        receiver_ids = edges | "Verify/ReceiverIds" >> beam.Map(lambda e: e[0][1])
-        receivers = (
-            counted(receiver_ids, "Verify/DistinctReceivers", "verify_roles", counts)
-            | "Verify/DistinctReceivers" >> beam.Distinct()
-            | "Verify/Receivers" >> beam.Map(lambda doc_id: (doc_id, RECEIVES))
+    def _verified(distinct, docs, cfg: DedupConfig, counts):
+        """(candidate edge, None) once per edge -> main: each end's candidate best match;
+        "edges": (u, v) for the pairs at or above the threshold (_VerifyFn)."""
+        roles = _sending(distinct, "Verify/Roles", _RolesFn(), _TO_DISTINCT, counts, "senders")
+        distinct_receivers = roles.sent | "Verify/DistinctReceivers" >> beam.CombinePerKey(
+            lambda vs: None
         )
-        roles = counted(
-            (senders, receivers) | "Verify/Roles" >> beam.Flatten(),
-            "Verify/Roles",
-            "verify_roles",
-            counts,
-        )
+        receivers = _sending(
+            distinct_receivers, "Verify/Receivers", _ReceiversFn(), _RECEIVER, counts
+        ).sent
+        # typed as the roles were typed when a `counted` step made them, so that the side
+        # input's coder is the same
+        all_roles = (
+            roles.senders,
+            receivers,
+        ) | "Verify/AllRoles" >> beam.Flatten().with_output_types(_ROLE)
         shingles = docs | "Verify/PairShingles" >> beam.ParDo(
-            _PairShinglesFn(cfg), beam.pvalue.AsMultiMap(roles)
-        ).with_outputs("counts", main="shingles")
+            _PairShinglesFn(cfg), beam.pvalue.AsMultiMap(all_roles)
+        ).with_output_types(_ANY).with_outputs("counts", main="shingles")
         counts.append(shingles.counts)
-        return (
-            counted(shingles.shingles, "Verify/Group", "verify", counts)
-            | "Verify/Group" >> beam.GroupByKey()
-            | "Verify/Jaccard" >> beam.ParDo(_VerifyFn(cfg.threshold))
+        grouped = shingles.shingles | "Verify/Group" >> beam.GroupByKey()
+        return _sending(
+            grouped, "Verify/Jaccard", _VerifyFn(cfg.threshold), _MATCH, counts, "edges"
         )
