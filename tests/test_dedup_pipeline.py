@@ -24,7 +24,7 @@ from pipelines.dedup import DedupConfig, Deduplicate, shingles, transforms
 from pipelines.dedup.__main__ import main
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row, read_parquet_documents
 from pipelines.document import Document
-from pipelines.stats import MergeCounts, build_stats
+from pipelines.stats import SHUFFLE_PREFIX, MergeCounts, build_stats
 from pipelines.write import DEDUP_OUTPUT, MARKER_NAME, claim_output
 
 REPO = Path(__file__).resolve().parents[1]
@@ -367,6 +367,77 @@ def test_the_counts_output_gives_preprocess_the_same_shuffle_account(corpus, def
             | beam.Map(lambda counts: build_stats(counts)["dedup_shuffle"])
         )
         assert_that(account, equal_to([default_run["stats"]["shuffle"]]))
+
+
+# The GroupByKeys (and the roles side input) each dedup_shuffle_bytes_<stage> accounts for, by
+# label under Deduplicate/; a combine's GroupByKey reads the combine's input.
+_SHUFFLE_STAGES = {
+    "URL/Group": "url",
+    "Exact/Group": "exact",
+    "Near/Buckets": "lsh_buckets",
+    "Near/DistinctEdges/GroupByKey": "candidate_edges",
+    "Verify/DistinctReceivers/GroupByKey": "verify_roles",
+    "Verify/Group": "verify",
+    "Near/BestMatch/GroupByKey": "best_match",
+    "Apply/Group": "apply",
+}
+
+
+class _EncodedSize(beam.DoFn):
+    """Adds each element's size, encoded with `coder`, to the test counter `stage`; of a
+    Distinct's (element, None) pair, the element's (what enters Distinct)."""
+
+    def __init__(self, stage: str, coder, distinct: bool) -> None:
+        self._counter = beam.metrics.Metrics.counter("test_sizes", stage)
+        self._coder, self._distinct = coder, distinct
+
+    def process(self, element):
+        self._counter.inc(len(self._coder.encode(element[0] if self._distinct else element)))
+
+
+@pytest.mark.slow
+def test_each_shuffle_counter_is_the_encoded_size_of_what_enters_its_shuffle(corpus):
+    # The steps before each shuffle count what they send themselves; the figures must be those
+    # a separate counting step on the shuffle's input PCollection, with its coder, would give.
+    from apache_beam import coders
+
+    pipeline = beam.Pipeline(options=PipelineOptions(["--runner", "DirectRunner"]))
+    _ = pipeline | beam.Create(corpus.docs) | Deduplicate(DedupConfig())
+    entering = []  # (stage, PCollection, whether it is a Distinct's pairs)
+
+    class Inputs(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, applied):
+            if not applied.full_label.startswith("Deduplicate/"):
+                return
+            label = applied.full_label.removeprefix("Deduplicate/")
+            if isinstance(applied.transform, beam.GroupByKey):
+                stage = (
+                    "components" if label.startswith("Near/Components/") else _SHUFFLE_STAGES[label]
+                )
+                entering.append((stage, applied.inputs[0], "Distinct" in label))
+            elif label.startswith("Verify/PairShingles/"):
+                entering.append(("verify_roles", applied.side_inputs[0].pvalue, False))
+
+    pipeline.visit(Inputs())
+    assert {stage for stage, _, _ in entering} == {*_SHUFFLE_STAGES.values(), "components"}
+    for i, (stage, pcoll, distinct) in enumerate(entering):
+        sent_type = beam.typehints.Any if distinct else pcoll.element_type
+        fn = _EncodedSize(stage, coders.registry.get_coder(sent_type), distinct)
+        _ = pcoll | f"Size{i}" >> beam.ParDo(fn)
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = collections.Counter()  # summed over steps: several steps send to one stage
+    for c in result.metrics().query()["counters"]:
+        if c.key.metric.namespace in ("test_sizes", "pipelines"):
+            counters[c.key.metric.name] += c.committed
+    counted = {
+        name.removeprefix(SHUFFLE_PREFIX): n
+        for name, n in counters.items()
+        if name.startswith(SHUFFLE_PREFIX)
+    }
+    sizes = {stage: counters[stage] for stage, _, _ in entering}
+    assert counted == sizes
+    assert min(sizes.values()) > 0  # every stage moved something: near-duplicates were verified
 
 
 def test_apply_rows_carry_long_texts_compressed_and_give_each_document_back(corpus):
