@@ -84,7 +84,7 @@ def _gpt2_tokenizer_json(vocab_path: str, merges_path: str) -> str:
     """GPT-2 byte-level BPE from a token -> id JSON and a merges file: Hugging Face's
     vocab.json + merges.txt or OpenAI's original encoder.json + vocab.bpe (the same layout)."""
     vocab = parse_json(_read_text(vocab_path), f"vocabulary {vocab_path}")
-    if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+    if not isinstance(vocab, dict) or not set(map(type, vocab.values())) <= {int}:
         raise ValueError(f"{vocab_path}: expected a JSON object mapping token -> id")
     merges = []
     for line_number, line in enumerate(_read_text(merges_path).split("\n"), 1):
@@ -430,6 +430,9 @@ class TextTokenizer:
         self._hf = None
         self._fast = None
         self._fast_checked = False
+        # Kept until the fast path is checked, which needs it too: parsing it again cost
+        # 40 ms of every run's start.
+        self._spec: dict | None = spec
 
     # Pickle only the JSON and the facts: workers rebuild the Rust objects on first use.
     def __getstate__(self) -> dict:
@@ -451,6 +454,7 @@ class TextTokenizer:
         self._hf = None
         self._fast = None
         self._fast_checked = False
+        self._spec = None
 
     def __repr__(self) -> str:
         return f"TextTokenizer(kind={self.kind!r}, vocab_size={self.vocab_size}, special_ids={self.special_ids})"
@@ -474,7 +478,8 @@ class TextTokenizer:
         """The tiktoken Encoding for this tokenizer, or None when it has no fast path."""
         with self._lock:
             if not self._fast_checked:
-                ranks = _tiktoken_ranks(json.loads(self._json))
+                spec, self._spec = self._spec, None
+                ranks = _tiktoken_ranks(spec if spec is not None else json.loads(self._json))
                 if ranks is not None:
                     import tiktoken
 
