@@ -102,12 +102,6 @@ def format_bytes(n: int) -> str:
     return f"{n} bytes"
 
 
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"an integer of {len(text)} digits (at most {MAX_INT_DIGITS} allowed)")
-    return int(text)
-
-
 def parse_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """`json.loads` that raises only UnsafeInputError: bad syntax, bad UTF-8, nesting deeper than
     `max_depth` and integers longer than MAX_INT_DIGITS digits each give one line naming `what`."""
@@ -116,11 +110,20 @@ def parse_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH) ->
             text = text.decode("utf-8")
         except UnicodeDecodeError as e:
             raise UnsafeInputError(f"{what}: not UTF-8 (byte {e.start})") from None
-    depth = json_depth(text)
+    # Checked on the text outside strings, before parsing: one regular expression each, where a
+    # parse_int hook was a Python call per integer (GPT-2's vocab.json has 50k of them).
+    outside = _STRINGS.sub("", text)
+    depth = _depth(outside)
     if depth > max_depth:
         raise UnsafeInputError(f"{what}: JSON nested {depth} deep (at most {max_depth} allowed)")
+    long_integer = _LONG_INTEGER.search(outside)
+    if long_integer:
+        raise UnsafeInputError(
+            f"{what}: not valid JSON (an integer of {len(long_integer.group())} digits "
+            f"(at most {MAX_INT_DIGITS} allowed))"
+        )
     try:
-        return json.loads(text, parse_int=_bounded_int)
+        return json.loads(text)
     except (ValueError, RecursionError) as e:
         raise UnsafeInputError(f"{what}: not valid JSON ({_first_line(e)})") from None
 
@@ -138,8 +141,12 @@ def json_depth(text: str) -> int:
     Strings are cut out by one regular expression and only the brackets left are walked, so a
     megabyte of tokenizer JSON costs milliseconds.
     """
+    return _depth(_STRINGS.sub("", text))
+
+
+def _depth(outside_strings: str) -> int:
     deepest = depth = 0
-    for ch in _BRACKETS.findall(_STRINGS.sub("", text)):
+    for ch in _BRACKETS.findall(outside_strings):
         if ch in "[{":
             depth += 1
             deepest = max(deepest, depth)
@@ -151,6 +158,9 @@ def json_depth(text: str) -> int:
 # A JSON string (escapes included), written as an unrolled loop so that it runs in linear time.
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
+# An integer literal (not a fraction's or an exponent's digits, not a float's integer part)
+# longer than MAX_INT_DIGITS digits, sign included in its length.
+_LONG_INTEGER = re.compile(rf"(?<![0-9.eE+\-])-?[0-9]{{{MAX_INT_DIGITS + 1},}}(?![0-9.eE])")
 
 
 def _first_line(error: BaseException) -> str:
