@@ -339,6 +339,8 @@ class _BagBuilder(PipelineVisitor):
         inputs = [i for i in node.inputs if not isinstance(i, pvalue.PBegin)]
         if isinstance(transform, _Create):
             bag = self._create(node)
+        elif isinstance(transform, beam.Impulse):  # one empty bytes element, as Beam's is
+            bag = self.stage(node, "impulse", [(functools.partial(_values, [b""]),)], [])
         elif isinstance(transform, _GroupAlsoByWindow):
             # GroupByKey's grouping already gave (key, [values]), in the global window (the
             # stock translation's), which is all a batch pipeline has

@@ -168,27 +168,30 @@ def build_pipeline(
         progress_dir=progress_dir,
     )
     counts.append(written["counts"])
+    # Each a side input of the one finishing step, not its main input: a CombineGlobally
+    # with its default or a ToList is ~9 transforms where this is 3, and every transform costs
+    # a small run ~7 ms of CPU to build and start (bench/results/preprocess.md, start-up).
     totals = (
         counts
         | "FlattenCounts" >> beam.Flatten()
-        | "MergeCounts" >> beam.CombineGlobally(MergeCounts())
+        | "MergeCounts" >> beam.CombineGlobally(MergeCounts()).without_defaults()
     )
+    rejects_written = 0
     if keep:
-        rejects_written = (
+        rejects_written = beam.pvalue.AsSingleton(
             rejects
             | "FlattenRejects" >> beam.Flatten()
             | "WriteRejects" >> WriteRejects(config.output, config.num_buckets)
         )
-    else:
-        rejects_written = p | "NoRejects" >> beam.Create([0])
     finished = (
-        written["shards"]
-        | "AllShards" >> beam.combiners.ToList()
+        p
+        | "Once" >> beam.Impulse()
         | "Finish"
         >> beam.ParDo(
             FinishShardSetDoFn(spec, tokenizer_ref),
-            counts=beam.pvalue.AsSingleton(totals),
-            rejects_written=beam.pvalue.AsSingleton(rejects_written),
+            shards=beam.pvalue.AsList(written["shards"]),
+            counts=beam.pvalue.AsSingleton(totals, default_value={}),
+            rejects_written=rejects_written,
         )
     )
     # Only once the set is finished (the side input waits for it), one bucket per element.

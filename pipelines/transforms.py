@@ -229,22 +229,24 @@ class ReadDoFn(_SourceTaskDoFn):
 
 
 class PlanDoFn(_CountingDoFn):
-    """An input pattern -> the source's per-file ReadTasks (a listing: one worker does it, as
-    Beam's MatchFiles does). A pattern that cannot be planned is one counted, logged Failure."""
+    """The input pattern -> the source's per-file ReadTasks (a listing: one worker does it, as
+    Beam's MatchFiles does). A pattern that cannot be planned is one counted, logged Failure.
+    Its input is one Impulse: the pattern is the DoFn's own (a Create is four transforms)."""
 
-    def __init__(self, source: str, options: Mapping[str, str], keep_failures: bool):
+    def __init__(self, source: str, pattern: str, options: Mapping[str, str], keep_failures: bool):
         self.source_name = source
+        self.pattern = pattern
         self.options = dict(options)
         self.keep_failures = keep_failures
 
-    def process(self, pattern: str) -> Iterator:
+    def process(self, _once: bytes) -> Iterator:
         from pipelines.sources import get_source
 
         try:
-            tasks = get_source(self.source_name).plan(pattern, self.options)
+            tasks = get_source(self.source_name).plan(self.pattern, self.options)
         except (ValueError, OSError) as error:  # FileNotFoundError included
             self.counts.inc("read_failures")
-            failure = Failure(location=pattern, reason="plan_error", detail=str(error))
+            failure = Failure(location=self.pattern, reason="plan_error", detail=str(error))
             yield from self._fail(failure, self.keep_failures)
             return
         self.counts.inc("files_planned", len(tasks))
@@ -301,11 +303,11 @@ class ReadSource(beam.PTransform):
     def expand(self, pbegin):
         planned = (
             pbegin
-            | "Pattern" >> beam.Create([self.pattern])
+            | "Once" >> beam.Impulse()
             | "Plan"
-            >> beam.ParDo(PlanDoFn(self.source, self.options, self.keep_failures)).with_outputs(
-                "failures", "counts", main="tasks"
-            )
+            >> beam.ParDo(
+                PlanDoFn(self.source, self.pattern, self.options, self.keep_failures)
+            ).with_outputs("failures", "counts", main="tasks")
         )
         tasks = (
             planned.tasks

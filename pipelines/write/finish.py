@@ -1,6 +1,6 @@
 """Step 4 of writing a shard set: finish it, then delete the spill files.
 
-Finishing is one element (the shard records, which are tiny): sort shards by name, write
+Finishing runs once, with the shard records (tiny) as a side input: sort shards by name, write
 `stats.json`, copy the tokenizer, and write `manifest.json` last. A run killed at any point
 before that leaves no manifest, so nothing reads its output as a finished set. Then each
 bucket's spill files are deleted, one bucket per element (spread over workers).
@@ -151,13 +151,16 @@ def _write_failed_stats(out: OutputDir, stats: dict, error: Exception) -> None:
 
 
 class FinishShardSetDoFn(beam.DoFn):
-    """The single last step; its input is the (tiny) list of every ShardInfo."""
+    """The single last step, run once (its input is one Impulse); the (tiny) list of every
+    ShardInfo and the run's counts come as side inputs."""
 
     def __init__(self, spec: ShardSetSpec, tokenizer_ref):
         self.spec = spec
         self.tokenizer_ref = tokenizer_ref
 
-    def process(self, shards: list[ShardInfo], counts: dict, rejects_written: int) -> Iterator:
+    def process(
+        self, _once: bytes, shards: list[ShardInfo], counts: dict, rejects_written: int
+    ) -> Iterator:
         yield finish_shard_set(self.spec, self.tokenizer_ref, shards, counts, rejects_written)
 
 
