@@ -9,7 +9,8 @@ import os
 import threading
 from collections.abc import Mapping
 
-from pipelines.tokenizer import TextTokenizer
+from dataset_format.safe_io import format_bytes
+from pipelines.tokenizer import MAX_TOKENIZER_FILE_BYTES, TextTokenizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +65,12 @@ class TokenizerRef:
         directory, _, name = self.url.rpartition("/")
         if "://" not in self.url:
             directory, name = os.path.split(self.url)
-        data = OutputDir(directory).read_bytes(name)
+        data = OutputDir(directory).read_bytes(name, limit=MAX_TOKENIZER_FILE_BYTES)
+        if len(data) > MAX_TOKENIZER_FILE_BYTES:
+            raise RuntimeError(
+                f"{self.url}: larger than a tokenizer file's cap of "
+                f"{format_bytes(MAX_TOKENIZER_FILE_BYTES)} (changed since the run started)"
+            )
         if hashlib.sha256(data).hexdigest() != self.sha256:
             raise RuntimeError(f"{self.url}: changed since the run started (sha256 differs)")
         return data

@@ -248,6 +248,34 @@ def test_padding_and_truncation_of_a_saved_tokenizer_are_switched_off(bert, tmp_
     assert pickle.loads(pickle.dumps(tokenizer)).disabled == tokenizer.disabled
 
 
+def test_a_worker_refuses_a_tokenizer_file_changed_since_the_run_started(
+    gpt2, tmp_path, monkeypatch
+):
+    from pipelines import tokenizer_ref
+    from pipelines.transforms import TokenizerRef
+
+    path = tmp_path / "out" / "tokenizer.json"
+    ref = TokenizerRef.save(gpt2, str(path))
+    assert ref.read_json() == gpt2.to_json().encode("utf-8")
+    path.write_bytes(path.read_bytes().replace(b"<|endoftext|>", b"<|endoftxet|>"))
+    with pytest.raises(RuntimeError, match="sha256 differs"):
+        ref.read_json()
+    # A file grown past the cap is refused after cap + 1 bytes, not read whole first.
+    from pipelines.write import OutputDir
+
+    monkeypatch.setattr(tokenizer_ref, "MAX_TOKENIZER_FILE_BYTES", 4096)
+    real_read, reads = OutputDir.read_bytes, []
+
+    def read_bytes(self, name, limit=None):
+        reads.append(real_read(self, name, limit))
+        return reads[-1]
+
+    monkeypatch.setattr(OutputDir, "read_bytes", read_bytes)
+    with pytest.raises(RuntimeError, match="larger than a tokenizer file's cap of 4 KiB"):
+        ref.read_json()
+    assert len(reads[-1]) == 4097
+
+
 def test_shard_set_manifest_records_the_switched_off_settings(tmp_path):
     from pipelines.graph import plan_run, shard_set_spec
     from pipelines.options import PreprocessConfig

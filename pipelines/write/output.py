@@ -158,14 +158,19 @@ class OutputDir:
         finally:
             os.remove(f.name)
 
-    def read_bytes(self, name: str) -> bytes:
+    def read_bytes(self, name: str, limit: int | None = None) -> bytes:
+        """`name`'s bytes; with `limit`, at most limit + 1 of them (more than `limit` back
+        means the file is larger: the caller says so, without having read it whole)."""
+        size = -1 if limit is None else limit + 1
         if self.is_local:
             with open(self.path(name), "rb") as f:
-                return f.read()
+                return f.read(size)
         if self.backend == "beam":
             with self._beam_open(name) as f:
-                return f.read()
-        return self.fs.cat_file(self.path(name))
+                return f.read(size)
+        if limit is None:
+            return self.fs.cat_file(self.path(name))
+        return self.fs.cat_file(self.path(name), start=0, end=size)
 
     def _beam_open(self, name: str):
         """`name` opened for reading through Beam's filesystems, as stored (a .gz stays gzip)."""
