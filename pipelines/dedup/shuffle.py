@@ -1,13 +1,16 @@
 """Shuffle accounting: the bytes each dedup stage sends through a GroupByKey, as Beam counters.
 
-Every grouping step of `Deduplicate` receives its input through `counted` (or from a DoFn that
-counts what it sends with `ShuffleBytes`, below), which adds the encoded size of each element to
-the counter `dedup_shuffle_bytes_<stage>` (SHUFFLE_PREFIX + stage). The size is the length of the element encoded with the coder Beam picks for that
-PCollection, which is the coder the runner uses to write the GroupByKey's input; the runner's own
-framing (window, timestamp, key hash) is not counted. For a combine (Distinct, CombinePerKey)
-the input is counted before any combiner lifting, an upper bound on what it shuffles; the
+Every step that sends elements to a grouping step of `Deduplicate` counts them with
+`ShuffleBytes` (below), which adds the encoded size of each element to the counter
+`dedup_shuffle_bytes_<stage>` (SHUFFLE_PREFIX + stage); decontamination's combine still
+receives its input through `counted`, a pass-through step that does the same. The size is the
+length of the element encoded with the coder Beam picks for that PCollection, which is the
+coder the runner uses to write the GroupByKey's input; the runner's own framing (window,
+timestamp, key hash) is not counted. For a combine (Distinct, CombinePerKey) the input is counted before any combiner lifting, an upper
+bound on what it shuffles (for a Distinct, the element, before it is paired with None); the
 verification's roles side input (stage verify_roles) is counted like a GroupByKey input, since
-the runner materialises it much as it would a shuffle.
+the runner materialises it much as it would a shuffle. Several steps may send to one stage
+(apply's four inputs): the stage's counter is their sum.
 
 The counter `dedup_input_bytes` holds the UTF-8 bytes of the text entering dedup, so
 `shuffle_ratio` (pipelines.stats.shuffle_summary, the stats.json section) is the bytes shuffled
@@ -15,11 +18,13 @@ per input byte. Each counting step also emits its bundle's counts as data (tag "
 that pipelines which write stats.json from data (pipelines.preprocess) have exact figures on
 every runner.
 
-A DoFn that produces a GroupByKey's input itself can count it with `ShuffleBytes` instead of a
-`counted` step: same counter, same figures, one transform fewer. Every transform costs ~7 ms of
-CPU to build and start on the DirectRunner whatever it processes, and the connected components'
-unrolled rounds have ~20 such steps (components.py counts this way: 0.1 s of the ~1.3 CPU-s a
-five-document preprocess run takes after imports, with the same counter values).
+Why the producers count, rather than a `counted` step in front of each shuffle: every transform
+costs ~7 ms of CPU to build and start on the DirectRunner whatever it processes (Beam inspects
+each DoFn's methods several times), and dedup has ~30 shuffles (the connected components'
+unrolled rounds ~20). A producer that counts must declare the element type Beam inferred for
+its output when a `counted` step sat behind it, so that the coder, and every figure, is the
+same (tests/test_dedup_pipeline.py checks each counter against the encoded size of what
+enters its shuffle).
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ The text crosses a shuffle once, in apply (zstd-compressed); the steps before it
 16-byte fingerprints and band hashes, and shingle sets only of documents in a candidate pair (a
 hot bucket's centre receives its members' sets and sends its own once).
 `dedup_shuffle_bytes_<stage>` counts what each stage moves (bench/results/dedup.md: bytes
-shuffled per input byte).
+shuffled per input byte); the step that sends it counts it (shuffle.py), as a separate counting
+step would cost a Beam transform for each shuffle.
 
 Each step sees only the documents the steps before it kept, so no document is removed in
 favour of one that an earlier step had already removed.
@@ -233,10 +234,10 @@ class _SendingFn(_CountingFn):
         return element
 
 
-def _sending(pcoll, label: str, fn: _SendingFn, sent_type, counts: list, *tags, side=()):
-    """pcoll | fn, whose main output ("sent", typed sent_type) goes to a GroupByKey; its byte
-    counts join `counts`."""
-    out = pcoll | label >> beam.ParDo(fn, *side).with_output_types(sent_type).with_outputs(
+def _sending(pcoll, label: str, fn: _SendingFn, sent_type, counts: list, *tags):
+    """pcoll | fn, whose main output ("sent", typed sent_type) goes to a GroupByKey; `tags`:
+    its other outputs. Its byte counts join `counts`."""
+    out = pcoll | label >> beam.ParDo(fn).with_output_types(sent_type).with_outputs(
         "counts", *tags, main="sent"
     )
     counts.append(out.counts)
