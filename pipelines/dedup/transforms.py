@@ -158,7 +158,16 @@ class _DocBatcher(beam.DoFn):
 
 
 class _FeaturesFn(_DocBatcher):
-    """Documents -> a _Record (as a plain tuple) per document, in batches."""
+    """Documents -> a _Record (as a plain tuple) per document, in batches, sent on to the first
+    of `next_stages` that takes it (_Router); the main output without any."""
+
+    def __init__(self, config: DedupConfig, next_stages: tuple[str, ...] = ()) -> None:
+        super().__init__(config)
+        self._router = _Router(next_stages)
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._router.start_bundle(self._counts)
 
     def setup(self) -> None:
         self._hasher = MinHasher(self._config.num_perm, self._config.seed)
@@ -179,15 +188,14 @@ class _FeaturesFn(_DocBatcher):
             has_shingles = shingles is not None and shingles.offsets[i + 1] > shingles.offsets[i]
             if cfg.near and not has_shingles:
                 self._counts.inc("dedup_near_no_shingles")
-            yield tuple(
-                _Record(
-                    node=(exact.source_rank(doc.source, priority), doc.id),
-                    scope=doc.source if cfg.scope == "source" else "",
-                    fingerprint=exact.text_fingerprint(doc.text) if cfg.exact else b"",
-                    url_key=exact.normalize_url(doc.url) if cfg.url and doc.url else "",
-                    bands=bands[i].tobytes() if has_shingles else b"",
-                )
+            record = _Record(
+                node=(exact.source_rank(doc.source, priority), doc.id),
+                scope=doc.source if cfg.scope == "source" else "",
+                fingerprint=exact.text_fingerprint(doc.text) if cfg.exact else b"",
+                url_key=exact.normalize_url(doc.url) if cfg.url and doc.url else "",
+                bands=bands[i].tobytes() if has_shingles else b"",
             )
+            yield from self._router.send_on(tuple(record))
 
 
 class _CountingFn(beam.DoFn):
@@ -223,11 +231,14 @@ class _SendingFn(_CountingFn):
 
     def start_bundle(self) -> None:
         super().start_bundle()
-        self._bytes.start_bundle()
+        self._sent = BundleCounts()  # data as well as metrics, unlike self._counts
+        self._bytes.start_bundle(self._sent)
 
     def finish_bundle(self):
         super().finish_bundle()
-        yield from self._bytes.finish_bundle()
+        counts = self._sent.drain()
+        if counts:
+            yield pvalue.TaggedOutput("counts", GlobalWindows.windowed_value(counts))
 
     def _send(self, element):
         self._bytes.add(element)
@@ -244,33 +255,75 @@ def _sending(pcoll, label: str, fn: _SendingFn, sent_type, counts: list, *tags):
     return out
 
 
-class _KeyFn(_SendingFn):
-    """_Record tuple -> main: (group key, record) by `key_fn`, for the GroupByKey of `stage`;
-    "unkeyed": a record key_fn gives no key (None), which goes on without a shuffle."""
+URL_STAGE, EXACT_STAGE, BUCKETS_STAGE = "url", "exact", "lsh_buckets"
 
-    def __init__(self, stage: str, key_fn) -> None:
-        super().__init__(stage, _ANY)
-        self._key_fn = key_fn
 
-    def process(self, record):
-        keyed = self._key_fn(record)
-        if keyed is None:
-            yield pvalue.TaggedOutput("unkeyed", record)
-        else:
-            yield self._send(keyed)
+class _Router:
+    """Sends a _Record tuple on to the first of `stages` that takes it, as the output tagged
+    with that stage, counting what it sends (ShuffleBytes): URL_STAGE and EXACT_STAGE take
+    (_url_key or _fingerprint_key) (key, record) where the key function gives one (a record
+    without a URL skips the URL step); BUCKETS_STAGE takes (bucket key, node) for each LSH band,
+    or nothing for a document without shingles. A record no stage is left for is the main
+    output. The step that makes or keeps a record routes it itself: a keying step in front of
+    each GroupByKey would be one more Beam transform each (~7 ms of CPU to build and start)."""
+
+    def __init__(self, stages: tuple[str, ...]) -> None:
+        self._stages = tuple(stages)
+        self._bytes = {
+            stage: ShuffleBytes(stage, coders.registry.get_coder(_SENT_TYPES[stage]))
+            for stage in self._stages
+        }
+
+    def start_bundle(self, counts: BundleCounts) -> None:
+        """`counts`: the DoFn's BundleCounts that it emits as data."""
+        for sent in self._bytes.values():
+            sent.start_bundle(counts)
+
+    def send_on(self, record: tuple):
+        for stage in self._stages:
+            if stage == BUCKETS_STAGE:
+                yield from self._to_buckets(record)
+                return
+            keyed = _KEY_FNS[stage](record)
+            if keyed is not None:
+                self._bytes[stage].add(keyed)
+                yield pvalue.TaggedOutput(stage, keyed)
+                return
+        yield record
+
+    def _to_buckets(self, record: tuple):
+        record = _Record._make(record)
+        if not record.bands:
+            return
+        sent = self._bytes[BUCKETS_STAGE]
+        for key in lsh.bucket_keys(record.scope, np.frombuffer(record.bands, dtype=np.uint64)):
+            sent.add((key, record.node))
+            yield pvalue.TaggedOutput(BUCKETS_STAGE, (key, record.node))
 
 
 class _KeepSmallestFn(_SendingFn):
-    """(group key, record tuples) -> main: the record of the group's smallest node (every copy
-    of it, for an id read twice), with `cleared` fields emptied; "decisions": (removed id,
-    ("dec", _Decision)) for every other member, apply's input (counted). Two passes over the
-    group, which is never held."""
+    """(group key, record tuples) -> the record of the group's smallest node (every copy of it,
+    for an id read twice), with `cleared` fields emptied, sent on to the first of
+    `next_stages` that takes it (_Router; the main output without any); "decisions": (removed
+    id, ("dec", _Decision)) for every other member, apply's input (counted). Two passes over
+    the group, which is never held."""
 
-    def __init__(self, reason: str, similarity: float | None, cleared: dict) -> None:
+    def __init__(
+        self,
+        reason: str,
+        similarity: float | None,
+        cleared: dict,
+        next_stages: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(APPLY_STAGE, _ANY)
         self._reason = reason
         self._similarity = similarity
         self._cleared = cleared
+        self._router = _Router(next_stages)
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._router.start_bundle(self._sent)
 
     def process(self, element):
         _, records = element
@@ -278,24 +331,12 @@ class _KeepSmallestFn(_SendingFn):
         for record in records:
             node = record[0]
             if node == kept:
-                yield tuple(_Record._make(record)._replace(**self._cleared))
+                yield from self._router.send_on(
+                    tuple(_Record._make(record)._replace(**self._cleared))
+                )
             else:
                 decision = _Decision(self._reason, kept[1], kept[1], self._similarity)
                 yield pvalue.TaggedOutput("decisions", self._send((node[1], ("dec", decision))))
-
-
-class _BandKeysFn(_SendingFn):
-    """_Record tuple -> (bucket key, node), one per band, for documents with shingles."""
-
-    def __init__(self) -> None:
-        super().__init__("lsh_buckets", _PAIR)
-
-    def process(self, record):
-        record = _Record._make(record)
-        if not record.bands:
-            return
-        for key in lsh.bucket_keys(record.scope, np.frombuffer(record.bands, dtype=np.uint64)):
-            yield self._send((key, record.node))
 
 
 class _BucketEdgesFn(_SendingFn):
@@ -545,19 +586,6 @@ def _near_decision(member):
     return node[1], _Decision(NEAR_DUPLICATE, kept[1], kept[1], None)
 
 
-def _keep_smallest(label, stage, records, key_fn, reason, similarity, cleared, counts):
-    """(survivors, decisions) of one keep-smallest step: records with a key are grouped by it,
-    the smallest of each group goes on; records without one go on without a shuffle."""
-    keyed = _sending(records, f"{label}/Key", _KeyFn(stage, key_fn), _ANY, counts, "unkeyed")
-    grouped = keyed.sent | f"{label}/Group" >> beam.GroupByKey()
-    kept = grouped | f"{label}/KeepSmallest" >> beam.ParDo(
-        _KeepSmallestFn(reason, similarity, cleared)
-    ).with_outputs("decisions", "counts", main="kept")
-    counts.append(kept.counts)
-    survivors = (keyed.unkeyed, kept.kept) | f"{label}/Survivors" >> beam.Flatten()
-    return survivors, kept.decisions
-
-
 def _url_key(record):
     """The key carries the scope and URL key, so the grouped record goes without the URL; None
     for a record without a URL."""
@@ -570,6 +598,11 @@ def _fingerprint_key(record):
     """The key carries the scope and fingerprint, so the grouped record goes without the latter."""
     key = record[1].encode("utf-8", "surrogatepass") + b"\x00" + record[2]
     return key, (record[0], record[1], b"", "", record[4])
+
+
+_KEY_FNS = {URL_STAGE: _url_key, EXACT_STAGE: _fingerprint_key}
+# What _Router sends to each stage, typed as the keying steps' outputs were (see _ANY)
+_SENT_TYPES = {URL_STAGE: _ANY, EXACT_STAGE: _ANY, BUCKETS_STAGE: _PAIR}
 
 
 class DedupOutputs(NamedTuple):
@@ -609,31 +642,49 @@ class Deduplicate(beam.PTransform):
         keyed_docs = _ApplyInputFn("doc", _keyed_doc)
         joined.append(_sending(docs, "KeyDocs", keyed_docs, _ANY, counts).sent)
 
-        features = docs | "Features" >> beam.ParDo(_FeaturesFn(cfg)).with_outputs(
-            "counts", main="records"
+        # Each record goes to the first keep-one step that takes it, from the step that makes it
+        # (Features) or keeps it (a KeepSmallest): _Router.
+        stages = tuple(
+            stage
+            for stage, on in (
+                (URL_STAGE, cfg.url),
+                (EXACT_STAGE, cfg.exact),
+                (BUCKETS_STAGE, cfg.near),
+            )
+            if on
+        )
+        features = docs | "Features" >> beam.ParDo(_FeaturesFn(cfg, stages)).with_outputs(
+            "counts", *stages, main="records"
         )
         counts.append(features.counts)
-        survivors = features.records
-        if cfg.url:
-            survivors, url_decisions = _keep_smallest(
-                "URL", "url", survivors, _url_key, URL_DUPLICATE, None, {"url_key": ""}, counts
+        sent = {stage: [features[stage]] for stage in stages}
+        for label, stage, reason, similarity, cleared in (
+            ("URL", URL_STAGE, URL_DUPLICATE, None, {"url_key": ""}),
+            ("Exact", EXACT_STAGE, EXACT_DUPLICATE, 1.0, {"fingerprint": b"", "url_key": ""}),
+        ):
+            if stage not in stages:
+                continue
+            later = stages[stages.index(stage) + 1 :]
+            keyed = sent[stage]
+            keyed = keyed[0] if len(keyed) == 1 else keyed | f"{label}/Sent" >> beam.Flatten()
+            kept = (
+                keyed
+                | f"{label}/Group" >> beam.GroupByKey()
+                | f"{label}/KeepSmallest"
+                >> beam.ParDo(_KeepSmallestFn(reason, similarity, cleared, later)).with_outputs(
+                    "decisions", "counts", *later, main="records"
+                )
             )
-            joined.append(url_decisions)
-        if cfg.exact:
-            survivors, exact_decisions = _keep_smallest(
-                "Exact",
-                "exact",
-                survivors,
-                _fingerprint_key,
-                EXACT_DUPLICATE,
-                1.0,
-                {"fingerprint": b"", "url_key": ""},
-                counts,
-            )
-            joined.append(exact_decisions)
+            counts.append(kept.counts)
+            joined.append(kept.decisions)
+            for next_stage in later:
+                sent[next_stage].append(kept[next_stage])
 
         if cfg.near:
-            buckets = _sending(survivors, "Near/BandKeys", _BandKeysFn(), _PAIR, counts).sent
+            # typed as the band keys were when a step of their own made them (see _ANY)
+            buckets = sent[BUCKETS_STAGE] | "Near/BandKeys" >> beam.Flatten().with_output_types(
+                _PAIR
+            )
             candidates = buckets | "Near/Buckets" >> beam.GroupByKey()
             bucket_edges = _BucketEdgesFn(cfg.max_pairs_members)
             # Beam's Distinct, less its two maps: the step before pairs each edge with None,
