@@ -326,8 +326,8 @@ PEERS = {"datatrove": (run_datatrove, "(4) datatrove DocumentTokenizer (no clean
 PROFILE = {"stages": (run_stages, "the plain loop per stage")}
 STARTUP_LABELS = {
     "pipeline": "pipeline multi_processing (launcher + workers)",
-    "pipeline_default": "`python -m pipelines.preprocess` as a user runs it (in the launcher's "
-    "process for a small input)",
+    "pipeline_default": "`python -m pipelines.preprocess` as a user runs it, no dedup (in the "
+    "launcher's process for a small input)",
     "pipeline_dedup": "the same with deduplication (on by default; the comparison runs without)",
     "loop": "loop",
 }
