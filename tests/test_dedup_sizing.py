@@ -58,6 +58,18 @@ def test_a_plain_jsonl_is_bounded_by_its_lines_or_its_bytes(alice_jsonl, monkeyp
     assert 40 <= bound < 40 * 50  # the 40 paragraphs fit under it, and it is not loose by far
 
 
+def test_a_plain_book_file_is_one_document(tmp_path):
+    books = sorted((CORPORA / "books").glob("*.txt"))
+    files = [_file(path) for path in books]
+    assert input_documents_bound(files, "books", {}, 100.0, 50) == len(books) == 8
+    # A compressed book may be a tar of many: the expansion limit bounds it, as before.
+    packed = tmp_path / "alice.txt.gz"
+    packed.write_bytes(gzip.compress(books[0].read_bytes()))
+    assert input_documents_bound([_file(packed)], "books", {}, 100.0, 50) > 10**6
+    config = PreprocessConfig("books", str(CORPORA / "books"), str(tmp_path / "out"), "gpt2")
+    assert plan_run(config).config.dedup_config.cc_rounds == rounds_for(8) == 6
+
+
 def test_lines_are_counted_with_or_without_a_final_newline(tmp_path):
     for text, lines in (("", 0), ("{}", 1), ("{}\n", 1), ("{}\n{}", 2), ("\n\n", 2)):
         path = tmp_path / "f.jsonl"
