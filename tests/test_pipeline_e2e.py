@@ -530,6 +530,32 @@ def test_an_input_with_no_records_is_a_clear_error(tmp_path, capsys):
     assert not (out / "manifest.json").exists()
 
 
+def test_a_run_that_keeps_no_document_still_finishes_an_empty_set(tmp_path, capsys):
+    # Chapter headings of a real book: each too short for the clean stage. The finishing step
+    # runs once whatever reaches it (its shards and counts are side inputs, empty here).
+    lines = (CORPORA / "books" / "11-0.txt").read_text(encoding="utf-8-sig").splitlines()
+    headings = [line for line in lines if line.startswith("CHAPTER ")][:3]
+    (tmp_path / "headings.jsonl").write_text(
+        "".join(json.dumps({"text": h}) + "\n" for h in headings), encoding="utf-8"
+    )
+    out = tmp_path / "out"
+    code, report, err = preprocess(
+        capsys,
+        "--source=jsonl",
+        f"--input={tmp_path / 'headings.jsonl'}",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        *IN_PROCESS,
+    )
+    assert code == 0, err
+    assert "the shard set is empty" in err
+    stats = json.loads((out / "stats.json").read_text())
+    assert (stats["read"], stats["written"], stats["shards"]) == (3, 0, 0)
+    assert stats["dropped"] == {"too_short": 3} and stats["balanced"]
+    assert Manifest.read(str(out)).shards == [] and ShardSet(str(out)).num_documents == 0
+
+
 def test_a_fifty_megabyte_document(tmp_path, gpt2, capsys):
     text = (CORPORA / "books" / "tinyshakespeare-input.txt").read_text(encoding="utf-8")
     big = tmp_path / "big"
