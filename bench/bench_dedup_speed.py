@@ -57,18 +57,16 @@ from pipelines.dedup.parquet import DOCUMENT_SCHEMA, ReadDocuments, document_to_
 from pipelines.dedup.shingles import ShingleBatch, pack_set, shingle_batch  # noqa: E402
 from pipelines.dedup.transforms import (  # noqa: E402
     COMPRESS_MIN_CHARS,
-    RECEIVES,
     _ApplyFn,
     _BucketEdgesFn,
     _Decision,
     _doc_row,
     _FeaturesFn,
     _KeepSmallestFn,
-    _PairShinglesFn,
     _row_doc,
-    _VerifyFn,
     _zstd,
 )
+from pipelines.dedup.verify import RECEIVES, PairShinglesFn, VerifyFn  # noqa: E402
 from pipelines.document import Document  # noqa: E402
 from pipelines.stats import shuffle_summary  # noqa: E402
 from tests.measure import traced_peak  # noqa: E402
@@ -296,7 +294,7 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
             return [RECEIVES]
 
     def run_pair_shingles():
-        fn = _PairShinglesFn(DedupConfig())
+        fn = PairShinglesFn(DedupConfig())
         fn.start_bundle()
         for doc in docs:
             _drain(fn.process(doc, EveryoneReceives()))
@@ -332,7 +330,7 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
             _BucketEdgesFn(100), b"k", nodes.__getitem__
         ),
         "verify, shingle sets of paired documents: every document": run_pair_shingles,
-        "verify, Jaccard: one document paired with all": grouped(_VerifyFn(0.8), "x", incoming),
+        "verify, Jaccard: one document paired with all": grouped(VerifyFn(0.8), "x", incoming),
         "components, large-star: a centre linked to all": grouped(
             _StarStepFn(large_star, 1, False), smallest, nodes.__getitem__
         ),

@@ -20,13 +20,11 @@ from pipelines.dedup.components import (
 )
 from pipelines.dedup.shingles import pack_set, shingle_set
 from pipelines.dedup.transforms import (
-    RECEIVES,
     _BucketEdgesFn,
     _FeaturesFn,
     _KeepSmallestFn,
-    _PairShinglesFn,
-    _VerifyFn,
 )
+from pipelines.dedup.verify import RECEIVES, PairShinglesFn, VerifyFn
 from pipelines.document import Document
 from tests.measure import traced_peak
 
@@ -57,7 +55,7 @@ class _EveryoneReceives:
     "make_fn, extra_args",
     [
         (lambda: _FeaturesFn(DedupConfig(batch_docs=64)), ()),
-        (lambda: _PairShinglesFn(DedupConfig(batch_docs=64)), (_EveryoneReceives(),)),
+        (lambda: PairShinglesFn(DedupConfig(batch_docs=64)), (_EveryoneReceives(),)),
     ],
     ids=["features", "pair-shingles"],
 )
@@ -114,7 +112,7 @@ SHINGLES = pack_set(shingle_set(_paragraph_pool()[0][:400]))
         (lambda: _StarCheckFn(4), lambda i: _node(i + 10**6)),
         (_SettleFn, lambda i: None if i == 0 else (LEAF, _node(i + 10**6))),
         (
-            lambda: _VerifyFn(0.8),
+            lambda: VerifyFn(0.8),
             lambda i: ("own", (_node(0), SHINGLES)) if i == 0 else ("in", (_node(i), SHINGLES)),
         ),
     ],

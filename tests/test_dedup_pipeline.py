@@ -20,7 +20,7 @@ from apache_beam import pvalue
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.dedup import DedupConfig, Deduplicate, shingles, transforms
+from pipelines.dedup import DedupConfig, Deduplicate, shingles, transforms, verify
 from pipelines.dedup.__main__ import main
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row, read_parquet_documents
 from pipelines.document import Document
@@ -456,10 +456,10 @@ def test_a_hot_bucket_centre_sends_its_shingle_set_once():
     nodes = [(0, d.id) for d in docs]
     roles = collections.defaultdict(list)  # the side input as the pipeline builds it
     for edge in [(nodes[0], leaf) for leaf in nodes[1:]]:
-        for doc_id, entry in transforms._edge_roles(edge):
+        for doc_id, entry in verify.edge_roles(edge):
             roles[doc_id].append(entry)
-    roles[nodes[0][1]].append(transforms.RECEIVES)  # the distinct receivers
-    fn = transforms._PairShinglesFn(DedupConfig(batch_docs=8))
+    roles[nodes[0][1]].append(verify.RECEIVES)  # the distinct receivers
+    fn = verify.PairShinglesFn(DedupConfig(batch_docs=8))
     fn.start_bundle()
     out = [o for d in docs for o in fn.process(d, roles)]
     out += [o.value for o in fn.finish_bundle() if not isinstance(o, pvalue.TaggedOutput)]

@@ -16,8 +16,8 @@ no step gathers documents, signatures or edges on one worker):
     exact: GroupByKey(text fingerprint) of the survivors -> the smallest node's record goes on
     near:  survivors -> one key per LSH band -> GroupByKey(bucket) -> candidate edges (all
            pairs, or chained to the smallest member in a hot bucket) -> Distinct
-           -> [verify: each edge's larger document sends its shingle set (packed exactly,
-              ~25 bits a shingle: shingles.pack_set) to the smaller one;
+           -> [verify (verify.py): each edge's larger document sends its shingle set (packed
+              exactly, ~25 bits a shingle: shingles.pack_set) to the smaller one;
               shingle sets are built, from the documents again, only for documents in an edge
               (a side input says which); GroupByKey(smaller id) -> keep J >= threshold]
            -> ConnectedComponents (large-star/small-star) -> (member, smallest member)
@@ -39,21 +39,29 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Iterable
 from typing import NamedTuple
 
 import apache_beam as beam
 import numpy as np
-from apache_beam import coders, pvalue, typehints
-from apache_beam.transforms.window import GlobalWindows
+from apache_beam import coders, pvalue
 
 from pipelines.dedup import exact, lsh
+from pipelines.dedup.batching import DocBatcher
 from pipelines.dedup.components import ConnectedComponents
 from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.decontaminate import CONTAMINATION, Decontaminate
 from pipelines.dedup.minhash import MinHasher, band_hashes
-from pipelines.dedup.shingles import jaccard, pack_set, shingle_batch, unpack_set
-from pipelines.dedup.shuffle import ShuffleBytes
+from pipelines.dedup.shingles import shingle_batch
+from pipelines.dedup.shuffle import (
+    ANY,
+    PAIR,
+    TO_DISTINCT,
+    CountingFn,
+    SendingFn,
+    ShuffleBytes,
+    sending,
+)
+from pipelines.dedup.verify import verified
 from pipelines.document import Document, Reject
 from pipelines.stats import DEDUP_INPUT_BYTES, BundleCounts
 
@@ -110,54 +118,7 @@ class _Decision(NamedTuple):
     jaccard: float | None
 
 
-def _emit_windowed(outputs):
-    """finish_bundle must give its outputs a window; dedup runs in the global window."""
-    for out in outputs:
-        if isinstance(out, pvalue.TaggedOutput):
-            yield pvalue.TaggedOutput(out.tag, GlobalWindows.windowed_value(out.value))
-        else:
-            yield GlobalWindows.windowed_value(out)
-
-
-class _DocBatcher(beam.DoFn):
-    """Buffers documents (with a payload each) into batches that close at batch_docs documents
-    or batch_bytes of text, so memory is bounded by the batch whatever the bundle; subclasses
-    turn a batch into outputs in _flush_batch. Results are per document, so batching does not
-    change them."""
-
-    def __init__(self, config: DedupConfig) -> None:
-        self._config = config
-
-    def start_bundle(self) -> None:
-        self._batch: list = []
-        self._batch_chars = 0
-        self._counts = BundleCounts()
-
-    def _add(self, doc: Document, payload=None):
-        self._batch.append((doc, payload))
-        self._batch_chars += len(doc.text)
-        if (
-            len(self._batch) >= self._config.batch_docs
-            or self._batch_chars >= self._config.batch_bytes
-        ):
-            yield from self._flush()
-
-    def finish_bundle(self):
-        yield from _emit_windowed(self._flush())
-        counts = self._counts.drain()
-        if counts:
-            yield pvalue.TaggedOutput("counts", GlobalWindows.windowed_value(counts))
-
-    def _flush(self):
-        batch, self._batch, self._batch_chars = self._batch, [], 0
-        if batch:
-            yield from self._flush_batch(batch)
-
-    def _flush_batch(self, batch):
-        raise NotImplementedError
-
-
-class _FeaturesFn(_DocBatcher):
+class _FeaturesFn(DocBatcher):
     """Documents -> a _Record (as a plain tuple) per document, in batches, sent on to the first
     of `next_stages` that takes it (_Router); the main output without any."""
 
@@ -198,64 +159,7 @@ class _FeaturesFn(_DocBatcher):
             yield from self._router.send_on(tuple(record))
 
 
-class _CountingFn(beam.DoFn):
-    """A DoFn whose counts go to Beam metrics once per bundle (BundleCounts.drain)."""
-
-    def start_bundle(self) -> None:
-        self._counts = BundleCounts()
-
-    def finish_bundle(self) -> None:
-        self._counts.drain()
-
-
-# What each step sends to a GroupByKey (or to the roles side input), typed as Beam inferred it
-# when a separate `counted` step sat between them, so that the coder the runner writes it with
-# and every dedup_shuffle_bytes_* figure stay the same.
-_ANY = typehints.Any
-_PAIR = typehints.Tuple[typehints.Any, typehints.Any]
-_TO_DISTINCT = typehints.Tuple[typehints.Any, type(None)]  # Beam's Distinct's (element, None)
-_MATCH = typehints.Tuple[typehints.Any, typehints.Tuple[float, typehints.Any]]
-_RECEIVER = typehints.Tuple[typehints.Any, str]
-_ROLE = typehints.Union[_RECEIVER, _PAIR]
-APPLY_STAGE = "apply"
-
-
-class _SendingFn(_CountingFn):
-    """A step whose output goes to a GroupByKey of `stage` (a combine's, or the roles side
-    input): it counts the bytes it sends there itself (shuffle.ShuffleBytes, tag "counts"),
-    one transform fewer than a separate `counted` step (~7 ms of CPU each to build and start,
-    whatever the data). Its other counts go to Beam metrics only, as before."""
-
-    def __init__(self, stage: str, sent_type) -> None:
-        self._bytes = ShuffleBytes(stage, coders.registry.get_coder(sent_type))
-
-    def start_bundle(self) -> None:
-        super().start_bundle()
-        self._sent = BundleCounts()  # data as well as metrics, unlike self._counts
-        self._bytes.start_bundle(self._sent)
-
-    def finish_bundle(self):
-        super().finish_bundle()
-        counts = self._sent.drain()
-        if counts:
-            yield pvalue.TaggedOutput("counts", GlobalWindows.windowed_value(counts))
-
-    def _send(self, element):
-        self._bytes.add(element)
-        return element
-
-
-def _sending(pcoll, label: str, fn: _SendingFn, sent_type, counts: list, *tags):
-    """pcoll | fn, whose main output ("sent", typed sent_type) goes to a GroupByKey; `tags`:
-    its other outputs. Its byte counts join `counts`."""
-    out = pcoll | label >> beam.ParDo(fn).with_output_types(sent_type).with_outputs(
-        "counts", *tags, main="sent"
-    )
-    counts.append(out.counts)
-    return out
-
-
-URL_STAGE, EXACT_STAGE, BUCKETS_STAGE = "url", "exact", "lsh_buckets"
+URL_STAGE, EXACT_STAGE, BUCKETS_STAGE, APPLY_STAGE = "url", "exact", "lsh_buckets", "apply"
 
 
 class _Router:
@@ -301,7 +205,7 @@ class _Router:
             yield pvalue.TaggedOutput(BUCKETS_STAGE, (key, record.node))
 
 
-class _KeepSmallestFn(_SendingFn):
+class _KeepSmallestFn(SendingFn):
     """(group key, record tuples) -> the record of the group's smallest node (every copy of it,
     for an id read twice), with `cleared` fields emptied, sent on to the first of
     `next_stages` that takes it (_Router; the main output without any); "decisions": (removed
@@ -315,7 +219,7 @@ class _KeepSmallestFn(_SendingFn):
         cleared: dict,
         next_stages: tuple[str, ...] = (),
     ) -> None:
-        super().__init__(APPLY_STAGE, _ANY)
+        super().__init__(APPLY_STAGE, ANY)
         self._reason = reason
         self._similarity = similarity
         self._cleared = cleared
@@ -339,12 +243,12 @@ class _KeepSmallestFn(_SendingFn):
                 yield pvalue.TaggedOutput("decisions", self._send((node[1], ("dec", decision))))
 
 
-class _BucketEdgesFn(_SendingFn):
+class _BucketEdgesFn(SendingFn):
     """(bucket key, members) -> (candidate edge, None), the input of Beam's Distinct's combine;
     the edge is what is counted, as it was when Distinct's own step made the pair."""
 
     def __init__(self, max_pairs_members: int) -> None:
-        super().__init__("candidate_edges", _ANY)
+        super().__init__("candidate_edges", ANY)
         self._max_pairs_members = max_pairs_members
 
     def process(self, element):
@@ -354,110 +258,6 @@ class _BucketEdgesFn(_SendingFn):
         for edge in edges:
             self._counts.inc("dedup_candidate_edges")
             yield self._send(edge), None
-
-
-def _edge_roles(edge):
-    """A candidate edge (u, v), u < v, as side-input entries: v sends its shingle set to u."""
-    u, v = edge
-    yield v[1], u
-
-
-RECEIVES = "receives"  # the side-input entry of a document that other documents send sets to
-
-
-class _RolesFn(_SendingFn):
-    """(distinct candidate edge (u, v), None) -> "senders": _edge_roles; main: (u id, None),
-    for the distinct receivers. Both are the roles side input's (stage verify_roles); a
-    receiver id is counted as it was before it was paired for Distinct."""
-
-    def __init__(self) -> None:
-        super().__init__("verify_roles", _ANY)
-
-    def process(self, element):
-        edge, _ = element
-        for role in _edge_roles(edge):
-            yield pvalue.TaggedOutput("senders", self._send(role))
-        yield self._send(edge[0][1]), None
-
-
-class _ReceiversFn(_SendingFn):
-    """(distinct receiver id, None) -> (id, RECEIVES), for the roles side input."""
-
-    def __init__(self) -> None:
-        super().__init__("verify_roles", _ANY)
-
-    def process(self, element):
-        yield self._send((element[0], RECEIVES))
-
-
-class _PairShinglesFn(_DocBatcher):
-    """Documents -> shingle sets (packed, shingles.pack_set) of the documents in a candidate
-    edge, keyed by the receiver:
-    (own id, ("own", (node, set))) for a document others send to, (u id, ("in", (node, set)))
-    for each smaller neighbour u it sends to. `roles` (a multimap side input) holds, per
-    document in an edge, RECEIVES and/or the nodes it sends to; other documents cost one
-    lookup and are not shingled. It counts the bytes it sends to Verify's GroupByKey with its
-    other counts (one "counts" dict a bundle)."""
-
-    def __init__(self, config: DedupConfig) -> None:
-        super().__init__(config)
-        self._bytes = ShuffleBytes("verify", coders.registry.get_coder(_ANY))
-
-    def start_bundle(self) -> None:
-        super().start_bundle()
-        self._bytes.start_bundle(self._counts)
-
-    def process(self, doc: Document, roles):
-        entries = list(roles[doc.id])  # at most bands x bucket cap entries
-        if entries:
-            yield from self._add(doc, entries)
-
-    def _flush_batch(self, batch):
-        cfg = self._config
-        shingles = shingle_batch([d.text for d, _ in batch], kind=cfg.shingle, n=cfg.ngram)
-        for i, (doc, entries) in enumerate(batch):
-            self._counts.inc("dedup_pair_shingle_sets")
-            node = (exact.source_rank(doc.source, cfg.source_priority), doc.id)
-            value = (node, pack_set(shingles.of(i)))
-            for entry in entries:
-                sent = (doc.id, ("own", value)) if entry == RECEIVES else (entry[1], ("in", value))
-                self._bytes.add(sent)
-                yield sent
-
-
-def _own_shingles(values: Iterable[tuple[str, object]], doc_id: str):
-    """The receiver's own (node, set) in a verify group; the senders' are streamed by the caller."""
-    for tag, value in values:
-        if tag == "own":
-            return value
-    raise AssertionError(f"document {doc_id!r} is in a candidate pair but has no shingle set")
-
-
-class _VerifyFn(_SendingFn):
-    """(u id, [("own", (u, set of u)), ("in", (v, set of v)), ...]) -> for every sender v with
-    J >= threshold: "edges": (u, v), for the components; main: (u id, (J, v id)) and
-    (v id, (J, u id)), each end's candidate for its best match (counted: stage best_match).
-    Two passes over the group, which is never held."""
-
-    def __init__(self, threshold: float) -> None:
-        super().__init__("best_match", _MATCH)
-        self._threshold = threshold
-
-    def process(self, element):
-        doc_id, values = element
-        u, mine = _own_shingles(values, doc_id)
-        mine = unpack_set(mine)
-        for tag, value in values:
-            if tag != "in":
-                continue
-            v, theirs = value
-            similarity = jaccard(unpack_set(theirs), mine)
-            self._counts.inc("dedup_pairs_verified")
-            if similarity >= self._threshold:
-                self._counts.inc("dedup_pairs_similar")
-                yield pvalue.TaggedOutput("edges", (u, v))
-                yield self._send((u[1], (similarity, v[1])))
-                yield self._send((v[1], (similarity, u[1])))
 
 
 # Texts of this many characters or more cross apply's shuffle zstd-compressed (level 1, through
@@ -495,7 +295,7 @@ def _row_doc(doc_id: str, row: tuple) -> Document:
     return Document(doc_id, source, text, *rest)
 
 
-class _ApplyFn(_CountingFn):
+class _ApplyFn(CountingFn):
     """(id, [("doc", _doc_row), ("dec", _Decision), ("rej", Reject), ("match", (J, id))])
     -> main: Document | "rejects": Reject | "clusters": ClusterMember."""
 
@@ -556,14 +356,14 @@ class _ApplyFn(_CountingFn):
         )
 
 
-class _ApplyInputFn(_SendingFn):
+class _ApplyInputFn(SendingFn):
     """One input of apply's GroupByKey: element (or keyed(element)) = (key, value) ->
     (key, (tag, value)), counted (stage apply). A GroupByKey of these, tags mixed, is a
     CoGroupByKey whose groups stay iterables (CoGroupByKey builds a list per tag, which a hot
     key could not afford)."""
 
     def __init__(self, tag: str, keyed=None) -> None:
-        super().__init__(APPLY_STAGE, _ANY)
+        super().__init__(APPLY_STAGE, ANY)
         self._tag = tag
         self._keyed = keyed
 
@@ -601,8 +401,8 @@ def _fingerprint_key(record):
 
 
 _KEY_FNS = {URL_STAGE: _url_key, EXACT_STAGE: _fingerprint_key}
-# What _Router sends to each stage, typed as the keying steps' outputs were (see _ANY)
-_SENT_TYPES = {URL_STAGE: _ANY, EXACT_STAGE: _ANY, BUCKETS_STAGE: _PAIR}
+# What _Router sends to each stage, typed as the keying steps' outputs were (see ANY)
+_SENT_TYPES = {URL_STAGE: ANY, EXACT_STAGE: ANY, BUCKETS_STAGE: PAIR}
 
 
 class DedupOutputs(NamedTuple):
@@ -638,9 +438,9 @@ class Deduplicate(beam.PTransform):
             docs = cut.docs
             counts.append(cut.counts)
             rejects = _ApplyInputFn("rej", _keyed_reject)
-            joined.append(_sending(cut.rejects, "KeyRejects", rejects, _ANY, counts).sent)
+            joined.append(sending(cut.rejects, "KeyRejects", rejects, ANY, counts).sent)
         keyed_docs = _ApplyInputFn("doc", _keyed_doc)
-        joined.append(_sending(docs, "KeyDocs", keyed_docs, _ANY, counts).sent)
+        joined.append(sending(docs, "KeyDocs", keyed_docs, ANY, counts).sent)
 
         # Each record goes to the first keep-one step that takes it, from the step that makes it
         # (Features) or keeps it (a KeepSmallest): _Router.
@@ -681,30 +481,30 @@ class Deduplicate(beam.PTransform):
                 sent[next_stage].append(kept[next_stage])
 
         if cfg.near:
-            # typed as the band keys were when a step of their own made them (see _ANY)
+            # typed as the band keys were when a step of their own made them (see ANY)
             buckets = sent[BUCKETS_STAGE] | "Near/BandKeys" >> beam.Flatten().with_output_types(
-                _PAIR
+                PAIR
             )
             candidates = buckets | "Near/Buckets" >> beam.GroupByKey()
             bucket_edges = _BucketEdgesFn(cfg.max_pairs_members)
             # Beam's Distinct, less its two maps: the step before pairs each edge with None,
             # the step after takes the keys.
-            distinct = _sending(
-                candidates, "Near/Candidates", bucket_edges, _TO_DISTINCT, counts
+            distinct = sending(
+                candidates, "Near/Candidates", bucket_edges, TO_DISTINCT, counts
             ).sent | "Near/DistinctEdges" >> beam.CombinePerKey(lambda vs: None)
             if cfg.verify:
-                verified = self._verified(distinct, docs, cfg, counts)
-                best = verified.sent | "Near/BestMatch" >> beam.CombinePerKey(max)
+                checked = verified(distinct, docs, cfg, counts)
+                best = checked.sent | "Near/BestMatch" >> beam.CombinePerKey(max)
                 match = _ApplyInputFn("match")
-                joined.append(_sending(best, "Near/TagMatch", match, _ANY, counts).sent)
-                edges = verified.edges
+                joined.append(sending(best, "Near/TagMatch", match, ANY, counts).sent)
+                edges = checked.edges
             else:
                 edges = distinct | "Near/DistinctEdges/Keys" >> beam.Keys()
             rounds = cfg.with_rounds_for(None).cc_rounds  # launchers size them to the input
             LOG.info("dedup: %d connected-components rounds", rounds)
             members = edges | "Near/Components" >> ConnectedComponents(rounds, counts)
             decide = _ApplyInputFn("dec", _near_decision)
-            joined.append(_sending(members, "Near/Decide", decide, _ANY, counts).sent)
+            joined.append(sending(members, "Near/Decide", decide, ANY, counts).sent)
 
         applied = (
             joined
@@ -718,30 +518,4 @@ class Deduplicate(beam.PTransform):
             applied.rejects,
             applied.clusters,
             counts | "ShuffleCounts" >> beam.Flatten(),
-        )
-
-    @staticmethod
-    def _verified(distinct, docs, cfg: DedupConfig, counts):
-        """(candidate edge, None) once per edge -> main: each end's candidate best match;
-        "edges": (u, v) for the pairs at or above the threshold (_VerifyFn)."""
-        roles = _sending(distinct, "Verify/Roles", _RolesFn(), _TO_DISTINCT, counts, "senders")
-        distinct_receivers = roles.sent | "Verify/DistinctReceivers" >> beam.CombinePerKey(
-            lambda vs: None
-        )
-        receivers = _sending(
-            distinct_receivers, "Verify/Receivers", _ReceiversFn(), _RECEIVER, counts
-        ).sent
-        # typed as the roles were typed when a `counted` step made them, so that the side
-        # input's coder is the same
-        all_roles = (
-            roles.senders,
-            receivers,
-        ) | "Verify/AllRoles" >> beam.Flatten().with_output_types(_ROLE)
-        shingles = docs | "Verify/PairShingles" >> beam.ParDo(
-            _PairShinglesFn(cfg), beam.pvalue.AsMultiMap(all_roles)
-        ).with_output_types(_ANY).with_outputs("counts", main="shingles")
-        counts.append(shingles.counts)
-        grouped = shingles.shingles | "Verify/Group" >> beam.GroupByKey()
-        return _sending(
-            grouped, "Verify/Jaccard", _VerifyFn(cfg.threshold), _MATCH, counts, "edges"
         )
