@@ -168,9 +168,10 @@ def build_pipeline(
         progress_dir=progress_dir,
     )
     counts.append(written["counts"])
-    # Each a side input of the one finishing step, not its main input: a CombineGlobally
-    # with its default or a ToList is ~9 transforms where this is 3, and every transform costs
-    # a small run ~7 ms of CPU to build and start (bench/results/preprocess.md, start-up).
+    # Side inputs of the one finishing step, which runs from an Impulse: a CombineGlobally's
+    # default or a ToList as its main input added 5-8 transforms each (a Create, its reshuffle,
+    # maps), and every transform costs a small run a few ms of CPU to build and start whatever
+    # data flows (bench/results/startup.md).
     totals = (
         counts
         | "FlattenCounts" >> beam.Flatten()

@@ -19,8 +19,8 @@ components.) The characters of text a file yields:
 A plain local JSONL file holds at most a document a line, a much tighter bound than its bytes
 (five short documents: 5, not 23), so the launcher counts the lines of such files up to
 COUNT_LINES_BYTES in all (a few ms a MB); the bound is the smaller of the two for each file.
-A plain file of the books source is one book, one document (the demo's seven books: 7, where
-their bytes allowed 51k and unrolled the most rounds).
+A plain file of the books source is one book, one document (the demo's six books: 6, where
+their bytes allowed 51k and unrolled the capped 16 rounds).
 
 Parquet input (--source parquet, and python -m pipelines.dedup): the rows in the files' footers,
 a document a row.
