@@ -45,11 +45,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
-from apache_beam import coders, typehints
 
 from pipelines.dedup.exact import Node
-from pipelines.dedup.shuffle import ShuffleBytes
-from pipelines.stats import BundleCounts
+from pipelines.dedup.shuffle import ANY, PAIR, SendingFn, sending
 
 SHUFFLE_STAGE = "components"  # dedup_shuffle_bytes_components: every GroupByKey input here
 
@@ -158,49 +156,30 @@ def settle_star(node: Node, messages: Iterable[object]) -> tuple[bool, Iterator[
     return finished, (m[1] for m in messages if m is not None)
 
 
-# What each step sends to the next GroupByKey, typed as Beam inferred it when a `counted` step
-# sat between them, so the coder (and every dedup_shuffle_bytes_components figure) is the same:
+# Each step whose output goes to a GroupByKey counts the bytes it sends there itself
+# (shuffle.SendingFn, stage "components"), one transform fewer for each of the ~20 GroupByKeys
+# of the unrolled rounds. Its output is typed as Beam inferred it when a `counted` step sat
+# between them, so the coder (and every dedup_shuffle_bytes_components figure) is the same:
 # the star steps' edges are pairs; BothWays', Tell's and the open edges' elements are Any.
-_PAIR = typehints.Tuple[typehints.Any, typehints.Any]
-_ANY = typehints.Any
 
 
-class _ShufflingFn(beam.DoFn):
-    """A step whose output goes to a GroupByKey: it counts the bytes it sends there itself
-    (shuffle.ShuffleBytes, stage "components", tag "counts") instead of through a `counted`
-    step, one transform fewer for each of the ~20 GroupByKeys of the unrolled rounds."""
-
-    def __init__(self, sent_type) -> None:
-        self._bytes = ShuffleBytes(SHUFFLE_STAGE, coders.registry.get_coder(sent_type))
-
-    def start_bundle(self) -> None:
-        self._bytes.start_bundle()
-
-    def finish_bundle(self):
-        yield from self._bytes.finish_bundle()
-
-    def _send(self, element):
-        self._bytes.add(element)
-        return element
-
-
-class _TellFn(_ShufflingFn):
+class _TellFn(SendingFn):
     """(node, neighbours) -> settle_messages, for the settle pass's second GroupByKey."""
 
     def __init__(self) -> None:
-        super().__init__(_ANY)
+        super().__init__(SHUFFLE_STAGE, ANY)
 
     def process(self, element):
         for message in settle_messages(*element):
             yield self._send(message)
 
 
-class _SettleFn(_ShufflingFn):
+class _SettleFn(SendingFn):
     """(node, messages) -> main: (leaf, centre) of a finished star; "open": the other edges,
     both ways, for the next round."""
 
     def __init__(self) -> None:
-        super().__init__(_ANY)
+        super().__init__(SHUFFLE_STAGE, ANY)
 
     def process(self, element):
         node, messages = element
@@ -213,29 +192,25 @@ class _SettleFn(_ShufflingFn):
                 yield beam.pvalue.TaggedOutput("open", self._send((node, other)))
 
 
-class _BothWaysFn(_ShufflingFn):
+class _BothWaysFn(SendingFn):
     def __init__(self) -> None:
-        super().__init__(_ANY)
+        super().__init__(SHUFFLE_STAGE, ANY)
 
     def process(self, edge: Edge):
         yield self._send(edge)
         yield self._send((edge[1], edge[0]))
 
 
-class _StarStepFn(_ShufflingFn):
+class _StarStepFn(SendingFn):
     """One step of a round over (node, neighbours). large-star's edges (v, m) already have the
     larger node first, the key small-star groups by; small-star's edges go out both ways, as
     the next large-star (or the final check) groups every edge under both its nodes."""
 
     def __init__(self, step, round_index: int, both_ways: bool) -> None:
-        super().__init__(_PAIR)
+        super().__init__(SHUFFLE_STAGE, PAIR)
         self._step = step
         self._counter = f"dedup_cc_round{round_index:02d}_changes"
         self._both_ways = both_ways
-
-    def start_bundle(self) -> None:
-        super().start_bundle()
-        self._counts = BundleCounts()
 
     def process(self, element):
         node, neighbors = element
@@ -245,11 +220,7 @@ class _StarStepFn(_ShufflingFn):
             yield self._send(edge)
             if self._both_ways:
                 yield self._send((edge[1], edge[0]))
-        self._counts.inc(self._counter, changes)
-
-    def finish_bundle(self):
-        self._counts.drain()  # Beam metrics only, as before: not part of the shuffle counts
-        yield from super().finish_bundle()
+        self._counts.inc(self._counter, changes)  # Beam metrics only, not the shuffle counts
 
 
 class _StarCheckFn(beam.DoFn):
@@ -276,7 +247,7 @@ class ConnectedComponents(beam.PTransform):
         self._counts = [] if counts is None else counts
 
     def expand(self, edges):
-        edges = self._step(edges, "BothWays", _BothWaysFn(), _ANY)
+        edges = sending(edges, "BothWays", _BothWaysFn(), ANY, self._counts).sent
         finished = []
         for r in range(1, self._max_rounds + 1):
             for name, step, both_ways in (
@@ -285,10 +256,11 @@ class ConnectedComponents(beam.PTransform):
             ):
                 grouped = edges | f"Round{r}/{name}/Group" >> beam.GroupByKey()
                 fn = _StarStepFn(step, r, both_ways)
-                edges = self._step(grouped, f"Round{r}/{name}/Link", fn, _PAIR)
+                edges = sending(grouped, f"Round{r}/{name}/Link", fn, PAIR, self._counts).sent
             if settles_after(r, self._max_rounds):
                 grouped = edges | f"Round{r}/Settle/Group" >> beam.GroupByKey()
-                messages = self._step(grouped, f"Round{r}/Settle/Tell", _TellFn(), _ANY)
+                tell = _TellFn()
+                messages = sending(grouped, f"Round{r}/Settle/Tell", tell, ANY, self._counts).sent
                 settled = (
                     messages
                     | f"Round{r}/Settle/Stars" >> beam.GroupByKey()
@@ -304,11 +276,3 @@ class ConnectedComponents(beam.PTransform):
             | "Check/Stars" >> beam.ParDo(_StarCheckFn(self._max_rounds))
         )
         return (*finished, checked) | "AllMembers" >> beam.Flatten()
-
-    def _step(self, pcoll, label: str, fn: _ShufflingFn, sent_type):
-        """pcoll | fn, whose main output goes to a GroupByKey; its byte counts join the rest."""
-        out = pcoll | label >> beam.ParDo(fn).with_output_types(sent_type).with_outputs(
-            "counts", main="sent"
-        )
-        self._counts.append(out.counts)
-        return out.sent
