@@ -29,7 +29,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from dataset_format.safe_io import UnsafeInputError, require_regular_file
+from common.safe_io import UnsafeInputError, require_regular_file
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1

@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from dataset_format.indexed import TOKEN_DTYPE_CODES, FormatError, ShardInfo, file_sha256
-from dataset_format.safe_io import UnsafeInputError, parse_json, read_bytes_capped
+from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "mmidx-shard-set"

@@ -27,7 +27,7 @@ from dataset_format.indexed import (
     idx_path,
 )
 from dataset_format.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest
-from dataset_format.safe_io import TOKENIZER_CAP, format_bytes
+from common.safe_io import TOKENIZER_CAP, format_bytes
 
 _COPY_BLOCK = 4 << 20
 

@@ -15,6 +15,7 @@ WORKDIR /opt/shardsmith
 # Only what the worker package needs: its sources and metadata (no tests, benches or data).
 COPY pyproject.toml README.md ./
 COPY pipelines ./pipelines
+COPY common ./common
 COPY dataset_format ./dataset_format
 COPY train ./train
 # The preprocessing dependencies only (no torch): setuptools>=77 builds the SPDX license field.

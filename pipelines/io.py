@@ -16,7 +16,7 @@ from typing import BinaryIO
 import fsspec
 from apache_beam.io.filesystems import FileSystems
 
-from dataset_format.safe_io import require_regular_file
+from common.safe_io import require_regular_file
 
 _BEAM_SCHEMES = ("gs://", "s3://", "hdfs://", "azfs://")
 

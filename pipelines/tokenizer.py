@@ -11,7 +11,7 @@ several times faster than `tokenizers` and gives identical ids (tests/test_token
 this on every sample corpus).
 
 A tokenizer's files are untrusted input: each is read whole, so only a regular file of at most
-MAX_TOKENIZER_FILE_BYTES is read (dataset_format.safe_io), and its JSON within safe_io's bounds.
+MAX_TOKENIZER_FILE_BYTES is read (common.safe_io), and its JSON within safe_io's bounds.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from dataset_format import SPECIAL_TOKEN_NAMES
-from dataset_format.safe_io import MIB, format_bytes, parse_json, read_bytes_capped
+from common.safe_io import MIB, format_bytes, parse_json, read_bytes_capped
 
 # The largest tokenizer files in use are tens of MB (a 256k-token multilingual tokenizer.json
 # is ~35 MB); a file past this is not a tokenizer, and reading it whole could fill memory.

@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Mapping
 
-from dataset_format.safe_io import format_bytes
+from common.safe_io import format_bytes
 from pipelines.tokenizer import MAX_TOKENIZER_FILE_BYTES, TextTokenizer
 
 

@@ -100,7 +100,7 @@ def test_a_forked_standby_keeps_none_of_the_launchers_descriptors(tmp_path):
     # launcher lets it go, not when its last worker exits.
     result = _in_a_fresh_process(
         "import json, os, sys, time\n"
-        "from dataset_format.output_dir import try_lock_directory\n"
+        "from common.output_dir import try_lock_directory\n"
         "from pipelines import beam_worker\n"
         f"folder = {str(tmp_path)!r}\n"
         "fd = try_lock_directory(folder)\n"

@@ -3,7 +3,7 @@
 The BUILD file is evaluated here with small Python stand-ins for the Bazel rules it uses (it is
 Starlark, which this subset of Python reads the same). Then: every source file belongs to one
 target, every test file has its py_test, every import between first-party packages is a declared
-dependency (the one-way rule: pipelines -> dataset_format <- train), and, where Bazel is
+dependency (the one-way rule: pipelines -> dataset_format <- train, all three on common), and, where Bazel is
 installed, Bazel itself loads the targets and runs one test.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import REPO
 
-FIRST_PARTY = ("dataset_format", "pipelines", "train", "tools")
+FIRST_PARTY = ("common", "dataset_format", "pipelines", "train", "tools")
 
 
 def _glob(patterns, exclude=()):
@@ -81,7 +81,7 @@ def test_every_source_file_is_in_exactly_one_target():
         for src in target.get("srcs", []):
             if not src.startswith("//"):
                 owners.setdefault(src, []).append(name)
-    tree = _glob([f"{p}/**/*.py" for p in ("dataset_format", "pipelines", "train")])
+    tree = _glob([f"{p}/**/*.py" for p in ("common", "dataset_format", "pipelines", "train")])
     unowned = [f for f in tree if f not in owners]
     assert not unowned, f"source files no BUILD target owns: {unowned}"
     twice = {f: o for f, o in owners.items() if len(o) > 1}
@@ -103,17 +103,18 @@ def test_every_test_file_has_a_py_test():
 def test_imports_follow_declared_dependencies():
     targets = evaluate_build()
     libraries = {n: t for n, t in targets.items() if t["kind"] == "py_library" and n in FIRST_PARTY}
-    assert set(libraries) == {"dataset_format", "pipelines", "train"}
+    assert set(libraries) == {"common", "dataset_format", "pipelines", "train"}
     # The library a first-party package's files belong to, and what each may import.
     allowed = {
         name: {name} | {d.lstrip(":") for d in lib.get("deps", [])}
         for name, lib in libraries.items()
     }
     assert allowed == {
-        "dataset_format": {"dataset_format"},
-        "pipelines": {"pipelines", "dataset_format"},
-        "train": {"train", "dataset_format"},
-    }, "the one-way rule: pipelines and train build on dataset_format, never on each other"
+        "common": {"common"},
+        "dataset_format": {"dataset_format", "common"},
+        "pipelines": {"pipelines", "dataset_format", "common"},
+        "train": {"train", "dataset_format", "common"},
+    }, "the one-way rule: pipelines and train build on dataset_format and common, never on each other"
     violations = []
     for name, target in targets.items():
         if target["kind"] not in ("py_library", "py_binary") or name == "test_support":
@@ -168,7 +169,7 @@ def test_no_module_imports_a_commands_main_file():
 def test_no_production_module_reads_a_test_only_variable():
     """Issue 20: tests inject faults through hook objects or monkeypatching, never through
     SHARDSMITH_TEST_* environment variables read by the code they test."""
-    sources = _glob([f"{p}/**/*.py" for p in ("dataset_format", "pipelines", "train")])
+    sources = _glob([f"{p}/**/*.py" for p in ("common", "dataset_format", "pipelines", "train")])
     sources += [p for p in _glob(["tools/*"]) if (REPO / p).read_bytes()[:2] == b"#!"]
     readers = [p for p in sources if "SHARDSMITH_TEST_" in (REPO / p).read_text(errors="replace")]
     assert not readers, readers

@@ -1,4 +1,4 @@
-"""dataset_format.output_dir: the ownership rule every folder-writing command uses."""
+"""common.output_dir: the ownership rule every folder-writing command uses."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from dataset_format.output_dir import (
+from common.output_dir import (
     MARKER_NAME,
     Marker,
     OutputError,
@@ -103,7 +103,7 @@ def test_a_file_a_link_or_a_marker_we_did_not_write_is_refused(tmp_path):
 def test_the_lock_is_held_across_processes_and_dropped_when_the_holder_dies(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from dataset_format.output_dir import claim_output_folder; "
+         "import sys, time; from common.output_dir import claim_output_folder; "
          "c = claim_output_folder(sys.argv[1], 'pretrain'); print('held', flush=True); "
          "time.sleep(60)", str(tmp_path)],
         cwd=REPO, stdout=subprocess.PIPE, text=True,

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dataset_format import FormatError, IndexedDataset, Manifest
-from dataset_format.safe_io import UnsafeInputError
+from common.safe_io import UnsafeInputError
 from tests.shard_fixtures import make_gpt_shards
 from tests.test_train_checkpoint import _save, _trained
 from train import checkpoint as ckpt

@@ -1,4 +1,4 @@
-"""dataset_format.safe_io: regular files only, whole reads under a cap, bounded JSON; every
+"""common.safe_io: regular files only, whole reads under a cap, bounded JSON; every
 refusal one line naming the file. Real inputs: a tokenizer and a book from ../shared/corpora."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from dataset_format.safe_io import (
+from common.safe_io import (
     MAX_INT_DIGITS,
     UnsafeInputError,
     format_bytes,

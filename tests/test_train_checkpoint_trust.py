@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch.distributed.checkpoint import filesystem as dcp_filesystem
 
-from dataset_format.safe_io import UnsafeInputError
+from common.safe_io import UnsafeInputError
 from tests.test_train_checkpoint import _save, _state, _trained
 from train import checkpoint as ckpt
 from train import checkpoint_io

@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from dataset_format.output_dir import MARKER_NAME
+from common.output_dir import MARKER_NAME
 from tests.conftest import REPO
 from tests.shard_fixtures import make_bert_shards, make_gpt_shards
 from train.config import parse_args

@@ -49,7 +49,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from dataset_format.safe_io import (
+from common.safe_io import (
     MIB,
     UnsafeInputError,
     load_json_capped,

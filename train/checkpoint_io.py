@@ -16,7 +16,7 @@ hyper-parameters). Here:
   checked is what is used;
 * non-tensor entries are loaded with ``torch.load(weights_only=True)``.
 
-Every refusal is one line (:class:`~dataset_format.safe_io.UnsafeInputError`).
+Every refusal is one line (:class:`~common.safe_io.UnsafeInputError`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
 from torch.distributed.checkpoint.planner import ReadItem
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-from dataset_format.safe_io import UnsafeInputError, read_bytes_capped
+from common.safe_io import UnsafeInputError, read_bytes_capped
 
 DCP_METADATA = ".metadata"
 # .metadata grows with the number of tensors and shards: ~300 bytes a shard; 1 GiB would be

@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-from dataset_format.output_dir import OutputError, OutputFolder, claim_output_folder
+from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.checkpoint_io import SafeFullLoadPlanner
 from train.models.bert import BertConfig
@@ -70,7 +70,7 @@ def export_torch(checkpoint_dir: str, out_file: str) -> None:
 
 def export_hf(checkpoint_dir: str, out_dir: str, overwrite: bool = False) -> None:
     """Write the HF directory ``out_dir`` under the shared output-folder rule
-    (:mod:`dataset_format.output_dir`): a new or empty folder, or an earlier export of ours with
+    (:mod:`common.output_dir`): a new or empty folder, or an earlier export of ours with
     ``overwrite``; a folder holding anything else is refused before the checkpoint is read."""
     with claim_output_folder(out_dir, tool="export-hf", overwrite=overwrite, flag="OUT") as out:
         _write_hf(checkpoint_dir, out)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
-from dataset_format.output_dir import OutputError, OutputFolder, claim_output_folder
+from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.config import TrainConfig, fail
 from train.data.loader import Data
@@ -95,7 +95,7 @@ def find_resume_checkpoint(config: TrainConfig, job_id: str | None) -> str | Non
 
 def claim_run_directory(config: TrainConfig, resuming: bool, is_main: bool) -> OutputFolder | None:
     """--out claimed by the ownership rule every folder-writing command follows
-    (dataset_format.output_dir): refused, in one line, when it is a user's non-empty folder,
+    (common.output_dir): refused, in one line, when it is a user's non-empty folder,
     another tool's output or being written by another run. Rank 0 claims it and holds the
     lock; the other ranks only ever write inside the checkpoints it records.
 

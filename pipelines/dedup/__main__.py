@@ -15,7 +15,7 @@ settings, with the components rounds as the run used them: --dedup-cc-rounds, or
 enough for the input's rows, read from the Parquet footers before the graph is built).
 
 OUTPUT is claimed as preprocess claims its shard sets (`pipelines.write.claim_output`, the
-ownership rule of `dataset_format.output_dir`): a folder holding files this tool did not write
+ownership rule of `common.output_dir`): a folder holding files this tool did not write
 is refused, and an earlier dedup output is replaced only with --overwrite. Flags neither dedup
 nor Beam knows are refused too, by preprocess's rule (`pipelines.runners.unknown_arguments`).
 """

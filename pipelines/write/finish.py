@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 import apache_beam as beam
 
 from dataset_format import MANIFEST_NAME, Manifest, ShardInfo, TokenizerInfo
-from dataset_format.output_dir import base_name
+from common.output_dir import base_name
 from pipelines.stats import AccountError, build_stats, check_stats
 from pipelines.write.output import (
     REJECTS_DIR,

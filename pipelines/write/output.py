@@ -1,7 +1,7 @@
 """OUTPUT itself: the storage layer every write goes through, and the claim a run makes on it.
 
 `OutputDir` is one directory on a local disk, a Beam filesystem (gs://, s3://...) or fsspec,
-written atomically. `claim_output` applies the ownership rule of `dataset_format.output_dir`
+written atomically. `claim_output` applies the ownership rule of `common.output_dir`
 (refuse a directory holding what our marker does not name; one run at a time) to such a
 directory, for a tool's `OutputLayout`: preprocess's shard sets (`SHARD_SET`) and dedup's
 Parquet folders (`DEDUP_OUTPUT`).
@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 from dataset_format import INDEX_CACHE_DIR, MANIFEST_NAME
-from dataset_format.output_dir import (
+from common.output_dir import (
     FINISHED,
     LOCK_NAME,
     MARKER_NAME,
@@ -271,7 +271,7 @@ class OutputDir:
 
 
 # -- what OUTPUT holds that is ours, and who is writing it -------------------------------------
-# OUTPUT/.shardsmith-output.json (dataset_format.output_dir's marker) says the directory is ours.
+# OUTPUT/.shardsmith-output.json (common.output_dir's marker) says the directory is ours.
 # A run writes it when it claims a new or empty directory; the finishing step rewrites it with
 # the list of the output's files. Only what it names is ever deleted or replaced, and a
 # directory without it is used only if empty. Workers cannot update it file by file, so while

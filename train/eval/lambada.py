@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dataset_format.safe_io import UnsafeInputError, parse_json, read_text_capped
+from common.safe_io import UnsafeInputError, parse_json, read_text_capped
 from train.eval.wikitext import EVAL_DATA_CAP, safe_exp
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from dataset_format.safe_io import (
+from common.safe_io import (
     MAX_JSON_DEPTH,
     TOKENIZER_CAP,
     UnsafeInputError,

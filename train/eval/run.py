@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-from dataset_format.safe_io import UnsafeInputError, parse_json, read_bytes_capped, read_text_capped
+from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped, read_text_capped
 from train.eval import lambada, scoring, wikitext
 from train.eval.load import LoadedModel, LoadError, load_model, load_tokenizer
 

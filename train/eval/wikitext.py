@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from dataset_format.safe_io import MIB
+from common.safe_io import MIB
 
 # Eval data is read whole: WikiText-103's test split is 1.3 MB, LAMBADA's 1.8 MB; even
 # WikiText-103's training split (540 MB) is not something to score. The cap bounds a wrong path

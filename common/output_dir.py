@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import BinaryIO
 
-from dataset_format.safe_io import UnsafeInputError, parse_json, read_bytes_capped
+from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped
 
 MARKER_NAME = ".shardsmith-output.json"
 # Object stores have no advisory locks; pipelines write an object of this name instead.

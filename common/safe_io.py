@@ -5,7 +5,7 @@ Everything a command reads is untrusted (inputs, tokenizers, manifests, checkpoi
 eval data). A FIFO or a device named where a file belongs would hang a run or fill its memory
 (`/dev/zero`), so the type is checked before the open; a file read whole is read through a cap so
 that a huge or endless file costs at most the cap; and a parse fault becomes one line naming the
-file, never a traceback. Both sides (`pipelines`, `train`) and `tools` use this one module.
+file, never a traceback. Every package (`dataset_format`, `pipelines`, `train`) and `tools` use this one module.
 """
 
 from __future__ import annotations

@@ -1,0 +1,5 @@
+"""What every side of the monorepo shares below the shard format: opening files we did not write
+(`safe_io`) and the one rule for which output folders a command may write (`output_dir`).
+
+Imports nothing first-party; `dataset_format`, `pipelines`, `train` and `tools` build on it.
+"""
