@@ -160,7 +160,8 @@ def run_loop(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
     from pipelines.document import Document
     from pipelines.options import DEFAULT_TOKENIZE_BATCH_DOCS
     from pipelines.sources import get_source
-    from pipelines.tokenize import load_tokenizer, tokenize_batch
+    from pipelines.tokenize.encode import tokenize_batch
+    from pipelines.tokenize.tokenizer import load_tokenizer
 
     source = get_source("jsonl")
     config = CleanConfig.for_source("jsonl")
@@ -238,8 +239,10 @@ def run_stages(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
     from pipelines.clean import normalize
     from pipelines.document import Document
     from pipelines.options import DEFAULT_TOKENIZE_BATCH_DOCS
+    from pipelines.sentences import split_sentences
     from pipelines.sources import get_source
-    from pipelines.tokenize import load_tokenizer, split_sentences, tokenize_batch
+    from pipelines.tokenize.encode import tokenize_batch
+    from pipelines.tokenize.tokenizer import load_tokenizer
 
     source = get_source("jsonl")
     config = clean.CleanConfig.for_source("jsonl")

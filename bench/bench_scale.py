@@ -81,10 +81,10 @@ def _worker_kind(process: psutil.Process) -> str | None:
         command, name = " ".join(process.cmdline()), process.name()
     except psutil.Error:
         return None
-    # our local runs start workers as `python -m pipelines.beam_worker` (Beam's own entry point
+    # our local runs start workers as `python -m pipelines.runner.beam_worker` (Beam's own entry point
     # is sdk_worker_main); the `/bin/sh -c` wrapper around one is not a worker. A worker that
     # handed its work to a standby (`--standby`, started by the launcher) only waits for it.
-    if name == "sh" or not ("pipelines.beam_worker" in command or "sdk_worker_main" in command):
+    if name == "sh" or not ("pipelines.runner.beam_worker" in command or "sdk_worker_main" in command):
         return None
     return "standby" if "--standby" in command else "worker"
 

@@ -104,7 +104,7 @@ def phases(argv: list[str]) -> dict:
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 
     import pipelines.graph as graph
-    import pipelines.tokenize as tokenize
+    import pipelines.tokenize.tokenizer as tokenizer_module
 
     counts = {"stages": 0}
 
@@ -131,7 +131,7 @@ def phases(argv: list[str]) -> dict:
             counts[kind] = sum(t.spec.urn.endswith(f":{kind}:v1") for t in leaves)
 
     timed(graph, "plan_run", "plan the run (pipelines.graph.plan_run)")
-    timed(tokenize, "load_tokenizer", "load the tokenizer")
+    timed(tokenizer_module, "load_tokenizer", "load the tokenizer")
     timed(graph, "build_pipeline", "build the graph")
     timed(beam_pipeline.Pipeline, "to_runner_api", "translate the graph (to_runner_api)")
     timed(

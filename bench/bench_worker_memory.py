@@ -52,7 +52,8 @@ def measure(size_bytes: int, workdir: str) -> dict:
     from pipelines.dedup.shingles import shingle_batch
     from pipelines.document import Document, ReadTask
     from pipelines.sources import get_source
-    from pipelines.tokenize import load_tokenizer, tokenize_batch
+    from pipelines.tokenize.encode import tokenize_batch
+    from pipelines.tokenize.tokenizer import load_tokenizer
     from pipelines.write import SpillWriter
 
     book = (CORPORA / "books" / "tinyshakespeare-input.txt").read_bytes()

@@ -28,9 +28,9 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from common.output_dir import OutputError, OutputFolder, claim_output_folder, tmp_name
 from dataset_format.indexed import FormatError, IndexedDatasetWriter, ShardInfo
 from dataset_format.manifest import MANIFEST_NAME, Manifest, TokenizerInfo, write_shard_set_manifest
-from common.output_dir import OutputError, OutputFolder, claim_output_folder, tmp_name
 from dataset_format.shardset import ShardSet
 
 GPT2_EOD = 50256

@@ -21,8 +21,8 @@ import shutil
 import unicodedata
 from collections.abc import Sequence
 
-from dataset_format.indexed import TOKEN_DTYPE_CODES, FormatError, ShardInfo, file_sha256
 from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped
+from dataset_format.indexed import TOKEN_DTYPE_CODES, FormatError, ShardInfo, file_sha256
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "mmidx-shard-set"

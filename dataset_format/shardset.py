@@ -19,6 +19,7 @@ import uuid
 
 import numpy as np
 
+from common.safe_io import TOKENIZER_CAP, format_bytes
 from dataset_format.indexed import (
     FormatError,
     IndexedDataset,
@@ -27,7 +28,6 @@ from dataset_format.indexed import (
     idx_path,
 )
 from dataset_format.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest
-from common.safe_io import TOKENIZER_CAP, format_bytes
 
 _COPY_BLOCK = 4 << 20
 

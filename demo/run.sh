@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 # stays in its own process (--direct_running_mode multi_processing would start one worker per core).
 
 echo "== 1/7 train a byte-level BPE tokenizer on the demo books"
-"$PY" -m pipelines.train_tokenizer --kind byte-level-bpe --source books \
+"$PY" -m pipelines.tokenize.train_tokenizer --kind byte-level-bpe --source books \
   --input 'demo/corpus/books/*.txt' --vocab-size 8192 --output "$OUT/tokenizer.json"
 
 echo "== 2/7 preprocess: books and Wikipedia -> clean -> dedup -> tokenize -> shards"

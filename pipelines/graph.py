@@ -11,12 +11,16 @@ import apache_beam as beam
 import numpy as np
 
 from dataset_format import dtype_for_vocab
+from pipelines.clean.transforms import Clean
 from pipelines.io import match_inputs
 from pipelines.options import PreprocessConfig
-from pipelines.runners import tokenizer_threads
+from pipelines.runner.runners import tokenizer_threads
 from pipelines.sources import check_options, get_source, sized_read_options
+from pipelines.sources.transforms import ReadSource
+from pipelines.stage import CountRejects
 from pipelines.stats import MergeCounts
-from pipelines.transforms import Clean, CountRejects, ReadSource, Tokenize, TokenizerRef
+from pipelines.tokenize.tokenizer_ref import TokenizerRef
+from pipelines.tokenize.transforms import Tokenize
 from pipelines.write import (
     TOKENIZER_NAME,
     DeleteSpillsDoFn,

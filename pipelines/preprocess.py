@@ -40,17 +40,17 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
     TestOptions,
 )
 
-from pipelines.beam_worker import (  # noqa: E402
+from pipelines.graph import build_pipeline, plan_run, prepare  # noqa: E402
+from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
+from pipelines.runner.beam_worker import (  # noqa: E402
     STANDBY_DIR_ENV,
     VERBOSE_ENV,
     StandbyWorkers,
     add_stderr_handler,
 )
-from pipelines.graph import build_pipeline, plan_run, prepare  # noqa: E402
-from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
-from pipelines.progress import ProgressDisplay  # noqa: E402
-from pipelines.reach import UnreachableError, check_reachable  # noqa: E402
-from pipelines.runners import (  # noqa: E402
+from pipelines.runner.progress import ProgressDisplay  # noqa: E402
+from pipelines.runner.reach import UnreachableError, check_reachable  # noqa: E402
+from pipelines.runner.runners import (  # noqa: E402
     beam_parser,
     planned_workers,
     resolve_runner,
@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str], verbose: bool) -> int:
-    from pipelines.tokenize import load_tokenizer
+    from pipelines.tokenize.tokenizer import load_tokenizer
 
     if "-h" in argv or "--help" in argv:
         _parser([PreprocessOptions]).print_help()

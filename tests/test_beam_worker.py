@@ -1,4 +1,4 @@
-"""Standby workers (pipelines/beam_worker.py): the launcher starts its workers' processes early,
+"""Standby workers (pipelines/runner/beam_worker.py): the launcher starts its workers' processes early,
 and the runner's workers hand over to them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import beam_worker
+from pipelines.runner import beam_worker
 
 REPO = Path(__file__).resolve().parents[1]
 GPT2 = REPO.parent / "shared" / "corpora" / "vocab" / "gpt2"
@@ -37,7 +37,7 @@ def test_a_standby_runs_the_handed_over_work_and_returns_its_exit_code(tmp_path,
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import json, os, sys\n"
-        "from pipelines import beam_worker\n"
+        "from pipelines.runner import beam_worker\n"
         "def fake():\n"
         "    with open(os.environ['PROBE_OUT'], 'w') as f:\n"
         "        json.dump({'env': os.environ.get('HANDED'), 'tmp': __import__('tempfile')"
@@ -85,7 +85,7 @@ def _in_a_fresh_process(code: str) -> dict:
 def test_unclaimed_standbys_are_stopped_and_their_directory_removed(warm):
     result = _in_a_fresh_process(
         "import json, os\n"
-        "from pipelines import beam_worker\n"
+        "from pipelines.runner import beam_worker\n"
         f"standbys = beam_worker.StandbyWorkers(2, verbose=False, warm={warm})\n"
         "standbys.close()\n"
         "print(json.dumps({'forked': standbys.forked,\n"
@@ -101,7 +101,7 @@ def test_a_forked_standby_keeps_none_of_the_launchers_descriptors(tmp_path):
     result = _in_a_fresh_process(
         "import json, os, sys, time\n"
         "from common.output_dir import try_lock_directory\n"
-        "from pipelines import beam_worker\n"
+        "from pipelines.runner import beam_worker\n"
         f"folder = {str(tmp_path)!r}\n"
         "fd = try_lock_directory(folder)\n"
         "standbys = beam_worker.StandbyWorkers(1, verbose=False, warm=lambda: None)\n"

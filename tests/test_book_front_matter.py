@@ -135,7 +135,7 @@ def test_page_markers_and_illustration_blocks_anywhere_are_cut():
 
 
 def test_books_source_counts_the_cut_in_meta_and_the_read_stage_audits_it():
-    from pipelines.transforms import ReadDoFn
+    from pipelines.sources.transforms import ReadDoFn
 
     read = ReadDoFn("books", keep_failures=True, progress_dir=None)
     read.setup()

@@ -147,7 +147,7 @@ def imported_modules(path: str) -> set[str]:
 def test_no_module_imports_a_commands_main_file():
     """A py_binary's own source is in no library, so under Bazel a module importing it would
     not find it: what two commands share lives in a library module (dedup reuses preprocess's
-    unknown-flag rule from pipelines.runners, not from pipelines.preprocess)."""
+    unknown-flag rule from pipelines.runner.runners, not from pipelines.preprocess)."""
     targets = evaluate_build()
     mains = {
         _module_of(src): name

@@ -1,4 +1,4 @@
-"""The preprocess pipeline on Beam's DaskRunner (our fixed subclass, pipelines/dask_runner.py)
+"""The preprocess pipeline on Beam's DaskRunner (our fixed subclass, pipelines/runner/dask_runner.py)
 against a dask.distributed LocalCluster of 2 worker processes: its shards are byte-identical to
 the DirectRunner's, with and without dedup. Inputs: the WebText sample documents as JSONL (every
 document twice, so dedup has work) and Gutenberg books."""
@@ -77,9 +77,9 @@ def test_multi_output_finish_bundle_side_inputs_and_every_leaf(cluster, tmp_path
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.util import assert_that, equal_to
 
-    from pipelines.dask_runner import DaskRunner
+    from pipelines.runner.dask_runner import DaskRunner
 
-    monkeypatch.setattr("pipelines.dask_runner.INLINE_DOFN_BYTES", inline_dofn_bytes)
+    monkeypatch.setattr("pipelines.runner.dask_runner.INLINE_DOFN_BYTES", inline_dofn_bytes)
 
     options = PipelineOptions([f"--dask_client_address={cluster.scheduler_address}"])
     with beam.Pipeline(runner=DaskRunner(), options=options) as p:
@@ -131,11 +131,11 @@ def _graph_size(client, pattern: str, tmp_path: Path) -> int:
     """Graph tasks of the whole preprocess pipeline (dedup on) over `pattern` on `client`."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.dask_runner import graph_bags
     from pipelines.graph import plan_run
     from pipelines.options import PreprocessConfig
-    from pipelines.tokenize import load_tokenizer
-    from pipelines.transforms import TokenizerRef
+    from pipelines.runner.dask_runner import graph_bags
+    from pipelines.tokenize.tokenizer import load_tokenizer
+    from pipelines.tokenize.tokenizer_ref import TokenizerRef
 
     argv = ["--source=jsonl", f"--input={pattern}", f"--output={tmp_path / 'out'}",
             f"--tokenizer={GPT2}", "--append-eod", "--num-buckets=2"]
@@ -168,7 +168,7 @@ def _graph_tasks(build) -> int:
     """Graph tasks of the pipeline `build(p)` makes (no Reshuffle: no client needed)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.dask_runner import graph_bags
+    from pipelines.runner.dask_runner import graph_bags
 
     pipeline = beam.Pipeline(options=PipelineOptions([]))
     build(pipeline)
@@ -203,7 +203,7 @@ def test_a_key_lands_in_the_same_split_in_every_process():
     list is the same on every worker; these were computed in another process."""
     from apache_beam import coders
 
-    from pipelines.dask_runner import _group_part, _Pick, _split_by_key
+    from pipelines.runner.dask_runner import _group_part, _Pick, _split_by_key
 
     coder = coders.FastPrimitivesCoder().as_deterministic_coder("test")
     keys = [b"band-0", (3, "doc-a"), "url", 12345, (0, b"\x00\xff")]
@@ -229,7 +229,7 @@ def test_a_partition_moves_between_workers_in_one_pickle():
     (seconds for a few MB of dedup band keys); a partition is pickled whole."""
     from distributed.protocol import deserialize, serialize
 
-    from pipelines.dask_runner import _Partition
+    from pipelines.runner.dask_runner import _Partition
 
     rows = [(b"band", n) for n in range(1000)]
     assert serialize(rows)[0].get("is-collection")
@@ -277,7 +277,7 @@ def test_the_installed_beam_has_every_internal_the_dask_runner_uses():
         missing += [f"DoFnInvoker.create_invoker({k}=)" for k in INVOKER_KEYWORDS
                     if k not in parameters]
     assert not missing, (
-        f"apache-beam {beam.__version__} lacks what pipelines/dask_runner.py uses: "
+        f"apache-beam {beam.__version__} lacks what pipelines/runner/dask_runner.py uses: "
         f"{', '.join(missing)}; it is tested with the versions pyproject.toml pins"
     )
 
@@ -287,7 +287,7 @@ def test_the_launcher_shows_progress_and_a_workers_first_failure(cluster, tmp_pa
                                                                  monkeypatch):
     """A record that cannot be read is counted on a worker; its file and offset reach the
     launcher's output as the worker logs it, and so do progress lines."""
-    monkeypatch.setattr("pipelines.dask_runner.PROGRESS_INTERVAL_S", 0.2)
+    monkeypatch.setattr("pipelines.runner.dask_runner.PROGRESS_INTERVAL_S", 0.2)
     texts = [p.read_text(encoding="utf-8") for p in
              sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))]
     lines = [json.dumps({"text": text}) for text in texts]

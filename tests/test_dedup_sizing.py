@@ -26,7 +26,7 @@ from pipelines.graph import plan_run
 from pipelines.io import InputFile
 from pipelines.options import PreprocessConfig
 from pipelines.sources import MIN_TASK_BYTES
-from pipelines.transforms import MIN_EXPANSION_BOUND_BYTES
+from pipelines.sources.transforms import MIN_EXPANSION_BOUND_BYTES
 from tests.conftest import CORPORA
 
 

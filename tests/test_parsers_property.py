@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dataset_format import FormatError, IndexedDataset, Manifest
 from common.safe_io import UnsafeInputError
+from dataset_format import FormatError, IndexedDataset, Manifest
 from tests.shard_fixtures import make_gpt_shards
 from tests.test_train_checkpoint import _save, _trained
 from train import checkpoint as ckpt

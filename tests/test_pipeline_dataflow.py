@@ -32,9 +32,11 @@ from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from pipelines.graph import build_pipeline, plan_run
 from pipelines.options import PreprocessConfig
 from pipelines.preprocess import unknown_arguments
-from pipelines.runners import resolve_runner, tokenizer_threads
-from pipelines.tokenize import load_tokenizer
-from pipelines.transforms import ReadSource, TokenizeDoFn, TokenizerRef
+from pipelines.runner.runners import resolve_runner, tokenizer_threads
+from pipelines.sources.transforms import ReadSource
+from pipelines.tokenize.tokenizer import load_tokenizer
+from pipelines.tokenize.tokenizer_ref import TokenizerRef
+from pipelines.tokenize.transforms import TokenizeDoFn
 from pipelines.write import LOCK_NAME, MARKER_NAME
 from tests.dataflow_fake_gcs import launcher_env
 
@@ -462,7 +464,7 @@ def test_readmes_dataflow_command_stages_the_job_to_gcs(launcher_venv, fake_gcs,
 
 # -- a launch without reach: one line naming the location, in seconds --------------------------
 def test_remote_locations_name_their_storage_service():
-    from pipelines.reach import endpoint
+    from pipelines.runner.reach import endpoint
 
     assert endpoint("gs://b/x", {}) == "https://storage.googleapis.com"
     assert endpoint("gs://b/x", {"STORAGE_EMULATOR_HOST": "127.0.0.1:9023"}) == (
@@ -497,7 +499,7 @@ def test_an_unreachable_bucket_fails_the_launch_in_one_line(monkeypatch, capsys)
 
 def test_a_bucket_that_never_answers_fails_the_launch_within_the_timeout(monkeypatch, capsys):
     """A loopback server that accepts the connection and never replies (a black hole)."""
-    monkeypatch.setattr("pipelines.reach.REACH_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("pipelines.runner.reach.REACH_TIMEOUT_S", 0.5)
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(4)
@@ -522,6 +524,6 @@ def test_a_bucket_that_never_answers_fails_the_launch_within_the_timeout(monkeyp
     ],
 )
 def test_tasks_are_sized_for_the_workers_the_runner_has(argv, local, workers):
-    from pipelines.runners import planned_workers
+    from pipelines.runner.runners import planned_workers
 
     assert planned_workers(PipelineOptions(argv), "DataflowRunner", local) == workers

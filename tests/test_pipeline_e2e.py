@@ -26,8 +26,10 @@ from dataset_format import IndexedDataset, Manifest, ShardSet
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document
 from pipelines.preprocess import main
+from pipelines.sentences import split_sentences
 from pipelines.sources import get_source
-from pipelines.tokenize import load_tokenizer, split_sentences, tokenize_batch
+from pipelines.tokenize.encode import tokenize_batch
+from pipelines.tokenize.tokenizer import load_tokenizer
 from pipelines.write import MARKER_NAME, bucket_of
 
 pytestmark = pytest.mark.slow

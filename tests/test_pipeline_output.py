@@ -20,8 +20,6 @@ import pytest
 import zstandard
 
 from dataset_format import INDEX_CACHE_DIR, MANIFEST_NAME, ShardSet
-from pipelines import transforms
-from pipelines.beam_worker import OwnMessagesOnly, add_stderr_handler
 from pipelines.document import ReadTask, TokenizedDocument
 from pipelines.preprocess import (
     RUN_TMP_PREFIX,
@@ -29,6 +27,8 @@ from pipelines.preprocess import (
     make_run_tmp,
     sweep_stale_run_tmps,
 )
+from pipelines.runner.beam_worker import OwnMessagesOnly, add_stderr_handler
+from pipelines.sources import transforms
 from pipelines.stats import AccountError, build_stats, check_stats
 from pipelines.write import (
     MARKER_NAME,

@@ -195,8 +195,8 @@ def test_the_pipeline_reads_one_big_jsonl_file_with_several_tasks(tmp_path):
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     from apache_beam.testing.util import assert_that, equal_to
 
+    from pipelines.sources.transforms import ReadSource
     from pipelines.stats import MergeCounts
-    from pipelines.transforms import ReadSource
 
     path = _write_jsonl(tmp_path / "owt.jsonl", _texts())
     expected, _ = _read_all(jsonl, str(path))
@@ -256,7 +256,7 @@ def test_split_tasks_count_their_own_bytes_not_the_whole_file(tmp_path):
     """Each kind of split task's input bytes add up to the file (they counted the whole file
     for the last, open-ended range: N ranges got N+1 ranges' worth of --max-expansion)."""
     from pipelines.sources import parquet, wikipedia
-    from pipelines.transforms import task_input_bytes
+    from pipelines.sources.transforms import task_input_bytes
 
     line_file = _write_jsonl(tmp_path / "owt.jsonl", _texts())
     tar_file = _tar(tmp_path / "books.tar", BOOKS)
@@ -283,8 +283,7 @@ def test_split_tasks_count_their_own_bytes_not_the_whole_file(tmp_path):
 def test_max_expansion_bounds_a_parquet_task_by_its_own_bytes(tmp_path, monkeypatch):
     """Books as Parquet expand ~2x (snappy): a bound of 10x their stored bytes never stops a
     task, while one of 10x the row-group count did."""
-    from pipelines import transforms
-    from pipelines.sources import parquet
+    from pipelines.sources import parquet, transforms
 
     monkeypatch.setattr(transforms, "MIN_EXPANSION_BOUND_BYTES", 1 << 10)
     tasks = parquet.plan(str(_parquet(tmp_path)), {"task_bytes": "200KB"})

@@ -14,8 +14,8 @@ import pytest
 
 from pipelines.document import Document
 from pipelines.sentences import split_sentences
-from pipelines.tokenize import tokenize_batch
-from pipelines.tokenizer import (
+from pipelines.tokenize.encode import tokenize_batch
+from pipelines.tokenize.tokenizer import (
     EOD_TOKEN,
     MAX_TOKENIZER_FILE_BYTES,
     TextTokenizer,
@@ -117,7 +117,7 @@ def test_literal_special_token_in_text_is_text_on_both_paths(gpt2):
 
 
 def test_fast_path_ranks_equal_the_published_tiktoken_file(gpt2):
-    from pipelines.tokenizer import _tiktoken_ranks
+    from pipelines.tokenize.tokenizer import _tiktoken_ranks
 
     ranks, special = _tiktoken_ranks(json.loads(gpt2.to_json()))
     published = {}
@@ -222,7 +222,7 @@ def _pipeline_saved_bert_json(tmp_path: Path) -> Path:
 
 
 def test_padding_and_truncation_of_a_saved_tokenizer_are_switched_off(bert, tmp_path):
-    from pipelines.transforms import TokenizerRef
+    from pipelines.tokenize.tokenizer_ref import TokenizerRef
 
     path = _pipeline_saved_bert_json(tmp_path)
     tokenizer = load_tokenizer(str(path))
@@ -251,8 +251,8 @@ def test_padding_and_truncation_of_a_saved_tokenizer_are_switched_off(bert, tmp_
 def test_a_worker_refuses_a_tokenizer_file_changed_since_the_run_started(
     gpt2, tmp_path, monkeypatch
 ):
-    from pipelines import tokenizer_ref
-    from pipelines.transforms import TokenizerRef
+    from pipelines.tokenize import tokenizer_ref
+    from pipelines.tokenize.tokenizer_ref import TokenizerRef
 
     path = tmp_path / "out" / "tokenizer.json"
     ref = TokenizerRef.save(gpt2, str(path))
@@ -279,7 +279,7 @@ def test_a_worker_refuses_a_tokenizer_file_changed_since_the_run_started(
 def test_shard_set_manifest_records_the_switched_off_settings(tmp_path):
     from pipelines.graph import plan_run, shard_set_spec
     from pipelines.options import PreprocessConfig
-    from pipelines.transforms import TokenizerRef
+    from pipelines.tokenize.tokenizer_ref import TokenizerRef
 
     path = _pipeline_saved_bert_json(tmp_path)
     tokenizer = load_tokenizer(str(path))
@@ -299,7 +299,7 @@ def test_tokenizer_without_padding_keeps_its_json_bytes(bert):
 
 def test_identity_is_the_same_in_another_process(gpt2):
     code = (
-        "import json, sys; from pipelines.tokenize import load_tokenizer; "
+        "import json, sys; from pipelines.tokenize.tokenizer import load_tokenizer; "
         "print(json.dumps(load_tokenizer(sys.argv[1]).identity()))"
     )
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONHASHSEED": "123"}

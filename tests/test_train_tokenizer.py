@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pipelines.clean import CleanConfig
-from pipelines.tokenize import load_tokenizer
-from pipelines.train_tokenizer import SampleStats, main, sample_texts, spread_indices
+from pipelines.tokenize.tokenizer import load_tokenizer
+from pipelines.tokenize.train_tokenizer import SampleStats, main, sample_texts, spread_indices
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -96,7 +96,7 @@ def test_nothing_left_after_cleaning_is_a_clear_error(tmp_path, capsys):
 
 def test_module_entry_point():
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.train_tokenizer", "--help"],
+        [sys.executable, "-m", "pipelines.tokenize.train_tokenizer", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -320,7 +320,7 @@ def c4_filter_lines(
     curly brace (C4 checks the policy phrases after it); and a paragraph break before a kept line
     is kept (C4 joins kept lines with single newlines), so the text keeps its paragraphs.
     """
-    from pipelines.tokenize import split_sentences  # one sentence rule for the whole project
+    from pipelines.sentences import split_sentences  # one sentence rule for the whole project
 
     kept: list[str] = []
     sentence_count = 0

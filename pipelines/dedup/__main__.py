@@ -17,7 +17,7 @@ enough for the input's rows, read from the Parquet footers before the graph is b
 OUTPUT is claimed as preprocess claims its shard sets (`pipelines.write.claim_output`, the
 ownership rule of `common.output_dir`): a folder holding files this tool did not write
 is refused, and an earlier dedup output is replaced only with --overwrite. Flags neither dedup
-nor Beam knows are refused too, by preprocess's rule (`pipelines.runners.unknown_arguments`).
+nor Beam knows are refused too, by preprocess's rule (`pipelines.runner.runners.unknown_arguments`).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def unknown_flags(beam_args: list[str]) -> list[str]:
     """The flags of `beam_args` that Beam does not know: preprocess's rule, with preprocess's
     own flags counted as unknown here (Beam would take them and ignore them)."""
     from pipelines.options import PreprocessOptions
-    from pipelines.runners import unknown_arguments
+    from pipelines.runner.runners import unknown_arguments
 
     return unknown_arguments(beam_args, exclude=(PreprocessOptions,))
 

@@ -12,7 +12,7 @@ components.) The characters of text a file yields:
   compressed stream nor a tar: at most CLEANED_CHARS_PER_BYTE a byte;
 - any other file (compressed, an archive of compressed members, one whose head was not read):
   what the readers let a task produce, --max-expansion x its bytes but never less than
-  transforms.MIN_EXPANSION_BOUND_BYTES, summed over as many tasks as the file can be cut into;
+  sources/transforms.py's MIN_EXPANSION_BOUND_BYTES, summed over as many tasks as the file can be cut into;
   no bound when --max-expansion is 0;
 - a remote file listed without a size (size 0): no bound.
 
@@ -91,7 +91,7 @@ def file_chars_bound(size: int, plain: bool, max_expansion: float, task_bytes: i
     """Most characters of cleaned text a file of `size` bytes yields (module docstring); None
     when nothing bounds it."""
     from pipelines.sources import MIN_TASK_BYTES
-    from pipelines.transforms import MIN_EXPANSION_BOUND_BYTES
+    from pipelines.sources.transforms import MIN_EXPANSION_BOUND_BYTES
 
     if plain:
         return int(size * CLEANED_CHARS_PER_BYTE)

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
 
-from dataset_format import MANIFEST_NAME, Manifest, ShardInfo, TokenizerInfo
 from common.output_dir import base_name
+from dataset_format import MANIFEST_NAME, Manifest, ShardInfo, TokenizerInfo
 from pipelines.stats import AccountError, build_stats, check_stats
 from pipelines.write.output import (
     REJECTS_DIR,

@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam import pvalue
 
 from dataset_format import IndexedDatasetWriter, ShardInfo
-from pipelines import progress as progress_lib
+from pipelines.runner import progress as progress_lib
 from pipelines.stats import BundleCounts
 from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
 from pipelines.write.spill import SpillFile

@@ -21,7 +21,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 
-from dataset_format import INDEX_CACHE_DIR, MANIFEST_NAME
 from common.output_dir import (
     FINISHED,
     LOCK_NAME,
@@ -37,6 +36,7 @@ from common.output_dir import (
     try_lock_directory,
     write_atomic,
 )
+from dataset_format import INDEX_CACHE_DIR, MANIFEST_NAME
 
 __all__ = ["LOCK_NAME", "MARKER_NAME", "OutputError", "try_lock_directory"]  # re-exported
 

@@ -9,9 +9,9 @@ from typing import Protocol
 
 import numpy as np
 
+from common.safe_io import TOKENIZER_CAP, read_bytes_capped
 from dataset_format import SPECIAL_TOKEN_NAMES, ShardSet, TokenizerInfo
 from dataset_format.manifest import MAX_VOCAB_SIZE
-from common.safe_io import TOKENIZER_CAP, read_bytes_capped
 
 DataSource = tuple[float, str]  # (weight, path of a shard-set dir or a bare .bin/.idx prefix)
 SPLIT_NAMES = ("train", "valid", "test")

@@ -1,16 +1,12 @@
-"""The tokenize stage: a batch of documents to token sequences, one `encode_batch` call each.
+"""A batch of documents to token sequences, one `encode_batch` call each.
 
-    tokenizer = load_tokenizer("/path/gpt2")            # pipelines.tokenizer
+    tokenizer = load_tokenizer("/path/gpt2")            # pipelines.tokenize.tokenizer
     docs, rejects = tokenize_batch(batch, tokenizer, split_sentences=False, append_eod=True,
                                    min_tokens=128)
 
 Minimum length: Megatron's OpenWebText cleanup drops documents shorter than 128 GPT-2 tokens;
 preprocess should pass `min_tokens=128` for web text with a GPT-2 vocabulary and 0 (keep every
 non-empty document) for curated sources.
-
-`load_tokenizer`, `TextTokenizer`, the special-token names and `split_sentences` are imported
-from here by the launcher, the workers and train_tokenizer, as they were before tokenizer files
-and sentence splitting got modules of their own.
 """
 
 from __future__ import annotations
@@ -22,16 +18,7 @@ import numpy as np
 from dataset_format import SPECIAL_TOKEN_NAMES
 from pipelines.document import Document, Reject, TokenizedDocument
 from pipelines.sentences import split_sentences
-from pipelines.tokenizer import BERT_SPECIAL_TOKENS, EOD_TOKEN, TextTokenizer, load_tokenizer
-
-__all__ = [
-    "BERT_SPECIAL_TOKENS",
-    "EOD_TOKEN",
-    "TextTokenizer",
-    "load_tokenizer",
-    "split_sentences",
-    "tokenize_batch",
-]
+from pipelines.tokenize.tokenizer import TextTokenizer
 
 # tokenize_batch's flag of the same name shadows the function there.
 _split_into_sentences = split_sentences

@@ -36,7 +36,7 @@ def import_runner_options(argv: Sequence[str]) -> None:
     that its flags are known: a run on it names it or passes one of its flags."""
     if any("DaskRunner" in arg or arg.startswith("--dask_") for arg in argv):
         try:
-            import pipelines.dask_runner  # noqa: F401
+            import pipelines.runner.dask_runner  # noqa: F401
         except ImportError as error:
             raise ValueError(
                 f"the DaskRunner needs dask: pip install 'shardsmith[dask]' ({error})"
@@ -72,8 +72,8 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: i
     standard = options.view_as(StandardOptions)
     name = standard.runner
     if name in ("DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):
-        # Beam 2.77 knows no short name for it, and its own loses data (pipelines/dask_runner.py)
-        from pipelines.dask_runner import DaskRunner
+        # Beam 2.77 knows no short name for it, and its own loses data (pipelines/runner/dask_runner.py)
+        from pipelines.runner.dask_runner import DaskRunner
 
         return DaskRunner(), False
     if name is not None and name not in LOCAL_PYTHON_RUNNERS:
@@ -91,7 +91,7 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: i
         direct.direct_num_workers = 1 if direct.direct_running_mode == "in_memory" else 0
     provision = None
     if direct.direct_running_mode == "multi_processing":
-        # Worker processes start with `python -m pipelines.beam_worker`: they must import this
+        # Worker processes start with `python -m pipelines.runner.beam_worker`: they must import this
         # package from wherever it is, installed or not.
         path = os.environ.get("PYTHONPATH", "")
         if REPO_ROOT not in path.split(os.pathsep):
@@ -111,7 +111,7 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: i
         # the command through `sh -c`; `exec` leaves no shell in between, which a Ctrl-C would
         # kill (the worker itself ignores it) and the runner report as a failed worker.
         environment = SubprocessSDKEnvironment.from_command_string(
-            f"exec {sys.executable} -m pipelines.beam_worker"
+            f"exec {sys.executable} -m pipelines.runner.beam_worker"
         )
         direct.direct_running_mode = None
         return FnApiRunner(default_environment=environment, provision_info=provision), True

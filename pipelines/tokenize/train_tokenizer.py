@@ -1,6 +1,6 @@
-"""`python -m pipelines.train_tokenizer`: train a tokenizer on a sample of a corpus.
+"""`python -m pipelines.tokenize.train_tokenizer`: train a tokenizer on a sample of a corpus.
 
-    python -m pipelines.train_tokenizer --kind byte-level-bpe --source books \\
+    python -m pipelines.tokenize.train_tokenizer --kind byte-level-bpe --source books \\
         --input 'corpus/books/*.txt' --vocab-size 32000 --output out/tokenizer.json
 
 The sample is read through the same source reader and cleaner as `pipelines.preprocess`, so
@@ -10,11 +10,11 @@ task's share ending at a word boundary), then, while the budget lasts, from the 
 
 - byte-level-bpe (GPT): BPE with GPT-2's ByteLevel pre-tokenizer and decoder, the 256 byte
   symbols as initial alphabet, and `<|endoftext|>` as special token (id 0). Without
-  --lowercase it gets the tiktoken fast path in `pipelines.tokenize`.
+  --lowercase it gets the tiktoken fast path in `pipelines.tokenize.tokenizer`.
 - wordpiece (BERT): WordPiece with BertNormalizer (lower-casing with --lowercase),
   BertPreTokenizer, and [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0..4).
 
-The output is a tokenizers JSON that `pipelines.tokenize.load_tokenizer` (and --tokenizer of
+The output is a tokenizers JSON that `pipelines.tokenize.tokenizer.load_tokenizer` (and --tokenizer of
 preprocess) loads. A one-line JSON summary goes to stdout.
 """
 
@@ -29,12 +29,17 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
-from pipelines.beam_worker import add_stderr_handler
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document, Failure
-from pipelines.tokenize import BERT_SPECIAL_TOKENS, EOD_TOKEN, TextTokenizer, load_tokenizer
+from pipelines.runner.beam_worker import add_stderr_handler
+from pipelines.tokenize.tokenizer import (
+    BERT_SPECIAL_TOKENS,
+    EOD_TOKEN,
+    TextTokenizer,
+    load_tokenizer,
+)
 
-LOG = logging.getLogger("pipelines.train_tokenizer")
+LOG = logging.getLogger("pipelines.tokenize.train_tokenizer")
 KINDS = ("byte-level-bpe", "wordpiece")
 # One read task per this much sample: enough files to be representative, few enough that
 # each contributes whole paragraphs rather than a line.
@@ -169,7 +174,7 @@ def train_tokenizer(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pipelines.train_tokenizer",
+        prog="python -m pipelines.tokenize.train_tokenizer",
         description="Train a byte-level BPE (GPT) or WordPiece (BERT) tokenizer on a corpus sample.",
     )
     parser.add_argument("--kind", required=True, choices=KINDS)

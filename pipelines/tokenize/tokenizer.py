@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from dataset_format import SPECIAL_TOKEN_NAMES
 from common.safe_io import MIB, format_bytes, parse_json, read_bytes_capped
+from dataset_format import SPECIAL_TOKEN_NAMES
 
 # The largest tokenizer files in use are tens of MB (a 256k-token multilingual tokenizer.json
 # is ~35 MB); a file past this is not a tokenizer, and reading it whole could fill memory.
@@ -214,7 +214,7 @@ def load_tokenizer(spec: str, *, lowercase: bool | None = None) -> TextTokenizer
     """Load a tokenizer; never downloads anything.
 
     `spec` is one of
-    - a Hugging Face `tokenizers` JSON file (what `python -m pipelines.train_tokenizer` writes);
+    - a Hugging Face `tokenizers` JSON file (what `python -m pipelines.tokenize.train_tokenizer` writes);
     - GPT-2 byte-level BPE: "vocab.json,merges.txt" (either order) or a directory holding both,
       or OpenAI's original names for the same two files, encoder.json + vocab.bpe, or a
       tiktoken ranks file `*.tiktoken` (`<|endoftext|>` is the end-of-document token, id 50256

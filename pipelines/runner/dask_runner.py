@@ -474,7 +474,9 @@ def _import_pipeline_modules() -> None:
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.NullHandler())
-    import pipelines.transforms  # noqa: F401  (what unpickling our DoFns imports)
+    import pipelines.clean.transforms  # noqa: F401  (what unpickling our DoFns imports)
+    import pipelines.sources.transforms  # noqa: F401
+    import pipelines.tokenize.transforms  # noqa: F401
     import pipelines.write  # noqa: F401
 
 

@@ -10,7 +10,7 @@ Standby workers. A worker spends ~1.5 s importing Beam and our modules before it
 work, and the runner starts its workers only once the launcher has built and translated the
 graph. So the launcher starts its workers' processes first (`StandbyWorkers`): each imports
 all that, then waits on a Unix socket in a directory of the run. When the runner starts a
-worker (`python -m pipelines.beam_worker`, with the directory in SHARDSMITH_STANDBY_DIR), that
+worker (`python -m pipelines.runner.beam_worker`, with the directory in SHARDSMITH_STANDBY_DIR), that
 short-lived process claims one standby by renaming its socket (atomic: two workers never claim
 the same one), hands it its environment (the runner's control and logging addresses), and
 waits for it to finish, exiting with its code. Without a standby left, it runs the worker
@@ -175,7 +175,9 @@ def _import_worker_modules() -> None:
     modules unpickling our DoFns imports."""
     from apache_beam.runners.worker import sdk_worker_main  # noqa: F401
 
-    import pipelines.transforms  # noqa: F401
+    import pipelines.clean.transforms  # noqa: F401
+    import pipelines.sources.transforms  # noqa: F401
+    import pipelines.tokenize.transforms  # noqa: F401
     import pipelines.write  # noqa: F401
 
 
@@ -262,7 +264,7 @@ def _close_inherited_descriptors() -> None:
 
 def _apply_mmap_threshold() -> None:
     """glibc reads MALLOC_MMAP_THRESHOLD_ when a process starts; a forked standby starts with
-    the launcher's setting, so it applies the run's (pipelines/runners.py says why) itself."""
+    the launcher's setting, so it applies the run's (pipelines/runner/runners.py says why) itself."""
     threshold = os.environ.get("MALLOC_MMAP_THRESHOLD_")
     if not threshold:
         return
@@ -351,7 +353,7 @@ class StandbyWorkers:
                     _forked_standby(self.directory, str(i), verbose)
                 self.processes.append(_ForkedProcess(pid))
                 continue
-            command = [sys.executable, "-m", "pipelines.beam_worker", "--standby"]
+            command = [sys.executable, "-m", "pipelines.runner.beam_worker", "--standby"]
             self.processes.append(
                 subprocess.Popen(
                     [*command, self.directory, str(i)], env=env, stdin=subprocess.DEVNULL

@@ -1,0 +1,49 @@
+"""The clean stage's Beam transform: Clean, Documents -> cleaned Documents (and Rejects)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import apache_beam as beam
+
+from pipelines.document import Document, Reject
+from pipelines.stage import CountingDoFn, stage_error
+
+
+class CleanDoFn(CountingDoFn):
+    def __init__(self, config, keep_rejects: bool):
+        self.config = config
+        self.keep_rejects = keep_rejects
+
+    def process(self, doc: Document) -> Iterator:
+        from pipelines.clean import clean_document
+
+        try:
+            result = clean_document(doc, self.config)
+        except Exception as error:
+            yield from self._fail(stage_error(doc.id, "clean", error), self.keep_rejects)
+            return
+        if isinstance(result, Reject):
+            yield from self._reject(result, self.keep_rejects)
+        else:
+            yield result
+
+
+class Clean(beam.PTransform):
+    """PCollection[Document] -> {"documents", "rejects", "failures", "counts"}."""
+
+    def __init__(self, config, *, keep_rejects: bool = False):
+        super().__init__()
+        self.config = config
+        self.keep_rejects = keep_rejects
+
+    def expand(self, documents):
+        cleaned = documents | "Clean" >> beam.ParDo(
+            CleanDoFn(self.config, self.keep_rejects)
+        ).with_outputs("rejects", "failures", "counts", main="documents")
+        return {
+            "documents": cleaned.documents,
+            "rejects": cleaned.rejects,
+            "failures": cleaned.failures,
+            "counts": cleaned.counts,
+        }

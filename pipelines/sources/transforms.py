@@ -1,0 +1,245 @@
+"""The read stage's Beam transform: ReadSource, an input pattern -> Documents (and Failures),
+planned, split and read on workers by the source module `--source` names."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+
+import apache_beam as beam
+from apache_beam import pvalue
+
+from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask, Reject
+from pipelines.runner import progress as progress_lib
+from pipelines.stage import CountingDoFn, stage_error
+from pipelines.stats import INPUT_BYTES, file_failure_key, input_loss_counts
+
+LOG = logging.getLogger(__name__)
+
+
+def _where(task: ReadTask) -> str:
+    return task.path if task.end < 0 else f"{task.path}[{task.start}:{task.end}]"
+
+
+def task_input_bytes(task: ReadTask) -> int:
+    """Bytes of input a task reads (sources.input_bytes): its own byte range or row groups, not
+    the whole file of a split one, so that N tasks of a file together get one file's bound."""
+    from pipelines.sources import get_source, input_bytes
+
+    return input_bytes(get_source(task.source), task)
+
+
+# Below this much text a task is never stopped, whatever its ratio: a tiny file may hold a
+# short, very repetitive document.
+MIN_EXPANSION_BOUND_BYTES = 64 << 20
+
+
+def expansion_bound(input_bytes: int, max_expansion: float) -> float:
+    """Most bytes of text a task of `input_bytes` may produce (inf: no bound)."""
+    if max_expansion <= 0:
+        return float("inf")
+    return max(input_bytes * max_expansion, MIN_EXPANSION_BOUND_BYTES)
+
+
+class _SourceTaskDoFn(CountingDoFn):
+    """A DoFn on one source's ReadTasks: the source module and the progress reporter are set up
+    once per worker, and the reporter flushed at each bundle's end."""
+
+    def __init__(self, source: str, progress_dir: str | None):
+        self.source_name = source
+        self.progress_dir = progress_dir
+
+    def setup(self) -> None:
+        from pipelines.sources import get_source
+
+        self.source = get_source(self.source_name)
+        self.progress = progress_lib.reporter(self.progress_dir)
+
+    def finish_bundle(self) -> Iterator:
+        if self.progress:
+            self.progress.flush()
+        yield from super().finish_bundle()
+
+
+class ReadDoFn(_SourceTaskDoFn):
+    def __init__(
+        self,
+        source: str,
+        keep_failures: bool,
+        progress_dir: str | None,
+        max_expansion: float = 0.0,
+    ):
+        super().__init__(source, progress_dir)
+        self.keep_failures = keep_failures
+        self.max_expansion = max_expansion
+
+    def process(self, task: ReadTask) -> Iterator:
+        records = 0
+        text_bytes, bound = 0, float("inf")
+        input_bytes = task_input_bytes(task)
+        self.counts.inc(INPUT_BYTES, input_bytes)
+        if self.max_expansion > 0:
+            bound = expansion_bound(input_bytes, self.max_expansion)
+        try:
+            for record in self.source.read(task):
+                records += 1
+                if isinstance(record, Document):
+                    size = len(record.text.encode("utf-8"))
+                    text_bytes += size
+                    if text_bytes > bound:
+                        # A decompression bomb: stop the task here, so its output (spill,
+                        # shards) stays within max_expansion x the input.
+                        self.counts.inc("read_failures")
+                        yield from self._fail(
+                            Failure(
+                                location=_where(task),
+                                reason="expansion_limit",
+                                detail=f"more than {bound / 1e6:,.0f} MB of text from "
+                                f"{task_input_bytes(task):,} input bytes (--max-expansion "
+                                f"{self.max_expansion:g}); the rest of the task is skipped",
+                            ),
+                            self.keep_failures,
+                        )
+                        break
+                    self.counts.inc("docs_read")
+                    self.counts.inc("bytes_read", size)
+                    if self.progress:
+                        self.progress.add(docs_read=1, bytes_read=size)
+                    yield record
+                    yield from self._parts_removed(record)
+                else:
+                    self.counts.inc("read_failures")
+                    self.counts.inc(file_failure_key(task.path, record.reason))
+                    for name, lost in input_loss_counts(record, input_bytes).items():
+                        self.counts.inc(name, lost)
+                    yield from self._fail(record, self.keep_failures)
+        except Exception as error:  # a reader bug must not end a long run: count it, go on
+            records += 1
+            self.counts.inc("read_failures")
+            # The records after the error were never read, so nothing can count them: the
+            # run fails at the end (stats.check_stats) rather than report a false account.
+            self.counts.inc("read_tasks_cut_short")
+            yield from self._fail(stage_error(_where(task), "read", error), self.keep_failures)
+        if records == 0 and task.start == 0 and task.end < 0:
+            # Nothing to account for, but an empty file is usually a mistake worth seeing (a
+            # range of a split file may hold no record start: a longer record owns it).
+            LOG.warning("%s: no records (an empty input)", _where(task))
+            self.counts.inc("empty_tasks")
+        self.counts.inc("tasks_read")
+        if self.progress:
+            self.progress.add(tasks=1)
+
+    def _parts_removed(self, doc: Document) -> Iterator:
+        """A kept document the source cut parts of (a book's front matter): counted, and its
+        note written to the rejects audit when rejects are kept."""
+        removed = doc.meta.get(PARTS_REMOVED)
+        if removed:
+            self.counts.inc("docs_with_parts_removed")
+            if self.keep_failures:
+                yield pvalue.TaggedOutput(
+                    "failures", Reject(doc.id, doc.source, PARTS_REMOVED, removed)
+                )
+
+
+class PlanDoFn(CountingDoFn):
+    """The input pattern -> the source's per-file ReadTasks (a listing: one worker does it, as
+    Beam's MatchFiles does). A pattern that cannot be planned is one counted, logged Failure.
+    Its input is one Impulse: the pattern is the DoFn's own (a Create is four transforms)."""
+
+    def __init__(self, source: str, pattern: str, options: Mapping[str, str], keep_failures: bool):
+        self.source_name = source
+        self.pattern = pattern
+        self.options = dict(options)
+        self.keep_failures = keep_failures
+
+    def process(self, _once: bytes) -> Iterator:
+        from pipelines.sources import get_source
+
+        try:
+            tasks = get_source(self.source_name).plan(self.pattern, self.options)
+        except (ValueError, OSError) as error:  # FileNotFoundError included
+            self.counts.inc("read_failures")
+            failure = Failure(location=self.pattern, reason="plan_error", detail=str(error))
+            yield from self._fail(failure, self.keep_failures)
+            return
+        self.counts.inc("files_planned", len(tasks))
+        yield from tasks
+
+
+class SplitDoFn(_SourceTaskDoFn):
+    """A file's ReadTask -> the tasks the source cuts it into (sources/ranges.py: byte ranges
+    of a big JSONL file, member ranges of a big tar); most files stay one task."""
+
+    def process(self, task: ReadTask) -> Iterator:
+        from pipelines.sources import split_task
+
+        try:
+            tasks = split_task(self.source, task)
+        except Exception:  # a splitting bug costs parallelism, never data: read it whole
+            LOG.exception("%s: could not be split; read as one task", task.path)
+            tasks = [task]
+        self.counts.inc("tasks_planned", len(tasks))
+        if self.progress:
+            self.progress.add(tasks_planned=len(tasks))
+        yield from tasks
+
+
+class ReadSource(beam.PTransform):
+    """PBegin -> {"documents", "failures", "counts"} from an input pattern.
+
+    Tasks are planned at run time, not on the launcher: the graph holds the pattern only, so
+    its size does not grow with the number of files (a million small files would otherwise
+    inline a million tasks into the job). The pattern is listed on one worker, each file's task
+    is split where its format allows on whichever worker the first Reshuffle sends it to, and
+    the second Reshuffle spreads the tasks over every worker; each task is read start to end
+    on one worker.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        pattern: str,
+        options: Mapping[str, str] | None = None,
+        *,
+        keep_failures: bool = False,
+        progress_dir: str | None = None,
+        max_expansion: float = 0.0,
+    ):
+        super().__init__()
+        self.source = source
+        self.pattern = pattern
+        self.options = dict(options or {})
+        self.keep_failures = keep_failures
+        self.progress_dir = progress_dir
+        self.max_expansion = max_expansion
+
+    def expand(self, pbegin):
+        planned = (
+            pbegin
+            | "Once" >> beam.Impulse()
+            | "Plan"
+            >> beam.ParDo(
+                PlanDoFn(self.source, self.pattern, self.options, self.keep_failures)
+            ).with_outputs("failures", "counts", main="tasks")
+        )
+        tasks = (
+            planned.tasks
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "Split"
+            >> beam.ParDo(SplitDoFn(self.source, self.progress_dir)).with_outputs(
+                "counts", main="tasks"
+            )
+        )
+        read = (
+            tasks.tasks
+            | "SpreadTasks" >> beam.Reshuffle()
+            | "Read"
+            >> beam.ParDo(
+                ReadDoFn(self.source, self.keep_failures, self.progress_dir, self.max_expansion)
+            ).with_outputs("failures", "counts", main="documents")
+        )
+        return {
+            "documents": read.documents,
+            "failures": (planned.failures, read.failures) | "Failures" >> beam.Flatten(),
+            "counts": (planned.counts, tasks.counts, read.counts) | "Counts" >> beam.Flatten(),
+        }

@@ -1,0 +1,6 @@
+"""The tokenize stage: a tokenizer's files read into a `TextTokenizer` (`tokenizer`), the
+reference every worker loads it from (`tokenizer_ref`), batched encoding of documents
+(`encode`), its Beam transform (`transforms`), and `python -m pipelines.tokenize.train_tokenizer`.
+
+Importing this package imports none of them: the tokenizers library loads only where it is used.
+"""

@@ -1,0 +1,154 @@
+"""The tokenize stage's Beam transform: Tokenize, Documents -> TokenizedDocuments, one
+`encode_batch` call per batch of documents."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import apache_beam as beam
+
+from pipelines.document import Document
+from pipelines.runner import progress as progress_lib
+from pipelines.stage import CountingDoFn, stage_error, windowed
+from pipelines.tokenize.tokenizer_ref import TokenizerRef
+
+
+class TokenizeDoFn(CountingDoFn):
+    """Buffers documents and tokenizes them with one encode_batch call per batch."""
+
+    def __init__(
+        self,
+        tokenizer_ref: TokenizerRef,
+        *,
+        split_sentences: bool,
+        append_eod: bool,
+        min_tokens: int,
+        batch_docs: int,
+        batch_bytes: int,
+        keep_rejects: bool,
+        progress_dir: str | None,
+        threads: int | None = None,
+    ):
+        self.tokenizer_ref = tokenizer_ref
+        self.threads = threads
+        self.split_sentences = split_sentences
+        self.append_eod = append_eod
+        self.min_tokens = min_tokens
+        self.batch_docs = batch_docs
+        self.batch_bytes = batch_bytes
+        self.keep_rejects = keep_rejects
+        self.progress_dir = progress_dir
+
+    def setup(self) -> None:
+        if self.threads:
+            # Before the tokenizer's first call: RAYON_NUM_THREADS sizes the pools of both
+            # tokenizers and tiktoken, and Rayon reads it once per process. A value set on
+            # the worker by hand wins.
+            os.environ.setdefault("RAYON_NUM_THREADS", str(self.threads))
+        self.tokenizer = self.tokenizer_ref.load()
+        self.progress = progress_lib.reporter(self.progress_dir)
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self.batch: list[Document] = []
+        self.batch_chars = 0
+
+    def process(self, doc: Document) -> Iterator:
+        self.batch.append(doc)
+        self.batch_chars += len(doc.text)  # characters: a cheap stand-in for bytes
+        if len(self.batch) >= self.batch_docs or self.batch_chars >= self.batch_bytes:
+            yield from self._flush()
+
+    def _tokenize(self, docs: list[Document]):
+        from pipelines.tokenize.encode import tokenize_batch
+
+        return tokenize_batch(
+            docs,
+            self.tokenizer,
+            split_sentences=self.split_sentences,
+            append_eod=self.append_eod,
+            min_tokens=self.min_tokens,
+        )
+
+    def _flush(self) -> Iterator:
+        docs, self.batch, self.batch_chars = self.batch, [], 0
+        if not docs:
+            return
+        try:
+            results = [self._tokenize(docs)]
+        except Exception:
+            # Find the document that breaks the batch: tokenize one by one.
+            results = []
+            for doc in docs:
+                try:
+                    results.append(self._tokenize([doc]))
+                except Exception as error:
+                    yield from self._fail(
+                        stage_error(doc.id, "tokenize", error), self.keep_rejects
+                    )
+        tokens = 0
+        for tokenized, rejects in results:
+            for reject in rejects:
+                yield from self._reject(reject, self.keep_rejects)
+            for doc in tokenized:
+                tokens += sum(len(s) for s in doc.sequences)
+                yield doc
+            self.counts.inc("docs_tokenized", len(tokenized))
+        self.counts.inc("tokens_tokenized", tokens)
+        if self.progress:
+            self.progress.add(docs_tokenized=len(docs), tokens=tokens)
+
+    def finish_bundle(self) -> Iterator:
+        for output in self._flush():
+            yield windowed(output)
+        if self.progress:
+            self.progress.flush()
+        yield from super().finish_bundle()
+
+
+class Tokenize(beam.PTransform):
+    """PCollection[Document] -> {"documents" (TokenizedDocument), "rejects", "failures", "counts"}."""
+
+    def __init__(
+        self,
+        tokenizer_ref: TokenizerRef,
+        *,
+        split_sentences: bool = False,
+        append_eod: bool = False,
+        min_tokens: int = 0,
+        batch_docs: int = 256,
+        batch_bytes: int = 4 << 20,
+        keep_rejects: bool = False,
+        progress_dir: str | None = None,
+        threads: int | None = None,
+    ):
+        """`threads`: the tokenizer pool's size in each worker process (None: its default,
+        every core of the machine); preprocess.tokenizer_threads picks it per runner."""
+        super().__init__()
+        if append_eod and "eod" not in tokenizer_ref.special_ids:
+            raise ValueError(
+                f"--append-eod: the {tokenizer_ref.kind} tokenizer has no end-of-document token"
+            )
+        self.dofn = TokenizeDoFn(
+            tokenizer_ref,
+            split_sentences=split_sentences,
+            append_eod=append_eod,
+            min_tokens=min_tokens,
+            batch_docs=batch_docs,
+            batch_bytes=batch_bytes,
+            keep_rejects=keep_rejects,
+            progress_dir=progress_dir,
+            threads=threads,
+        )
+
+    def expand(self, documents):
+        tokenized = documents | "Tokenize" >> beam.ParDo(self.dofn).with_outputs(
+            "rejects", "failures", "counts", main="documents"
+        )
+        return {
+            "documents": tokenized.documents,
+            "rejects": tokenized.rejects,
+            "failures": tokenized.failures,
+            "counts": tokenized.counts,
+        }
