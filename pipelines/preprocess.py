@@ -106,7 +106,7 @@ def _read_stats(output: str) -> dict | None:
 RUN_TMP_PREFIX = "shardsmith-run-"
 # A run's temporary directory younger than this is never swept: its owner may not have locked
 # it yet.
-_SWEEP_MIN_AGE_S = 60.0
+SWEEP_MIN_AGE_S = 60.0
 
 
 def make_run_tmp(parent: str | None = None) -> tuple[str, int]:
@@ -131,7 +131,7 @@ def sweep_stale_run_tmps(parent: str | None = None) -> list[str]:
         if not entry.name.startswith(RUN_TMP_PREFIX) or not entry.is_dir(follow_symlinks=False):
             continue
         try:
-            if time.time() - entry.stat(follow_symlinks=False).st_mtime < _SWEEP_MIN_AGE_S:
+            if time.time() - entry.stat(follow_symlinks=False).st_mtime < SWEEP_MIN_AGE_S:
                 continue
             fd = try_lock_directory(entry.path)
         except OSError:
@@ -182,7 +182,7 @@ def failure_line(error: BaseException, output: str, verbose: bool) -> str:
     return f"{last}{more}"
 
 
-def _not_finished_line(options: PipelineOptions, output: str) -> str:
+def not_finished_line(options: PipelineOptions, output: str) -> str:
     """What a run that returned without a finished set did: Dataflow's --dry_run and
     --template_location submit nothing."""
     if str(options.view_as(TestOptions).dry_run).lower() == "true":  # a string option
@@ -380,7 +380,7 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
             os.close(lock_fd)
     stats = _read_stats(config.output)
     if stats is None:  # a remote runner that returned before the job finished
-        print(f"preprocess: {_not_finished_line(options, config.output)}", file=sys.stderr)
+        print(f"preprocess: {not_finished_line(options, config.output)}", file=sys.stderr)
         return 0
     _remove_work_area(config.output)  # what is left: spill files of retried bundles
     print(format_report(stats))

@@ -203,23 +203,23 @@ def test_a_key_lands_in_the_same_split_in_every_process():
     list is the same on every worker; these were computed in another process."""
     from apache_beam import coders
 
-    from pipelines.runner.dask_runner import _group_part, _Pick, _split_by_key
+    from pipelines.runner.dask_runner import Pick, group_part, split_by_key
 
     coder = coders.FastPrimitivesCoder().as_deterministic_coder("test")
     keys = [b"band-0", (3, "doc-a"), "url", 12345, (0, b"\x00\xff")]
     items = [(key, n) for n, key in enumerate(keys)] * 2
-    splits = _split_by_key(_Pick(False), 8, coder, items)
+    splits = split_by_key(Pick(False), 8, coder, items)
     assert [next(i for i, s in enumerate(splits) if key in dict(s))
             for key in keys] == [0, 2, 7, 4, 7]
-    more = _split_by_key(_Pick(False), 8, coder, [("url", 9)])
-    assert dict(_group_part(7, coder, splits, more)) == {"url": [2, 2, 9], (0, b"\x00\xff"): [4, 4]}
+    more = split_by_key(Pick(False), 8, coder, [("url", 9)])
+    assert dict(group_part(7, coder, splits, more)) == {"url": [2, 2, 9], (0, b"\x00\xff"): [4, 4]}
     # values move un-windowed (a windowed value pickles 6x slower)
     from apache_beam.transforms.window import GlobalWindows
 
-    assert _split_by_key(_Pick(False), 1, coder, [("k", GlobalWindows.windowed_value(5))]) == [
+    assert split_by_key(Pick(False), 1, coder, [("k", GlobalWindows.windowed_value(5))]) == [
         [("k", 5)]]
     # grouped by encoded key, as Beam groups: equal in Python, yet two keys
-    groups = _group_part(0, coder, [[(1, "int"), (1.0, "float"), (1, "again")]])
+    groups = group_part(0, coder, [[(1, "int"), (1.0, "float"), (1, "again")]])
     assert {type(key): values for key, values in groups} == {int: ["int", "again"],
                                                              float: ["float"]}
 
@@ -229,11 +229,11 @@ def test_a_partition_moves_between_workers_in_one_pickle():
     (seconds for a few MB of dedup band keys); a partition is pickled whole."""
     from distributed.protocol import deserialize, serialize
 
-    from pipelines.runner.dask_runner import _Partition
+    from pipelines.runner.dask_runner import Partition
 
     rows = [(b"band", n) for n in range(1000)]
     assert serialize(rows)[0].get("is-collection")
-    header, frames = serialize(_Partition(rows))
+    header, frames = serialize(Partition(rows))
     assert header["serializer"] == "pickle"
     assert deserialize(header, frames) == rows
 

@@ -361,16 +361,17 @@ def test_a_stopping_signal_is_one_line_and_leaves_no_temporary_directories_or_wo
 def test_disk_full_at_the_final_write_is_one_line_and_stats_say_failed(
     tmp_path, capsys, monkeypatch
 ):
-    import pipelines.write.finish as write
+    from pipelines.write.output import OutputDir
 
-    real = write._write_json
+    real = OutputDir.write_bytes
 
     def disk_full_at_manifest(out, name, data):
         if name == "manifest.json":
             raise OSError(errno.ENOSPC, "No space left on device", out.path(name))
         return real(out, name, data)
 
-    monkeypatch.setattr(write, "_write_json", disk_full_at_manifest)  # in-process run: seen
+    # the storage layer every write goes through; an in-process run sees the patch
+    monkeypatch.setattr(OutputDir, "write_bytes", disk_full_at_manifest)
     out = tmp_path / "out"
     code, report, err = preprocess(
         capsys,

@@ -248,7 +248,7 @@ def test_the_lock_is_held_across_processes_and_dropped_when_the_holder_dies(tmp_
 
 
 def test_a_remote_output_is_locked_by_a_lock_object(monkeypatch):
-    monkeypatch.setattr("pipelines.write.output._LOCK_SETTLE_S", 0.0)
+    monkeypatch.setattr("pipelines.write.output.LOCK_SETTLE_S", 0.0)
     url = "memory://output-lock-test/set"
     first = claim_output(url, run_id="first-run")
     with pytest.raises(OutputError, match="first-run.*delete memory://output-lock-test/set/"):
@@ -259,17 +259,16 @@ def test_a_remote_output_is_locked_by_a_lock_object(monkeypatch):
 
 # -- 4. stats.json never says ok for a set that was not finished --------------------------------
 def _disk_full_where(monkeypatch, failing) -> None:
-    """The finishing step's JSON writes raise ENOSPC where `failing(name, data)` is true."""
-    import pipelines.write.finish as finish
+    """Writes of the set's JSON files through the storage layer (OutputDir, the seam every
+    write goes through) raise ENOSPC where `failing(name, data)` is true."""
+    real = OutputDir.write_bytes
 
-    real = finish._write_json
+    def write_bytes(self, name, data):
+        if name.endswith(".json") and failing(name, json.loads(data)):
+            raise OSError(errno.ENOSPC, "No space left on device", self.path(name))
+        return real(self, name, data)
 
-    def write_json(out, name, data):
-        if failing(name, data):
-            raise OSError(errno.ENOSPC, "No space left on device", out.path(name))
-        return real(out, name, data)
-
-    monkeypatch.setattr(finish, "_write_json", write_json)
+    monkeypatch.setattr(OutputDir, "write_bytes", write_bytes)
 
 
 def test_a_failed_manifest_write_leaves_stats_saying_failed(tmp_path, monkeypatch):
@@ -390,7 +389,7 @@ def test_a_truncated_spill_file_is_a_clear_error(tmp_path):
 
 # -- 7. temporary directories of killed runs; the expansion bound --------------------------------
 def test_stale_run_directories_are_swept_live_ones_kept(tmp_path, monkeypatch):
-    monkeypatch.setattr("pipelines.preprocess._SWEEP_MIN_AGE_S", 0.0)
+    monkeypatch.setattr("pipelines.preprocess.SWEEP_MIN_AGE_S", 0.0)
     live, live_lock = make_run_tmp(str(tmp_path))
     dead = tmp_path / f"{RUN_TMP_PREFIX}dead"
     (dead / "progress").mkdir(parents=True)

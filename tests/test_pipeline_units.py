@@ -294,10 +294,10 @@ def test_a_run_that_submitted_nothing_says_so():
     # Dataflow's --dry_run and --template_location return without a job; "submitted" was wrong.
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.preprocess import _not_finished_line
+    from pipelines.preprocess import not_finished_line
 
     def line(*argv):
-        return _not_finished_line(PipelineOptions(list(argv)), "gs://b/out")
+        return not_finished_line(PipelineOptions(list(argv)), "gs://b/out")
 
     assert line("--dry_run=True") == "dry run: the job was built and nothing was submitted"
     assert "nothing was submitted" in line("--template_location=gs://b/t")

@@ -117,9 +117,9 @@ def test_literal_special_token_in_text_is_text_on_both_paths(gpt2):
 
 
 def test_fast_path_ranks_equal_the_published_tiktoken_file(gpt2):
-    from pipelines.tokenize.tokenizer import _tiktoken_ranks
+    from pipelines.tokenize.tokenizer import tiktoken_ranks
 
-    ranks, special = _tiktoken_ranks(json.loads(gpt2.to_json()))
+    ranks, special = tiktoken_ranks(json.loads(gpt2.to_json()))
     published = {}
     for line in (GPT2 / "gpt2.tiktoken").read_text().splitlines():
         token, rank = line.split()

@@ -22,7 +22,7 @@ were a tenth of a 100 MB run's CPU time. So where it can, the launcher forks its
 it holds all that (`StandbyWorkers(..., warm=...)`): they share its memory copy-on-write and
 start with nothing to load. fork() is unsafe while another Python thread runs (it may hold a
 lock the child would wait on forever), so a launcher with one starts them as processes of their
-own, as before (`_can_fork`). A forked standby closes every descriptor it
+own, spawned (`_can_fork`). A forked standby closes every descriptor it
 inherited beyond stdio first: the output folder's flock must end when the launcher releases
 it, not when the last worker exits.
 """

@@ -98,7 +98,7 @@ PROGRESS_INTERVAL_S = 10.0
 INLINE_DOFN_BYTES = 64 << 10
 
 
-class _Partition(list):
+class Partition(list):
     """A partition's elements. A plain list whose first element leads (through tuples) to
     bytes, such as a dedup band key, is serialised by dask element by element when it moves
     between workers (seconds for a few MB); a subclass is pickled in one go."""
@@ -120,7 +120,7 @@ class _Receivers(dict):
 
     def __init__(self) -> None:
         super().__init__()
-        self.outputs = _Partition()
+        self.outputs = Partition()
 
     def __missing__(self, tag):
         receiver = self[tag] = _TagReceiver(tag, self.outputs)
@@ -135,7 +135,7 @@ class _SideInput:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Pick:
+class Pick:
     """Which elements of a producer's partition a PCollection is: all of them, or a ParDo's
     outputs of one tag. Applied inside the consuming task, not as a task of its own."""
 
@@ -172,8 +172,8 @@ def _dofn(label: str, pickled_fn: bytes) -> tuple[beam.DoFn, DoFnSignature, bool
     return *cache[key], True
 
 
-def _run_bundle(label: str, window_fn, args, kwargs, side_specs: list[_SideInput], pick: _Pick,
-                partition: Iterable, pickled_fn: bytes, *side_values: list) -> _Partition:
+def _run_bundle(label: str, window_fn, args, kwargs, side_specs: list[_SideInput], pick: Pick,
+                partition: Iterable, pickled_fn: bytes, *side_values: list) -> Partition:
     """One partition (the `pick` of it) as one bundle: start, process each, finish (setup the
     first time this thread runs the step); returns the (tag, value) outputs, finish_bundle's
     included."""
@@ -216,27 +216,27 @@ def _run_bundle(label: str, window_fn, args, kwargs, side_specs: list[_SideInput
     return receivers.outputs
 
 
-def _values(values) -> _Partition:
-    return _Partition(values)
+def _values(values) -> Partition:
+    return Partition(values)
 
 
-def _concat_picked(picks: tuple[_Pick, ...], *partitions) -> _Partition:
-    return _Partition(item for pick, partition in zip(picks, partitions) for item in pick(partition))
+def _concat_picked(picks: tuple[Pick, ...], *partitions) -> Partition:
+    return Partition(item for pick, partition in zip(picks, partitions) for item in pick(partition))
 
 
-def _split_by_key(pick: _Pick, parts: int, key_coder, partition) -> _Partition:
+def split_by_key(pick: Pick, parts: int, key_coder, partition) -> Partition:
     """A GroupByKey input partition -> `parts` lists of its (key, value) pairs, by a stable
     hash of the key's deterministic encoding (the same key lands in the same list on every
     worker, as Beam groups by encoded key). Values are un-windowed here, before they move: a
     batch pipeline's global window (the stock translation's), and a windowed value took 6x
     the time of its value to pickle and unpickle."""
-    buckets = _Partition(_Partition() for _ in range(parts))
+    buckets = Partition(Partition() for _ in range(parts))
     for key, value in pick(partition):
         buckets[zlib.crc32(key_coder.encode(key)) % parts].append((key, defenestrate(value)))
     return buckets
 
 
-def _group_part(index: int, key_coder, *splits: list) -> _Partition:
+def group_part(index: int, key_coder, *splits: list) -> Partition:
     """The index-th list of every split, grouped by encoded key, as Beam groups (so 1 and
     1.0 stay apart wherever they land): (key, [value, ...])."""
     groups: dict = {}
@@ -246,7 +246,7 @@ def _group_part(index: int, key_coder, *splits: list) -> _Partition:
             if group is None:
                 group = groups[encoded] = (key, [])
             group[1].append(value)
-    return _Partition(groups.values())
+    return Partition(groups.values())
 
 
 def _nothing(partition) -> list:
@@ -300,12 +300,12 @@ class _BagBuilder(PipelineVisitor):
     consumed: set[AppliedPTransform] = dataclasses.field(default_factory=set)
     tagged: set[AppliedPTransform] = dataclasses.field(default_factory=set)
 
-    def source_of(self, pcoll: pvalue.PCollection) -> tuple[db.Bag, _Pick]:
+    def source_of(self, pcoll: pvalue.PCollection) -> tuple[db.Bag, Pick]:
         """(the producer's bag, which of its elements are `pcoll`)."""
         self.consumed.add(pcoll.producer)
-        return self.bags[pcoll.producer], _Pick(pcoll.producer in self.tagged, pcoll.tag)
+        return self.bags[pcoll.producer], Pick(pcoll.producer in self.tagged, pcoll.tag)
 
-    def inputs_of(self, pcoll: pvalue.PCollection) -> tuple[list, list, _Pick]:
+    def inputs_of(self, pcoll: pvalue.PCollection) -> tuple[list, list, Pick]:
         """(per partition of `pcoll`'s producer: its task, to nest, where this is its only
         consumer, else its key; the bags those depend on; the pick)."""
         bag, pick = self.source_of(pcoll)
@@ -400,11 +400,11 @@ class _BagBuilder(PipelineVisitor):
         parts = max(1, min(len(tasks), self.partitions))
         key_coder = coders.FastPrimitivesCoder().as_deterministic_coder(node.full_label)
         split = _stage_name("split", node.full_label)
-        layer = {(split, j): (functools.partial(_split_by_key, pick, parts, key_coder), task)
+        layer = {(split, j): (functools.partial(split_by_key, pick, parts, key_coder), task)
                  for j, task in enumerate(tasks)}
         splits = _bag(split, layer, dependencies, len(tasks))
         return self.stage(node, "group", [
-            (functools.partial(_group_part, index, key_coder),
+            (functools.partial(group_part, index, key_coder),
              *((split, j) for j in range(len(tasks))))
             for index in range(parts)], [splits])
 

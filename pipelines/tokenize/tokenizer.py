@@ -312,7 +312,7 @@ def _has_byte_level_pre_tokenizer(spec: dict) -> bool:
     return pre.get("type") == "ByteLevel"
 
 
-def _tiktoken_ranks(spec: dict) -> tuple[dict[bytes, int], dict[str, int]] | None:
+def tiktoken_ranks(spec: dict) -> tuple[dict[bytes, int], dict[str, int]] | None:
     """(mergeable_ranks, special_tokens) for a tiktoken.Encoding that gives the same ids as
     `spec`, or None when `spec` is not plain GPT-2-style byte-level BPE.
 
@@ -479,7 +479,7 @@ class TextTokenizer:
         with self._lock:
             if not self._fast_checked:
                 spec, self._spec = self._spec, None
-                ranks = _tiktoken_ranks(spec if spec is not None else json.loads(self._json))
+                ranks = tiktoken_ranks(spec if spec is not None else json.loads(self._json))
                 if ranks is not None:
                     import tiktoken
 

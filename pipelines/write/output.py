@@ -62,7 +62,9 @@ class OutputDir:
     """One output directory on a local disk, a Beam filesystem (gs://, s3://...) or fsspec.
 
     Every write is atomic: to a temporary name first, then renamed, so a reader (or a retried
-    attempt) never sees half a file under a final name.
+    attempt) never sees half a file under a final name. Every write of a run goes through this
+    class, which makes it the seam where tests inject storage faults (a full disk at a named
+    file: tests/test_pipeline_output.py), as `train.loop.TrainHooks` is the trainer's.
     """
 
     def __init__(self, url: str, backend: str | None = None):
@@ -403,7 +405,7 @@ class OutputLock:
         record = {"run_id": self.run_id, "host": socket.gethostname(), "pid": os.getpid(),
                   "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
         self.out.write_bytes(LOCK_NAME, json.dumps(record).encode("utf-8"))
-        time.sleep(_LOCK_SETTLE_S)  # let a racing writer's object land before reading back
+        time.sleep(LOCK_SETTLE_S)  # let a racing writer's object land before reading back
         if self._holder().get("run_id") != self.run_id:
             raise OutputError(self._held_by_other())
         self._fd = -1
@@ -433,7 +435,7 @@ class OutputLock:
         self._fd = None
 
 
-_LOCK_SETTLE_S = 1.0
+LOCK_SETTLE_S = 1.0
 
 
 def _marker_run(out: OutputDir) -> str:
