@@ -177,6 +177,49 @@ def try_lock_directory(path: str) -> int | None:
     return fd
 
 
+def lock_local_folder(root: str, flag: str, holder: Callable[[], str] = lambda: "") -> int:
+    """Create `root` if missing and take its exclusive lock; returns the descriptor (closing it
+    unlocks). OutputError when `root` is not a directory or another run holds the lock
+    (`holder()` may name that run); an OSError of the filesystem goes to the caller, which says
+    it in its own words."""
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise OutputError(f"{flag} {root} exists and is not a directory")
+    os.makedirs(root, exist_ok=True)
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise OSError(errno.EACCES, "permission denied", root)
+    fd = try_lock_directory(root)
+    if fd is None:
+        raise OutputError(
+            f"{root} is being written by another run{holder()} (it holds the lock); wait for it "
+            f"to end or choose another {flag}"
+        )
+    return fd
+
+
+def check_claim(
+    where: str,
+    marker: Marker | None,
+    entries: Iterable[str],
+    *,
+    tool: str,
+    flag: str,
+    may_hold: Callable[[str], bool] = lambda name: False,
+    earlier: str | None = None,
+    may_reuse: bool = False,
+) -> None:
+    """The rule's decision on one folder, whatever its storage: OutputError for a folder
+    holding entries that are not ours (see `foreign_entries`), or holding an earlier output of
+    `tool` (`earlier` names it; None when there is none) unless `may_reuse`."""
+    foreign = foreign_entries(marker, entries, tool=tool, where=where, may_hold=may_hold)
+    if foreign:
+        raise refusal(where, marker, sorted(foreign), flag)
+    if earlier and not may_reuse:
+        raise OutputError(
+            f"{where} holds {earlier}; pass --overwrite to replace it (it is deleted when the "
+            f"new run starts) or choose another {flag}"
+        )
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Write `path` through a temporary name in its folder, synced, then renamed into place."""
     write_atomic_with(path, lambda f: f.write(data))
@@ -277,19 +320,9 @@ def claim_output_folder(
     root = os.path.abspath(os.fspath(path))
     run_id = run_id or uuid.uuid4().hex[:12]
     try:
-        if os.path.lexists(root) and not os.path.isdir(root):
-            raise OutputError(f"{flag} {root} exists and is not a directory")
-        os.makedirs(root, exist_ok=True)
-        if not os.access(root, os.W_OK | os.X_OK):
-            raise OSError(errno.EACCES, "permission denied", root)
-        fd = try_lock_directory(root)
+        fd = lock_local_folder(root, flag)
     except OSError as e:
         raise OutputError(f"{flag} {root}: {e.strerror or e}") from None
-    if fd is None:
-        raise OutputError(
-            f"{root} is being written by another run (it holds the lock); wait for it to end "
-            f"or choose another {flag}"
-        )
     try:
         previous = _check_local(root, tool, flag, overwrite or resume)
         kept = previous.files if previous is not None and resume else ()
@@ -345,14 +378,11 @@ def _check_local(root: str, tool: str, flag: str, may_reuse: bool) -> Marker | N
         entries = _entries(root, marker)
     except OutputError as e:
         raise OutputError(f"{e}: remove it or choose another {flag}") from None
-    foreign = foreign_entries(marker, [n for n, _ in entries], tool=tool, where=root)
-    if foreign:
-        raise refusal(root, marker, sorted(foreign), flag)
-    if marker is not None and marker.files and not may_reuse:
-        raise OutputError(
-            f"{root} holds an earlier {tool} output ({len(marker.files)} files or folders); "
-            f"pass --overwrite to replace it or choose another {flag}"
-        )
+    earlier = None
+    if marker is not None and marker.files:
+        earlier = f"an earlier {tool} output ({len(marker.files)} files or folders)"
+    check_claim(root, marker, [n for n, _ in entries], tool=tool, flag=flag, earlier=earlier,
+                may_reuse=may_reuse)  # fmt: skip
     return marker
 
 

@@ -29,9 +29,9 @@ from common.output_dir import (
     RUNNING,
     Marker,
     OutputError,
-    foreign_entries,
+    check_claim,
+    lock_local_folder,
     parse_marker,
-    refusal,
     tmp_name,
     try_lock_directory,
     write_atomic,
@@ -391,14 +391,7 @@ class OutputLock:
 
     def acquire(self) -> None:
         if self.out.is_local:
-            fd = try_lock_directory(self.out.url)
-            if fd is None:
-                holder = _marker_run(self.out)
-                raise OutputError(
-                    f"{self.out.url} is being written by another run{holder} (it holds the "
-                    "lock); wait for it to end or choose another --output"
-                ) from None
-            self._fd = fd
+            self._fd = lock_local_folder(self.out.url, "--output", lambda: _marker_run(self.out))
             return
         if self.out.size(LOCK_NAME) is not None:
             raise OutputError(self._held_by_other())
@@ -487,11 +480,8 @@ def claim_output(
     out = OutputDir(url)
     run_id = run_id or uuid.uuid4().hex[:12]
     try:
-        if out.is_local and os.path.lexists(out.url) and not os.path.isdir(out.url):
-            raise OutputError(f"{out.url} exists and is not a directory")
-        out.makedirs()
-        if out.is_local and not os.access(out.url, os.W_OK | os.X_OK):
-            raise OSError(errno.EACCES, "not writable", out.url)
+        if not out.is_local:  # a local folder is made by its lock (lock_local_folder)
+            out.makedirs()
         lock = OutputLock(out, run_id)
         lock.acquire()
     except OSError as e:
@@ -535,17 +525,19 @@ def _clear_previous_run(out: OutputDir, run_id: str, overwrite: bool, layout: Ou
             or bool(layout.run_files.match(name))
             or bool(layout.run_dirs and layout.run_dirs.match(name.rstrip("/")))
         )
-    foreign = foreign_entries(marker, files + dirs, tool=layout.tool, where=out.url,
-                              may_hold=may_hold)  # fmt: skip
-    if foreign:
-        raise refusal(out.url, marker, foreign, "directory" if marker is None else "--output")
-    if layout.finished_file in files and not overwrite:
-        raise OutputError(
-            f"{out.url} holds {layout.finished_words}; pass --overwrite to replace it (it is "
-            "deleted when the new run starts) or choose another --output"
-        )
+    finished = layout.finished_file in files
+    check_claim(
+        out.url,
+        marker,
+        files + dirs,
+        tool=layout.tool,
+        flag="directory" if marker is None else "--output",
+        may_hold=may_hold,
+        earlier=layout.finished_words if finished else None,
+        may_reuse=overwrite,
+    )
     write_marker(out, run_id, tool=layout.tool)  # first: a cleanup cut short leaves it ours
-    if layout.finished_file in files:  # the old output must never look finished while it goes
+    if finished:  # the earlier output must never look finished while it goes
         out.delete([layout.finished_file])
     top = [n for n in files if "/" not in n and n != layout.finished_file]
     out.delete(top)
