@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.sources import books
-from pipelines.sources.book_front_matter import strip_front_matter
-from pipelines.sources.books import gutenberg_title, strip_gutenberg
+from pipelines.sources.books import books
+from pipelines.sources.books.book_front_matter import strip_front_matter
+from pipelines.sources.books.books import gutenberg_title, strip_gutenberg
 
 BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "books"
 

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.sources import parquet
-from pipelines.sources.parquet import row_group_ranges
+from pipelines.sources.files import parquet
+from pipelines.sources.files.parquet import row_group_ranges
 
 BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "books"
 PARAGRAPHS = [p for p in (BOOKS / "2701-0.txt").read_text(encoding="utf-8").split("\n\n")

@@ -19,8 +19,8 @@ import pytest
 import zstandard
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.sources import wikipedia
-from pipelines.sources.wikipedia import classify_page, parse_pages, plan, read
+from pipelines.sources.wikipedia import wikipedia
+from pipelines.sources.wikipedia.wikipedia import classify_page, parse_pages, plan, read
 
 WIKIPEDIA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "wikipedia"
 SIMPLEWIKI = WIKIPEDIA / "simplewiki-sample.xml.bz2"

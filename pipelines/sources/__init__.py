@@ -38,11 +38,11 @@ _TASK_SIZE_OPTIONS = {"wikipedia": ("wiki_task_mb", 1_000_000)}
 
 # --source value -> module under pipelines.sources that implements it.
 _MODULES = {
-    "wikipedia": "wikipedia",
-    "books": "books",
-    "webtext": "webtext",
-    "jsonl": "jsonl",
-    "parquet": "parquet",
+    "wikipedia": "wikipedia.wikipedia",
+    "books": "books.books",
+    "webtext": "web.webtext",
+    "jsonl": "files.jsonl",
+    "parquet": "files.parquet",
 }
 
 

@@ -46,7 +46,7 @@ from pipelines.sources.archives import (
     task_name,
     to_lf,
 )
-from pipelines.sources.book_front_matter import paragraphs, strip_front_matter
+from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
 from pipelines.sources.ranges import split_tar_file, tar_range_stream, task_bytes
 
 NAME = "books"

@@ -16,7 +16,7 @@ that needs the public-suffix list, so here the label is the one before a known t
 suffix (co.uk, com.au, ...) or before the last label otherwise: the same answer for every
 host of the blacklisted sites.
 
-    python -m pipelines.sources.urls --input 'urls/*.txt' --output kept_urls.txt
+    python -m pipelines.sources.web.urls --input 'urls/*.txt' --output kept_urls.txt
 """
 
 from __future__ import annotations

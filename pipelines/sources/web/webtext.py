@@ -77,8 +77,7 @@ from pipelines.sources.archives import (
     task_name,
     to_lf,
 )
-from pipelines.sources.htmltext import extractor_name, html_to_text
-from pipelines.sources.jsonl import json_records
+from pipelines.sources.files.jsonl import json_records
 from pipelines.sources.ranges import (
     RANGE_LINES,
     RANGE_OPTION,
@@ -90,7 +89,8 @@ from pipelines.sources.ranges import (
     tar_range_stream,
     task_bytes,
 )
-from pipelines.sources.warc_framing import CorruptRecord, warc_records
+from pipelines.sources.web.htmltext import extractor_name, html_to_text
+from pipelines.sources.web.warc_framing import CorruptRecord, warc_records
 
 NAME = "webtext"
 logger = logging.getLogger(__name__)

@@ -26,7 +26,8 @@ from xml.parsers import expat
 
 from pipelines.document import Failure, ReadTask
 from pipelines.io import open_input
-from pipelines.sources import archives, wikimarkup
+from pipelines.sources import archives
+from pipelines.sources.wikipedia import wikimarkup
 
 _READ_BYTES = 1 << 20  # compressed bytes per read() call on the input file
 _MAX_OUT = 1 << 20  # decompressed bytes handed to the XML parser at a time

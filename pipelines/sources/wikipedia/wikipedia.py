@@ -34,8 +34,9 @@ from apache_beam.metrics import Metrics
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import match_inputs, open_input
-from pipelines.sources import archives, wikimarkup
-from pipelines.sources.wiki_dump import BZ2_STREAM_MAGIC, SiteInfo, WikiPage, parse_pages
+from pipelines.sources import archives
+from pipelines.sources.wikipedia import wikimarkup
+from pipelines.sources.wikipedia.wiki_dump import BZ2_STREAM_MAGIC, SiteInfo, WikiPage, parse_pages
 
 NAME = "wikipedia"
 DEFAULT_TASK_MB = 64.0
