@@ -26,13 +26,10 @@ from typing import BinaryIO
 
 from pipelines.document import ReadTask
 from pipelines.io import open_input
-from pipelines.sources.archives import (
-    FILE_BYTES_OPTION,
-    SNIFF_BYTES,
-    detect_compression,
-    is_tar,
-    size_option,
-)
+from pipelines.sources.compression import SNIFF_BYTES, detect_compression
+from pipelines.sources.file_source import FILE_BYTES_OPTION
+from pipelines.sources.sizes import size_option
+from pipelines.sources.tar_members import is_tar
 
 logger = logging.getLogger(__name__)
 

@@ -28,26 +28,21 @@ from collections.abc import Iterator, Mapping
 
 from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask
 from pipelines.io import open_input
-from pipelines.sources.archives import (
+from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
+from pipelines.sources.compression import open_decompressed
+from pipelines.sources.file_source import plan_file_tasks, task_name
+from pipelines.sources.input_errors import (
     ArchiveError,
-    ArchiveMember,
     BinaryContentError,
     InputError,
     broken_off,
-    decode_text,
     failure,
     failure_from,
-    is_tar,
-    iter_tar_members,
-    max_document_bytes,
-    open_decompressed,
-    plan_file_tasks,
-    read_bounded,
-    task_name,
-    to_lf,
 )
-from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
 from pipelines.sources.ranges import split_tar_file, tar_range_stream, task_bytes
+from pipelines.sources.reading import decode_text, read_bounded, to_lf
+from pipelines.sources.sizes import max_document_bytes
+from pipelines.sources.tar_members import ArchiveMember, is_tar, iter_tar_members
 
 NAME = "books"
 

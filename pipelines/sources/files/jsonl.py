@@ -32,16 +32,11 @@ from typing import Any
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import open_input
-from pipelines.sources.archives import (
-    InputError,
-    broken_off,
-    failure,
-    max_document_bytes,
-    open_decompressed,
-    plan_file_tasks,
-    task_name,
-)
+from pipelines.sources.compression import open_decompressed
+from pipelines.sources.file_source import plan_file_tasks, task_name
+from pipelines.sources.input_errors import InputError, broken_off, failure
 from pipelines.sources.ranges import is_range, iter_range_lines, split_line_file, task_bytes
+from pipelines.sources.sizes import max_document_bytes
 
 NAME = "jsonl"
 JSON_KEYS_OPTION = "json_keys"

@@ -27,17 +27,11 @@ import pyarrow.parquet as pq
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import open_input
-from pipelines.sources.archives import (
-    BinaryContentError,
-    decode_text,
-    failure,
-    failure_from,
-    max_document_bytes,
-    parse_size,
-    plan_file_tasks,
-    task_name,
-)
+from pipelines.sources.file_source import plan_file_tasks, task_name
+from pipelines.sources.input_errors import BinaryContentError, failure, failure_from
 from pipelines.sources.ranges import range_input_bytes
+from pipelines.sources.reading import decode_text
+from pipelines.sources.sizes import max_document_bytes, parse_size
 
 NAME = "parquet"
 TEXT_COLUMN_OPTION = "text_column"

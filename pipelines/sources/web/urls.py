@@ -33,7 +33,9 @@ from urllib.parse import urlsplit, urlunsplit
 import fsspec
 
 from pipelines.io import match_inputs, open_input
-from pipelines.sources.archives import InputError, iter_lines, open_decompressed
+from pipelines.sources.compression import open_decompressed
+from pipelines.sources.input_errors import InputError
+from pipelines.sources.reading import iter_lines
 
 MIN_URL_LENGTH = 9  # Megatron drops URLs of 8 characters or fewer
 MAX_URL_LENGTH = 2048  # longer "URLs" are query-string dumps or tracking junk

@@ -55,29 +55,19 @@ from warcio.exceptions import ArchiveLoadFailed
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import open_input
-from pipelines.sources.archives import (
+from pipelines.sources.compression import OpenedStream, open_decompressed
+from pipelines.sources.file_source import plan_file_tasks, task_name
+from pipelines.sources.files.jsonl import json_records
+from pipelines.sources.input_errors import (
     ArchiveError,
-    ArchiveMember,
     BinaryContentError,
     CorruptInputError,
     InputError,
-    OpenedStream,
     TooLargeError,
-    binary_reason,
     broken_off,
-    decode_text,
     failure,
     failure_from,
-    is_tar,
-    iter_tar_members,
-    max_document_bytes,
-    open_decompressed,
-    plan_file_tasks,
-    read_bounded,
-    task_name,
-    to_lf,
 )
-from pipelines.sources.files.jsonl import json_records
 from pipelines.sources.ranges import (
     RANGE_LINES,
     RANGE_OPTION,
@@ -89,6 +79,9 @@ from pipelines.sources.ranges import (
     tar_range_stream,
     task_bytes,
 )
+from pipelines.sources.reading import binary_reason, decode_text, read_bounded, to_lf
+from pipelines.sources.sizes import max_document_bytes
+from pipelines.sources.tar_members import ArchiveMember, is_tar, iter_tar_members
 from pipelines.sources.web.htmltext import extractor_name, html_to_text
 from pipelines.sources.web.warc_framing import CorruptRecord, warc_records
 

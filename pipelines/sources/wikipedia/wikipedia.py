@@ -2,7 +2,7 @@
 
 Inputs: `.xml`, or that compressed with gzip, bzip2 (`.xml.bz2`, dump splits such as
 `...xml-p10p30302.bz2`), xz or zstd; the compression is told from the first bytes, never from
-the name (archives.open_decompressed, as for every source). A multistream dump
+the name (compression.open_decompressed, as for every source). A multistream dump
 (`*-pages-articles-multistream*.xml*.bz2`) whose index file (`...-multistream-index*.txt[.bz2]`)
 lies beside it is split by `plan()` into byte ranges of about `wiki_task_mb` MB (option, default
 64), so many workers read one dump. The index only marks the dump as multistream and is never
@@ -34,7 +34,7 @@ from apache_beam.metrics import Metrics
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import match_inputs, open_input
-from pipelines.sources import archives
+from pipelines.sources import sizes
 from pipelines.sources.wikipedia import wikimarkup
 from pipelines.sources.wikipedia.wiki_dump import BZ2_STREAM_MAGIC, SiteInfo, WikiPage, parse_pages
 
@@ -227,7 +227,7 @@ def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
     of about `wiki_task_mb` MB (whole bz2 streams once read). Index files matched by the
     pattern mark their dump as multistream; they are not read as dumps, nor read at all."""
     task_bytes = _task_bytes(options)
-    archives.max_document_bytes(options)  # a bad option fails on the launcher, not on workers
+    sizes.max_document_bytes(options)  # a bad option fails on the launcher, not on workers
     dumps = [f for f in match_inputs(pattern) if not _INDEX_NAME.search(f.path)]
     if not dumps:
         raise FileNotFoundError(f"{pattern!r} matches only multistream index files, no dump")
