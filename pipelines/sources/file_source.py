@@ -1,16 +1,20 @@
 """The steps every file-based source shares: one read task per input file (`plan_file_tasks`),
-the file's name for document ids (`task_name`)."""
+the file's name for document ids (`task_name`), and a source's check_options, plan and read
+prelude (`FileSource`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import BinaryIO
 
-from pipelines.document import ReadTask
-from pipelines.io import match_inputs
-from pipelines.sources.input_errors import printable_name
+from pipelines.document import Document, Failure, ReadTask
+from pipelines.io import match_inputs, open_input
+from pipelines.sources.input_errors import InputError, broken_off, failure, printable_name
 from pipelines.sources.sizes import max_document_bytes
+from pipelines.sources.traits import SourceTraits
 
 # Set by plan_file_tasks: the file's name relative to the input pattern, used in document ids so
 # that ids do not depend on where the corpus is mounted.
@@ -64,3 +68,46 @@ def task_name(task: ReadTask) -> str:
     """The name of the task's file to use in document ids (set by plan_file_tasks)."""
     name = task.options.get(RELATIVE_NAME_OPTION) or task.path.rstrip("/").rsplit("/", 1)[-1]
     return printable_name(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSource:
+    """The steps of a source that reads a file (or a range of one) a task: `check_options`,
+    `plan` and `read`'s prelude. A source module binds them to its own name and options:
+
+        _FILES = FileSource(NAME, TRAITS, checks=(json_keys,))
+        check_options, plan = _FILES.check_options, _FILES.plan
+
+        def read(task):
+            return _FILES.read(task, _read_file)
+    """
+
+    name: str
+    traits: SourceTraits
+    # The source's own option checks (each raises ValueError for a bad value), run before the
+    # ones every file source has: its task size option and max_document_bytes.
+    checks: tuple[Callable[[Mapping[str, str]], object], ...] = ()
+
+    def check_options(self, options: Mapping[str, str]) -> None:
+        for check in (*self.checks, self.traits.task_size.bytes, max_document_bytes):
+            check(options)
+
+    def plan(self, pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+        """One task per file matching `pattern` (plan_file_tasks), once the options are checked:
+        a bad option fails on the launcher, not on every worker."""
+        self.check_options(options)
+        return plan_file_tasks(self.name, pattern, options)
+
+    def read(
+        self, task: ReadTask, read_file: Callable[[BinaryIO, ReadTask], Iterable[Document | Failure]]
+    ) -> Iterator[Document | Failure]:
+        """What `read_file(raw, task)` yields from the task's opened file. A file that breaks off
+        (an InputError) keeps what was read before and becomes one Failure with the input it
+        lost; a file that cannot be opened or read (an OSError) one Failure losing all of it."""
+        try:
+            with open_input(task.path) as raw:
+                yield from read_file(raw, task)
+        except InputError as error:
+            yield broken_off(error, task.path)
+        except OSError as error:
+            yield failure(task.path, "unreadable_file", str(error), lost_from=0)

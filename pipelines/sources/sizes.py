@@ -1,6 +1,7 @@
-"""Byte-size source options: `parse_size` ("512MiB" -> bytes), `size_option`, and the
+"""Byte-size source options: `parse_size` ("512MiB" -> bytes), `size_option`, the
 `max_document_bytes` cap every source reads with (a bigger document, tar member, JSON line or
-record is Failure(reason="too_large"), so a decompression bomb cannot exhaust a worker)."""
+record is Failure(reason="too_large"), so a decompression bomb cannot exhaust a worker), and
+`task_bytes`, the most a read task of a file reads."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ MAX_DOCUMENT_BYTES_OPTION = "max_document_bytes"
 # worker stays under ~6.5 GB, so two fit in 24 GB with room; a bigger cap costs this much more.
 WORKER_BYTES_PER_DOCUMENT_BYTE = 24
 DEFAULT_MAX_DOCUMENT_BYTES = 256 << 20  # 256 MiB: still far above any real book or page
+TASK_BYTES_OPTION = "task_bytes"
+DEFAULT_TASK_BYTES = 64 << 20
 
 _SIZE_PATTERN = re.compile(r"^\s*(\d+)\s*([kmgt]?i?b?)\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
@@ -45,3 +48,9 @@ def max_document_bytes(options: Mapping[str, str]) -> int:
     """The `max_document_bytes` option: the largest (decompressed) document, tar member, JSON
     line or record a source reads into memory; bigger ones are Failure(reason="too_large")."""
     return size_option(options, MAX_DOCUMENT_BYTES_OPTION, DEFAULT_MAX_DOCUMENT_BYTES)
+
+
+def task_bytes(options: Mapping[str, str]) -> int:
+    """The `task_bytes` option (default 64MiB): about how much of a file one task reads, for a
+    source whose task size is in bytes (traits.TaskSize); the launcher lowers it for the run."""
+    return size_option(options, TASK_BYTES_OPTION, DEFAULT_TASK_BYTES)

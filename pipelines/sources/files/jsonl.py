@@ -28,17 +28,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.io import open_input
 from pipelines.sources.compression import open_decompressed
-from pipelines.sources.file_source import plan_file_tasks, task_name
-from pipelines.sources.input_errors import InputError, broken_off, failure
-from pipelines.sources.ranges import is_range, iter_range_lines, split_line_file, task_bytes
+from pipelines.sources.file_source import FileSource, task_name
+from pipelines.sources.input_errors import failure
+from pipelines.sources.ranges import is_range, iter_range_lines, split_line_file
 from pipelines.sources.sizes import max_document_bytes
+from pipelines.sources.traits import DocumentBound, SourceTraits
 
 NAME = "jsonl"
+# Curated records, one a line: a plain file's text is the records' own characters.
+TRAITS = SourceTraits(documents=DocumentBound.ONE_PER_PLAIN_LINE)
 JSON_KEYS_OPTION = "json_keys"
 DEFAULT_JSON_KEYS = ("text",)
 KEY_SEPARATOR = "\n\n"
@@ -127,57 +129,45 @@ def _string_field(record: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def check_options(options: Mapping[str, str]) -> None:
-    json_keys(options)
-    task_bytes(options)
-    max_document_bytes(options)
-
-
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-    check_options(options)
-    return plan_file_tasks(NAME, pattern, options)
-
-
-def split(task: ReadTask) -> list[ReadTask]:
-    return split_line_file(task)
+_FILES = FileSource(NAME, TRAITS, checks=(json_keys,))
+check_options = _FILES.check_options
+plan = _FILES.plan
+split = split_line_file
 
 
 def read(task: ReadTask) -> Iterator[Document | Failure]:
+    return _FILES.read(task, _read_file)
+
+
+def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
     name = task_name(task)
     keys = json_keys(task.options)
     limit = max_document_bytes(task.options)
-    try:
-        with open_input(task.path) as raw:
-            if is_range(task):
-                lines = iter_range_lines(raw, task.start, task.end, limit)
-            else:
-                opened = open_decompressed(raw)
-                if opened.head.lstrip().startswith(b"["):
-                    yield failure(task.path, "json_array",
-                                  "a JSON array, not JSON lines (one object a line)")
-                    return
-                lines = iter_range_lines(opened.stream, 0, -1, limit)
-            for item in json_records(lines, task.path, limit):
-                if isinstance(item, Failure):
-                    yield item
-                    continue
-                offset, record = item
-                try:
-                    text = record_text(record, keys)
-                except TypeError as error:
-                    yield failure(f"{task.path}@{offset}", "bad_field", str(error))
-                    continue
-                except ValueError as error:
-                    yield failure(f"{task.path}@{offset}", "missing_text", str(error))
-                    continue
-                yield Document(
-                    id=f"{NAME}:{name}@{offset}",
-                    source=NAME,
-                    text=text,
-                    url=_string_field(record, "url"),
-                    title=_string_field(record, "title"),
-                )
-    except InputError as error:
-        yield broken_off(error, task.path)
-    except OSError as error:
-        yield failure(task.path, "unreadable_file", str(error), lost_from=0)
+    if is_range(task):
+        lines = iter_range_lines(raw, task.start, task.end, limit)
+    else:
+        opened = open_decompressed(raw)
+        if opened.head.lstrip().startswith(b"["):
+            yield failure(task.path, "json_array", "a JSON array, not JSON lines (one object a line)")
+            return
+        lines = iter_range_lines(opened.stream, 0, -1, limit)
+    for item in json_records(lines, task.path, limit):
+        if isinstance(item, Failure):
+            yield item
+            continue
+        offset, record = item
+        try:
+            text = record_text(record, keys)
+        except TypeError as error:
+            yield failure(f"{task.path}@{offset}", "bad_field", str(error))
+            continue
+        except ValueError as error:
+            yield failure(f"{task.path}@{offset}", "missing_text", str(error))
+            continue
+        yield Document(
+            id=f"{NAME}:{name}@{offset}",
+            source=NAME,
+            text=text,
+            url=_string_field(record, "url"),
+            title=_string_field(record, "title"),
+        )

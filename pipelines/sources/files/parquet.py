@@ -32,8 +32,11 @@ from pipelines.sources.input_errors import BinaryContentError, failure, failure_
 from pipelines.sources.ranges import range_input_bytes
 from pipelines.sources.reading import decode_text
 from pipelines.sources.sizes import max_document_bytes, parse_size
+from pipelines.sources.traits import DocumentBound, SourceTraits
 
 NAME = "parquet"
+# Curated records, one a row, counted in the files' footers.
+TRAITS = SourceTraits(documents=DocumentBound.ONE_PER_ROW)
 TEXT_COLUMN_OPTION = "text_column"
 TASK_BYTES_OPTION = "task_bytes"
 BATCH_ROWS_OPTION = "batch_rows"

@@ -46,7 +46,7 @@ import io
 import logging
 import re
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from apache_beam.metrics import Metrics
@@ -54,9 +54,8 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.io import open_input
 from pipelines.sources.compression import OpenedStream, open_decompressed
-from pipelines.sources.file_source import plan_file_tasks, task_name
+from pipelines.sources.file_source import FileSource, task_name
 from pipelines.sources.files.jsonl import json_records
 from pipelines.sources.input_errors import (
     ArchiveError,
@@ -64,7 +63,6 @@ from pipelines.sources.input_errors import (
     CorruptInputError,
     InputError,
     TooLargeError,
-    broken_off,
     failure,
     failure_from,
 )
@@ -77,15 +75,18 @@ from pipelines.sources.ranges import (
     split_tar,
     splittable_head,
     tar_range_stream,
-    task_bytes,
 )
 from pipelines.sources.reading import binary_reason, decode_text, read_bounded, to_lf
 from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.tar_members import ArchiveMember, is_tar, iter_tar_members
+from pipelines.sources.traits import SourceTraits
 from pipelines.sources.web.htmltext import extractor_name, html_to_text
 from pipelines.sources.web.warc_framing import CorruptRecord, warc_records
 
 NAME = "webtext"
+# Crawled pages get the web clean preset. Megatron's OpenWebText cleanup drops web documents
+# under 128 GPT-2 tokens, and so does a webtext run unless --min-tokens says otherwise.
+TRAITS = SourceTraits(web_text=True, min_tokens=128)
 logger = logging.getLogger(__name__)
 
 # OpenWebText nests one tar inside another; deeper nesting is refused so that a crafted
@@ -347,15 +348,9 @@ def _read_stream(opened: OpenedStream, name: str, key: str, location: str, setti
                                   settings.extractor)
 
 
-def check_options(options: Mapping[str, str]) -> None:
-    extractor_name(options)
-    task_bytes(options)
-    max_document_bytes(options)
-
-
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-    check_options(options)  # a bad option fails on the launcher, not on every worker
-    return plan_file_tasks(NAME, pattern, options)
+_FILES = FileSource(NAME, TRAITS, checks=(extractor_name,))
+check_options = _FILES.check_options
+plan = _FILES.plan
 
 
 def split(task: ReadTask) -> list[ReadTask]:
@@ -375,17 +370,15 @@ def split(task: ReadTask) -> list[ReadTask]:
 
 
 def read(task: ReadTask) -> Iterator[Document | Failure]:
+    return _FILES.read(task, _read_file)
+
+
+def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
     settings = _Settings(max_document_bytes(task.options), extractor_name(task.options))
     name = task_name(task)
-    try:
-        with open_input(task.path) as raw:
-            if task.options.get(RANGE_OPTION) == RANGE_LINES:
-                lines = iter_range_lines(raw, task.start, task.end, settings.limit)
-                yield from _jsonl_documents(lines, name, task.path, settings.limit)
-                return
-            opened = open_decompressed(tar_range_stream(raw, task))
-            yield from _read_stream(opened, name, name, task.path, settings)
-    except InputError as error:
-        yield broken_off(error, task.path)
-    except OSError as error:
-        yield failure(task.path, "unreadable_file", str(error), lost_from=0)
+    if task.options.get(RANGE_OPTION) == RANGE_LINES:
+        lines = iter_range_lines(raw, task.start, task.end, settings.limit)
+        yield from _jsonl_documents(lines, name, task.path, settings.limit)
+        return
+    opened = open_decompressed(tar_range_stream(raw, task))
+    yield from _read_stream(opened, name, name, task.path, settings)

@@ -34,12 +34,17 @@ from apache_beam.metrics import Metrics
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import match_inputs, open_input
-from pipelines.sources import sizes
+from pipelines.sources.file_source import FileSource
+from pipelines.sources.traits import SourceTraits, TaskSize
 from pipelines.sources.wikipedia import wikimarkup
 from pipelines.sources.wikipedia.wiki_dump import BZ2_STREAM_MAGIC, SiteInfo, WikiPage, parse_pages
 
 NAME = "wikipedia"
-DEFAULT_TASK_MB = 64.0
+# Curated text (the light clean preset). A multistream dump is cut into tasks of `wiki_task_mb`
+# MB of compressed input.
+TRAITS = SourceTraits(
+    task_size=TaskSize("wiki_task_mb", default=64.0, unit=1_000_000, unit_name="MB")
+)
 SKIP_REASONS = ("namespace", "redirect", "disambiguation", "empty")
 
 _log = logging.getLogger(__name__)
@@ -211,23 +216,15 @@ def _multistream_tasks(
     ]
 
 
-def _task_bytes(options: Mapping[str, str]) -> int:
-    value = options.get("wiki_task_mb", DEFAULT_TASK_MB)
-    try:
-        megabytes = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"wiki_task_mb must be a number of MB, got {value!r}") from None
-    if not megabytes > 0:
-        raise ValueError(f"wiki_task_mb must be positive, got {value!r}")
-    return max(1, int(megabytes * 1_000_000))
+check_options = FileSource(NAME, TRAITS).check_options
 
 
 def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
     """One task per dump file, except multistream dumps with an index, which become byte ranges
     of about `wiki_task_mb` MB (whole bz2 streams once read). Index files matched by the
     pattern mark their dump as multistream; they are not read as dumps, nor read at all."""
-    task_bytes = _task_bytes(options)
-    sizes.max_document_bytes(options)  # a bad option fails on the launcher, not on workers
+    check_options(options)  # a bad option fails on the launcher, not on workers
+    task_bytes = TRAITS.task_size.bytes(options)
     dumps = [f for f in match_inputs(pattern) if not _INDEX_NAME.search(f.path)]
     if not dumps:
         raise FileNotFoundError(f"{pattern!r} matches only multistream index files, no dump")
