@@ -70,27 +70,34 @@ def task_name(task: ReadTask) -> str:
     return printable_name(name)
 
 
+def check_file_options(
+    options: Mapping[str, str],
+    traits: SourceTraits,
+    checks: tuple[Callable[[Mapping[str, str]], object], ...] = (),
+) -> None:
+    """ValueError for a bad option of a source that reads files: its own `checks` first, then
+    the ones every such source has, its task size option and max_document_bytes."""
+    for check in (*checks, traits.task_size.bytes, max_document_bytes):
+        check(options)
+
+
 @dataclasses.dataclass(frozen=True)
 class FileSource:
-    """The steps of a source that reads a file (or a range of one) a task: `check_options`,
-    `plan` and `read`'s prelude. A source module binds them to its own name and options:
+    """check_options, plan and read of a source that reads a file (or a range of one) a task.
+    The source gives what is its own: its option checks, and `read_file(raw, task)`, what it
+    reads from the task's opened file. Its module binds the steps to its names:
 
-        _FILES = FileSource(NAME, TRAITS, checks=(json_keys,))
-        check_options, plan = _FILES.check_options, _FILES.plan
-
-        def read(task):
-            return _FILES.read(task, _read_file)
+        _FILES = FileSource(NAME, TRAITS, _read_file, checks=(json_keys,))
+        check_options, plan, read = _FILES.check_options, _FILES.plan, _FILES.read
     """
 
     name: str
     traits: SourceTraits
-    # The source's own option checks (each raises ValueError for a bad value), run before the
-    # ones every file source has: its task size option and max_document_bytes.
+    read_file: Callable[[BinaryIO, ReadTask], Iterable[Document | Failure]]
     checks: tuple[Callable[[Mapping[str, str]], object], ...] = ()
 
     def check_options(self, options: Mapping[str, str]) -> None:
-        for check in (*self.checks, self.traits.task_size.bytes, max_document_bytes):
-            check(options)
+        check_file_options(options, self.traits, self.checks)
 
     def plan(self, pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
         """One task per file matching `pattern` (plan_file_tasks), once the options are checked:
@@ -98,15 +105,13 @@ class FileSource:
         self.check_options(options)
         return plan_file_tasks(self.name, pattern, options)
 
-    def read(
-        self, task: ReadTask, read_file: Callable[[BinaryIO, ReadTask], Iterable[Document | Failure]]
-    ) -> Iterator[Document | Failure]:
-        """What `read_file(raw, task)` yields from the task's opened file. A file that breaks off
-        (an InputError) keeps what was read before and becomes one Failure with the input it
-        lost; a file that cannot be opened or read (an OSError) one Failure losing all of it."""
+    def read(self, task: ReadTask) -> Iterator[Document | Failure]:
+        """What `read_file` yields from the task's file. A file that breaks off (an InputError)
+        keeps what was read before and becomes one Failure with the input it lost; a file that
+        cannot be opened or read (an OSError) one Failure losing all of it."""
         try:
             with open_input(task.path) as raw:
-                yield from read_file(raw, task)
+                yield from self.read_file(raw, task)
         except InputError as error:
             yield broken_off(error, task.path)
         except OSError as error:

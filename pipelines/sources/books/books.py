@@ -320,16 +320,6 @@ def _member_books(member: ArchiveMember, archive_name: str, location: str,
     yield from book_document(data, f"{archive_name}/{member.name}", where)
 
 
-_FILES = FileSource(NAME, TRAITS)
-check_options = _FILES.check_options
-plan = _FILES.plan
-split = split_tar_file
-
-
-def read(task: ReadTask) -> Iterator[Document | Failure]:
-    return _FILES.read(task, _read_file)
-
-
 def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
     name = task_name(task)
     limit = max_document_bytes(task.options)
@@ -343,3 +333,8 @@ def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
     else:
         data = read_bounded(opened.stream, limit, "book")
         yield from book_document(data, name, task.path)
+
+
+_FILES = FileSource(NAME, TRAITS, _read_file)
+check_options, plan, read = _FILES.check_options, _FILES.plan, _FILES.read
+split = split_tar_file

@@ -129,16 +129,6 @@ def _string_field(record: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-_FILES = FileSource(NAME, TRAITS, checks=(json_keys,))
-check_options = _FILES.check_options
-plan = _FILES.plan
-split = split_line_file
-
-
-def read(task: ReadTask) -> Iterator[Document | Failure]:
-    return _FILES.read(task, _read_file)
-
-
 def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
     name = task_name(task)
     keys = json_keys(task.options)
@@ -171,3 +161,8 @@ def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
             url=_string_field(record, "url"),
             title=_string_field(record, "title"),
         )
+
+
+_FILES = FileSource(NAME, TRAITS, _read_file, checks=(json_keys,))
+check_options, plan, read = _FILES.check_options, _FILES.plan, _FILES.read
+split = split_line_file

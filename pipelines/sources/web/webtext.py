@@ -348,11 +348,6 @@ def _read_stream(opened: OpenedStream, name: str, key: str, location: str, setti
                                   settings.extractor)
 
 
-_FILES = FileSource(NAME, TRAITS, checks=(extractor_name,))
-check_options = _FILES.check_options
-plan = _FILES.plan
-
-
 def split(task: ReadTask) -> list[ReadTask]:
     """A big uncompressed tar as member ranges, a big uncompressed JSONL file as line ranges;
     any other file stays one task (logged when it is big)."""
@@ -369,10 +364,6 @@ def split(task: ReadTask) -> list[ReadTask]:
     return [task]
 
 
-def read(task: ReadTask) -> Iterator[Document | Failure]:
-    return _FILES.read(task, _read_file)
-
-
 def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
     settings = _Settings(max_document_bytes(task.options), extractor_name(task.options))
     name = task_name(task)
@@ -382,3 +373,7 @@ def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
         return
     opened = open_decompressed(tar_range_stream(raw, task))
     yield from _read_stream(opened, name, name, task.path, settings)
+
+
+_FILES = FileSource(NAME, TRAITS, _read_file, checks=(extractor_name,))
+check_options, plan, read = _FILES.check_options, _FILES.plan, _FILES.read

@@ -34,7 +34,7 @@ from apache_beam.metrics import Metrics
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import match_inputs, open_input
-from pipelines.sources.file_source import FileSource
+from pipelines.sources.file_source import check_file_options
 from pipelines.sources.traits import SourceTraits, TaskSize
 from pipelines.sources.wikipedia import wikimarkup
 from pipelines.sources.wikipedia.wiki_dump import BZ2_STREAM_MAGIC, SiteInfo, WikiPage, parse_pages
@@ -216,7 +216,8 @@ def _multistream_tasks(
     ]
 
 
-check_options = FileSource(NAME, TRAITS).check_options
+def check_options(options: Mapping[str, str]) -> None:
+    check_file_options(options, TRAITS)
 
 
 def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
