@@ -15,10 +15,11 @@ A source module has
   the launcher calls so that a bad option fails before the run, and, where its tasks are not
   byte ranges of a file (Parquet's are row groups), `input_bytes(task)`, the bytes of input a
   task reads (see `input_bytes`).
-A source of one document a file or a record a line gets check_options, plan and the read
-prelude (open, report a broken or unreadable file) from `file_source.FileSource`, and its
-splitting from `ranges`; the readers' shared pieces are `input_errors`, `compression`,
-`tar_members`, `reading` and `sizes`. README's "Adding a source" says how to add one.
+A source that reads a file (or a range of one) a task gets check_options, plan and read (the
+opening, and one Failure for a file that breaks off or cannot be read) from
+`file_source.FileSource`, and its splitting from `ranges`; the readers' shared pieces are `input_errors`, `compression`,
+`tar_members`, `reading`, `json_lines` and `sizes`. A family imports these, never another
+family, and none of them imports a family. README's "Adding a source" says how to add one.
 
 How big a task is: each source reads an upper bound from its options (its `TRAITS.task_size`:
 `task_bytes`, 64 MiB by default; Wikipedia's `wiki_task_mb`), and the launcher lowers it for the

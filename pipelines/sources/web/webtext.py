@@ -56,7 +56,6 @@ from warcio.exceptions import ArchiveLoadFailed
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.sources.compression import OpenedStream, open_decompressed
 from pipelines.sources.file_source import FileSource, task_name
-from pipelines.sources.files.jsonl import json_records
 from pipelines.sources.input_errors import (
     ArchiveError,
     BinaryContentError,
@@ -66,6 +65,7 @@ from pipelines.sources.input_errors import (
     failure,
     failure_from,
 )
+from pipelines.sources.json_lines import json_records
 from pipelines.sources.ranges import (
     RANGE_LINES,
     RANGE_OPTION,
