@@ -40,7 +40,7 @@ from resiliparse.extract.html2text import extract_plain_text  # noqa: E402
 
 from pipelines.clean import CleanConfig, clean_document  # noqa: E402
 from pipelines.document import Document  # noqa: E402
-from pipelines.sources import htmltext  # noqa: E402
+from pipelines.sources.web import htmltext  # noqa: E402
 
 PAGES = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "web" / "html"
 

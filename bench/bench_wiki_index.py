@@ -71,7 +71,7 @@ def build(directory: str, lines: int) -> tuple[int, int]:
 CHILD = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
-from pipelines.sources import wikipedia
+from pipelines.sources.wikipedia import wikipedia
 started = time.perf_counter()
 count = 0
 if {what!r} == "plan":

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipelines.sources import wiki_sections  # noqa: E402
+from pipelines.sources.wikipedia import wiki_sections  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora" / "wikipedia"
 DUMPS = {
@@ -48,7 +48,7 @@ OURS = """
 import json, sys
 sys.path.insert(0, {root!r})
 from pipelines.document import Document
-from pipelines.sources import wikipedia
+from pipelines.sources.wikipedia import wikipedia
 with open({out!r}, "w", encoding="utf-8") as out:
     for task in wikipedia.plan({dump!r}, {{}}):
         for item in wikipedia.read(task):

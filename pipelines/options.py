@@ -17,9 +17,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.stats import DEFAULT_MAX_FAILURE_RATE
 from pipelines.write import DEFAULT_SHARD_TOKENS
 
-# Megatron's OpenWebText cleanup drops web documents under 128 GPT-2 tokens; curated sources
-# keep every document that has a token at all (tokenize_batch always drops empty ones).
-DEFAULT_MIN_TOKENS = {"webtext": 128}
 DEFAULT_TOKENIZE_BATCH_DOCS = 256
 DEFAULT_TOKENIZE_BATCH_BYTES = 4 << 20
 # Text of real corpora compresses 3-10x (zstd on repetitive web text up to ~30x); far past that
@@ -192,12 +189,12 @@ class PreprocessConfig:
     verbose: bool = False
 
     def __post_init__(self) -> None:
-        from pipelines.sources import SOURCES
+        from pipelines.sources import SOURCES, source_traits
 
         if self.source not in SOURCES:
             raise ValueError(f"unknown source {self.source!r}; one of {', '.join(sorted(SOURCES))}")
-        if self.min_tokens is None:
-            object.__setattr__(self, "min_tokens", DEFAULT_MIN_TOKENS.get(self.source, 0))
+        if self.min_tokens is None:  # the source's own default (SourceTraits.min_tokens)
+            object.__setattr__(self, "min_tokens", source_traits(self.source).min_tokens)
         if self.dedup and self.dedup_config is None:
             from pipelines.dedup import DedupConfig
 

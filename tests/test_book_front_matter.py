@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.document import PARTS_REMOVED, Document, ReadTask, Reject
-from pipelines.sources.book_front_matter import paragraphs, strip_front_matter
-from pipelines.sources.books import strip_gutenberg
+from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
+from pipelines.sources.books.books import strip_gutenberg
 
 BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "books"
 DEMO_BOOKS = Path(__file__).resolve().parents[1] / "demo" / "corpus" / "books"

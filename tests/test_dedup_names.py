@@ -23,8 +23,9 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines.dedup import DedupConfig, Deduplicate
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row
 from pipelines.document import Failure
-from pipelines.sources import books
-from pipelines.sources.archives import iter_tar_members, printable_name
+from pipelines.sources.books import books
+from pipelines.sources.input_errors import printable_name
+from pipelines.sources.tar_members import iter_tar_members
 from pipelines.write import reject_record
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"

@@ -25,7 +25,7 @@ import zstandard
 
 from pipelines.document import Document, ReadTask
 from pipelines.preprocess import main
-from pipelines.sources import wikipedia
+from pipelines.sources.wikipedia import wikipedia
 from pipelines.stats import DEFAULT_MAX_FAILURE_RATE
 from tests.shard_fixtures import book_paragraphs
 

@@ -479,7 +479,7 @@ def test_a_reader_error_that_ends_a_task_fails_the_run(tmp_path, monkeypatch):
     path = tmp_path / "web.jsonl"
     paragraphs = (CORPORA / "books" / "11-0.txt").read_text("utf-8").split("\n\n")
     path.write_text("".join(json.dumps({"text": p}) + "\n" for p in paragraphs[:10]), "utf-8")
-    from pipelines.sources import jsonl
+    from pipelines.sources.files import jsonl
 
     real_read = jsonl.read
 

@@ -16,25 +16,21 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from pipelines.sources.archives import (
+from pipelines.sources.compression import detect_compression, open_decompressed
+from pipelines.sources.file_source import plan_file_tasks, task_name
+from pipelines.sources.input_errors import (
     ArchiveError,
-    ArchiveMember,
     BinaryContentError,
     CorruptInputError,
     TooLargeError,
     TruncatedInputError,
-    decode_text,
-    detect_compression,
+)
+from pipelines.sources.reading import decode_text, iter_lines, read_bounded, to_lf
+from pipelines.sources.sizes import max_document_bytes, parse_size
+from pipelines.sources.tar_members import (
+    ArchiveMember,
     is_tar,
-    iter_lines,
     iter_tar_members,
-    max_document_bytes,
-    open_decompressed,
-    parse_size,
-    plan_file_tasks,
-    read_bounded,
-    task_name,
-    to_lf,
     unsafe_member_reason,
 )
 

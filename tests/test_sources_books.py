@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.sources import books
-from pipelines.sources.book_front_matter import strip_front_matter
-from pipelines.sources.books import gutenberg_title, strip_gutenberg
+from pipelines.sources.books import books
+from pipelines.sources.books.book_front_matter import strip_front_matter
+from pipelines.sources.books.books import gutenberg_title, strip_gutenberg
 
 BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "books"
 
@@ -309,8 +309,9 @@ def test_license_only_file_is_a_failure(tmp_path: Path) -> None:
     assert [f.reason for f in _read(path)] == ["no_book_text"]
 
 
-def test_missing_file_is_a_failure(tmp_path: Path) -> None:
-    assert [f.reason for f in _read(tmp_path / "gone.txt")] == ["unreadable_file"]
+def test_missing_file_is_a_failure_that_loses_the_whole_file(tmp_path: Path) -> None:
+    failures = _read(tmp_path / "gone.txt")
+    assert [(f.reason, f.lost_from) for f in failures] == [("unreadable_file", 0)]
 
 
 def test_50_mb_book_reads_and_the_size_limit_applies(tmp_path: Path) -> None:

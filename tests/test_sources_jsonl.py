@@ -13,7 +13,7 @@ import pytest
 import zstandard
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.sources import jsonl
+from pipelines.sources.files import jsonl
 
 WEB = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "web"
 WEBTEXT_DIR = WEB / "text" / "webtext_train_10"

@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.sources import parquet
-from pipelines.sources.parquet import row_group_ranges
+from pipelines.sources import check_options, get_source
+from pipelines.sources.files import parquet
+from pipelines.sources.files.parquet import row_group_ranges
 
 BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "books"
 PARAGRAPHS = [p for p in (BOOKS / "2701-0.txt").read_text(encoding="utf-8").split("\n\n")
@@ -152,5 +153,8 @@ def test_bad_options_fail_at_plan_time(tmp_path: Path) -> None:
     path = _moby(tmp_path / "moby.parquet")
     with pytest.raises(ValueError):
         parquet.plan(str(path), {"task_bytes": "0"})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="batch_rows must be a whole number, got 'many'"):
         parquet.plan(str(path), {"batch_rows": "many"})
+    for bad in ({"task_bytes": "0"}, {"batch_rows": "0"}, {"max_document_bytes": "lots"}):
+        with pytest.raises(ValueError):  # the launcher's check, before a run
+            check_options(get_source("parquet"), bad)

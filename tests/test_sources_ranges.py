@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.document import Document, Failure
-from pipelines.sources import books, jsonl
+from pipelines.sources.books import books
+from pipelines.sources.files import jsonl
 from pipelines.sources.ranges import (
     RANGE_LINES,
     RANGE_OPTION,
@@ -168,11 +169,11 @@ def test_a_big_plain_book_is_one_task(tmp_path, caplog):
 
 
 def test_a_big_wikipedia_dump_without_an_index_is_one_task_and_the_log_says_so(tmp_path, caplog):
-    from pipelines.sources import wikipedia
+    from pipelines.sources.wikipedia import wikipedia
 
     dump = tmp_path / "elwiki-20230501-pages-articles.xml.bz2"
     dump.write_bytes((CORPORA / "wikipedia" / "elwiki-pages-articles-head933.xml.bz2").read_bytes())
-    with caplog.at_level(logging.INFO, logger="pipelines.sources.wikipedia"):
+    with caplog.at_level(logging.INFO, logger="pipelines.sources.wikipedia.wikipedia"):
         tasks = wikipedia.plan(str(dump), {"wiki_task_mb": "0.5"})
     assert len(tasks) == 1 and "no multistream index" in caplog.text
     assert "read start to end by one task (3 MB)" in caplog.text
@@ -255,8 +256,9 @@ def _parquet(tmp_path: Path) -> Path:
 def test_split_tasks_count_their_own_bytes_not_the_whole_file(tmp_path):
     """Each kind of split task's input bytes add up to the file (they counted the whole file
     for the last, open-ended range: N ranges got N+1 ranges' worth of --max-expansion)."""
-    from pipelines.sources import parquet, wikipedia
+    from pipelines.sources.files import parquet
     from pipelines.sources.transforms import task_input_bytes
+    from pipelines.sources.wikipedia import wikipedia
 
     line_file = _write_jsonl(tmp_path / "owt.jsonl", _texts())
     tar_file = _tar(tmp_path / "books.tar", BOOKS)
@@ -283,7 +285,8 @@ def test_split_tasks_count_their_own_bytes_not_the_whole_file(tmp_path):
 def test_max_expansion_bounds_a_parquet_task_by_its_own_bytes(tmp_path, monkeypatch):
     """Books as Parquet expand ~2x (snappy): a bound of 10x their stored bytes never stops a
     task, while one of 10x the row-group count did."""
-    from pipelines.sources import parquet, transforms
+    from pipelines.sources import transforms
+    from pipelines.sources.files import parquet
 
     monkeypatch.setattr(transforms, "MIN_EXPANSION_BOUND_BYTES", 1 << 10)
     tasks = parquet.plan(str(_parquet(tmp_path)), {"task_bytes": "200KB"})

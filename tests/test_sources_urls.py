@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.sources.urls import (
+from pipelines.sources.web.urls import (
     dedup_key,
     filter_urls,
     is_blacklisted,
@@ -159,7 +159,7 @@ def test_cli_glob_over_several_files(tmp_path: Path) -> None:
 def test_module_runs_as_a_program(tmp_path: Path) -> None:
     output = tmp_path / "kept.txt"
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.sources.urls", "--input", str(TXT), "--output",
+        [sys.executable, "-m", "pipelines.sources.web.urls", "--input", str(TXT), "--output",
          str(output)], cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
     assert "kept: 2090" in result.stdout
     assert len(output.read_text(encoding="utf-8").splitlines()) == 2090

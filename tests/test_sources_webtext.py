@@ -23,7 +23,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.sources import webtext
+from pipelines.sources.web import webtext
 
 WEB = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "web"
 WEBTEXT_DIR = WEB / "text" / "webtext_train_10"

@@ -19,8 +19,9 @@ import pytest
 import zstandard
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.sources import wikipedia
-from pipelines.sources.wikipedia import classify_page, parse_pages, plan, read
+from pipelines.sources import check_options, get_source
+from pipelines.sources.wikipedia import wikipedia
+from pipelines.sources.wikipedia.wikipedia import classify_page, parse_pages, plan, read
 
 WIKIPEDIA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "wikipedia"
 SIMPLEWIKI = WIKIPEDIA / "simplewiki-sample.xml.bz2"
@@ -430,6 +431,8 @@ def test_a_task_range_holding_no_stream_start_reads_nothing(
 def test_bad_task_size_option(value: str):
     with pytest.raises(ValueError, match="wiki_task_mb"):
         plan(str(ENWIKI_BZ2), {"wiki_task_mb": value})
+    with pytest.raises(ValueError, match="wiki_task_mb"):  # the launcher's check, before a run
+        check_options(get_source("wikipedia"), {"wiki_task_mb": value})
 
 
 def test_no_match_is_an_error(tmp_path: Path):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.sources import wiki_blocks, wiki_sections
-from pipelines.sources import wikimarkup as wm
+from pipelines.sources.wikipedia import wiki_blocks, wiki_sections
+from pipelines.sources.wikipedia import wikimarkup as wm
 
 WIKIPEDIA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "wikipedia"
 GREEK = wm.config_for_namespaces(file_names=("Αρχείο", "Μέσο"), category_names=("Κατηγορία",))

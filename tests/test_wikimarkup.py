@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.sources import wiki_blocks, wiki_sections
-from pipelines.sources import wikimarkup as wm
-from pipelines.sources.wikimarkup import wikitext_to_text
+from pipelines.sources.wikipedia import wiki_blocks, wiki_sections
+from pipelines.sources.wikipedia import wikimarkup as wm
+from pipelines.sources.wikipedia.wikimarkup import wikitext_to_text
 
 WIKIPEDIA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "wikipedia"
 GREEK = wm.config_for_namespaces(file_names=("Αρχείο", "Μέσο"), category_names=("Κατηγορία",))

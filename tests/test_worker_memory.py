@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.sources.archives import DEFAULT_MAX_DOCUMENT_BYTES, WORKER_BYTES_PER_DOCUMENT_BYTE
+from pipelines.sources.sizes import DEFAULT_MAX_DOCUMENT_BYTES, WORKER_BYTES_PER_DOCUMENT_BYTE
 
 REPO = Path(__file__).resolve().parents[1]
 # What a worker holds whatever its documents: interpreter, Beam, tokenizer, MinHash tables

@@ -7,7 +7,8 @@
 FineWeb's pipeline: length, language, Gopher repetition, Gopher quality, then C4's line rules
 (which shorten the text, so length is checked again after them). Every threshold is a field of
 `CleanConfig`; a rule whose field is None (or empty, or False) is off. The light defaults
-(`CleanConfig()`) suit curated text; `CleanConfig.for_source` adds the web rules for web crawls.
+(`CleanConfig()`) suit curated text; `CleanConfig.for_source` adds the web rules for a source
+whose traits say it holds crawled web pages (`SourceTraits.web_text`).
 
 Scripts written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) count each letter
 as a word (`filters.split_words`), so the word-count and words-per-line rules hold them to the
@@ -27,7 +28,7 @@ from pipelines.clean.language import identify_language, supported_languages
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import Document, Reject
 
-__all__ = ["CleanConfig", "clean_document", "FILTER_NAMES", "WEB_SOURCES", "normalize_text"]
+__all__ = ["CleanConfig", "clean_document", "FILTER_NAMES", "normalize_text"]
 
 # Every reason clean_document can reject with, in the order the checks run.
 FILTER_NAMES = (
@@ -70,10 +71,6 @@ SCRIPT_SKIPPED_RULES = {
     "unspaced": ("gopher_top_ngram", "gopher_duplicate_ngrams", "gopher_mean_word_length"),
     "no_sentence_mark": ("c4_too_few_sentences",),
 }
-
-# Sources whose documents are crawled web pages and get the Gopher and C4 rules. Every other
-# source (books, wikipedia, jsonl, parquet, ...) is curated text and gets the light defaults.
-WEB_SOURCES = frozenset({"webtext"})
 
 _GOPHER_TOP_NGRAMS = ((2, 0.20), (3, 0.18), (4, 0.16))
 _GOPHER_DUPLICATE_NGRAMS = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
@@ -166,10 +163,12 @@ class CleanConfig:
 
     @classmethod
     def for_source(cls, source: str, **overrides: object) -> CleanConfig:
-        """The preset for a source: web crawls (`WEB_SOURCES`) get the Gopher and C4 rules with
-        their published thresholds; every other source only normalisation, length and language.
-        `overrides` replace single fields (e.g. `language="any"`)."""
-        if source in WEB_SOURCES:
+        """The preset for a source: one of crawled web pages (its traits' `web_text`) gets the
+        Gopher and C4 rules with their published thresholds; any other only normalisation,
+        length and language. `overrides` replace single fields (e.g. `language="any"`)."""
+        from pipelines.sources import source_traits
+
+        if source_traits(source).web_text:
             preset: dict[str, object] = dict(
                 min_words=50,
                 max_words=100_000,

@@ -8,22 +8,25 @@ over that. (The shingles alone would allow far more: a text with a single word c
 gets one shingle, shingles.shingle_batch, so a document needs only one byte to reach the
 components.) The characters of text a file yields:
 
-- a file of a plain-text source (PLAIN_TEXT_SOURCES) whose first bytes are neither a
-  compressed stream nor a tar: at most CLEANED_CHARS_PER_BYTE a byte;
+- a file of a plain-text source (its traits' `documents.plain_text`: the text is the file's own
+  characters, so that every character takes at least one byte of an uncompressed file: UTF-8
+  and cp1252 one or more, UTF-16 two, a JSON escape two to twelve) whose first bytes are neither
+  a compressed stream nor a tar: at most CLEANED_CHARS_PER_BYTE a byte;
 - any other file (compressed, an archive of compressed members, one whose head was not read):
   what the readers let a task produce, --max-expansion x its bytes but never less than
   sources/transforms.py's MIN_EXPANSION_BOUND_BYTES, summed over as many tasks as the file can be cut into;
   no bound when --max-expansion is 0;
 - a remote file listed without a size (size 0): no bound.
 
-A plain local JSONL file holds at most a document a line, a much tighter bound than its bytes
-(five short documents: 5, not 23), so the launcher counts the lines of such files up to
-COUNT_LINES_BYTES in all (a few ms a MB); the bound is the smaller of the two for each file.
-A plain file of the books source is one book, one document (the demo's six books: 6, where
-their bytes allowed 51k and unrolled the capped 16 rounds).
+A plain local file of a source of a document a line (DocumentBound.ONE_PER_PLAIN_LINE: JSONL)
+holds at most a document a line, a much tighter bound than its bytes (five short documents: 5,
+not 23), so the launcher counts the lines of such files up to COUNT_LINES_BYTES in all (a few
+ms a MB); the bound is the smaller of the two for each file. A plain file of a source of a
+document a file (DocumentBound.ONE_PER_PLAIN_FILE: a book) is one document (the demo's six
+books: 6, where their bytes allowed 51k and unrolled the capped 16 rounds).
 
-Parquet input (--source parquet, and python -m pipelines.dedup): the rows in the files' footers,
-a document a row.
+A source of a document a row (DocumentBound.ONE_PER_ROW: --source parquet), and python -m
+pipelines.dedup: the rows in the files' Parquet footers.
 
 The launcher reads heads and footers only in listings of at most READ_LOCAL_FILES local and
 READ_REMOTE_FILES remote files (a remote read is a request); a bigger listing is bounded from
@@ -41,10 +44,6 @@ from pipelines.io import InputFile, match_inputs, open_input
 
 LOG = logging.getLogger(__name__)
 
-# Sources whose documents' text is the file's own characters (JSON strings, a book's text), so
-# that every character takes at least one byte of an uncompressed file (UTF-8 and cp1252 one or
-# more, UTF-16 two, a JSON escape two to twelve).
-PLAIN_TEXT_SOURCES = frozenset({"jsonl", "books"})
 # Cleaning can lengthen a text: ftfy's ligature fixes and NFC turn a character into at most three
 # (U+FB03 -> "ffi"), and such a character takes at least two bytes (of UTF-16; three of UTF-8).
 CLEANED_CHARS_PER_BYTE = 1.5
@@ -112,13 +111,15 @@ def input_documents_bound(
 ) -> int | None:
     """At most how many documents of these files pass cleaning (at least `min_chars`
     characters each), or None when a file's text has no bound."""
-    from pipelines.sources import task_size_bound
+    from pipelines.sources import source_traits
+    from pipelines.sources.traits import DocumentBound
 
     files = list(files)
-    if source == "parquet":
+    traits = source_traits(source)
+    if traits.documents is DocumentBound.ONE_PER_ROW:
         return parquet_rows(files)
-    read_heads = source in PLAIN_TEXT_SOURCES and readable_listing(files)
-    task_bytes = task_size_bound(source, source_options)
+    read_heads = traits.documents.plain_text and readable_listing(files)
+    task_bytes = traits.task_size.bytes(source_options)
     documents, lines_budget = 0, COUNT_LINES_BYTES
     for f in files:
         if f.size_bytes == 0 and _is_remote(f.path):
@@ -128,9 +129,10 @@ def input_documents_bound(
         if chars is None:
             return None
         bound = chars // max(1, min_chars)
-        if plain and source == "books":
+        if plain and traits.documents is DocumentBound.ONE_PER_PLAIN_FILE:
             bound = min(bound, 1)
-        if plain and source == "jsonl" and not _is_remote(f.path) and f.size_bytes <= lines_budget:
+        lines = plain and traits.documents is DocumentBound.ONE_PER_PLAIN_LINE
+        if lines and not _is_remote(f.path) and f.size_bytes <= lines_budget:
             lines_budget -= f.size_bytes
             try:
                 bound = min(bound, count_lines(f.path))

@@ -1,18 +1,29 @@
-"""Input sources: one module per format (see PIPELINE_API.md); the registry maps NAME -> module.
+"""Input sources, grouped by family: wikipedia/, books/, web/ (webtext), files/ (jsonl, parquet).
+The registry maps each --source value to its module:
 
     from pipelines.sources import SOURCES, get_source, split_task
     tasks = get_source("wikipedia").plan("dumps/*.xml.bz2", {})
 
-A source module has `plan(pattern, options) -> list[ReadTask]` (cheap: a listing, an index) and
-`read(task)`; it may add `split(task) -> list[ReadTask]`, which cuts one big file's task into
-several (it may open the file: it runs on workers, one file at a time), and
-`check_options(options)`, which the launcher calls so that a bad option fails before the run.
-A source whose tasks are not byte ranges of a file (Parquet's are row groups) adds
-`input_bytes(task)`, the bytes of input a task reads (see `input_bytes`).
+A source module has
+- `NAME`, its --source value, and `TRAITS`, a `traits.SourceTraits`: its clean preset, default
+  minimum tokens, task size option and how dedup bounds its documents (read by `source_traits`;
+  nothing outside this package compares a source's name);
+- `plan(pattern, options) -> list[ReadTask]` (cheap: a listing, an index) and `read(task)`,
+  which yields Documents and a Failure for each thing it could not read;
+- optionally `split(task) -> list[ReadTask]`, which cuts one big file's task into several (it
+  may open the file: it runs on workers, one file at a time), `check_options(options)`, which
+  the launcher calls so that a bad option fails before the run, and, where its tasks are not
+  byte ranges of a file (Parquet's are row groups), `input_bytes(task)`, the bytes of input a
+  task reads (see `input_bytes`).
+A source that reads a file (or a range of one) a task gets check_options, plan and read (the
+opening, and one Failure for a file that breaks off or cannot be read) from
+`file_source.FileSource`, and its splitting from `ranges`; the readers' shared pieces are `input_errors`, `compression`,
+`tar_members`, `reading`, `json_lines` and `sizes`. A family imports these, never another
+family, and none of them imports a family. README's "Adding a source" says how to add one.
 
-How big a task is: each source reads an upper bound from its options (`task_bytes`, 64 MiB by
-default; Wikipedia's `wiki_task_mb`), and the launcher lowers it for the run at hand
-(`sized_read_options`) so that every worker gets several tasks where the input allows.
+How big a task is: each source reads an upper bound from its options (its `TRAITS.task_size`:
+`task_bytes`, 64 MiB by default; Wikipedia's `wiki_task_mb`), and the launcher lowers it for the
+run at hand (`sized_read_options`) so that every worker gets several tasks where the input allows.
 
 `SOURCES` imports a module the first time it is looked up, so listing the names (for --help)
 or using one source does not import every reader's dependencies (pyarrow, warcio, ...).
@@ -25,6 +36,7 @@ from collections.abc import Iterator, Mapping
 from types import ModuleType
 
 from pipelines.document import ReadTask
+from pipelines.sources.traits import SourceTraits
 
 # A run is planned for this many tasks per worker where its input allows: with one task per
 # worker, the worker that draws the biggest file or the slowest text finishes alone.
@@ -32,17 +44,14 @@ TASKS_PER_WORKER = 4
 # ...but no task under this: each costs a bundle, an open and a format sniff, and a range
 # reader re-reads the line or member that straddles its start.
 MIN_TASK_BYTES = 4 << 20
-# The option a source reads its task size from, and that option's unit in bytes, where it is
-# not `task_bytes` in bytes.
-_TASK_SIZE_OPTIONS = {"wikipedia": ("wiki_task_mb", 1_000_000)}
-
-# --source value -> module under pipelines.sources that implements it.
+# --source value -> module under pipelines.sources that implements it (the one place that
+# names every source).
 _MODULES = {
-    "wikipedia": "wikipedia",
-    "books": "books",
-    "webtext": "webtext",
-    "jsonl": "jsonl",
-    "parquet": "parquet",
+    "wikipedia": "wikipedia.wikipedia",
+    "books": "books.books",
+    "webtext": "web.webtext",
+    "jsonl": "files.jsonl",
+    "parquet": "files.parquet",
 }
 
 
@@ -55,6 +64,8 @@ class _Registry(Mapping):
             raise ImportError(
                 f"{module.__name__}.NAME is {getattr(module, 'NAME', None)!r}, not {name!r}"
             )
+        if not isinstance(getattr(module, "TRAITS", None), SourceTraits):
+            raise ImportError(f"{module.__name__}.TRAITS is not a SourceTraits")
         return module
 
     def __iter__(self) -> Iterator[str]:
@@ -72,6 +83,11 @@ def get_source(name: str) -> ModuleType:
     if name not in _MODULES:
         raise ValueError(f"unknown source {name!r}; known: {', '.join(sorted(_MODULES))}")
     return SOURCES[name]
+
+
+def source_traits(name: str) -> SourceTraits:
+    """The traits the source of a --source value declares (ValueError for an unknown name)."""
+    return get_source(name).TRAITS
 
 
 def check_options(source: ModuleType, options: Mapping[str, str]) -> None:
@@ -105,17 +121,6 @@ def task_size(input_bytes: int, workers: int, upper: int) -> int:
     return min(upper, max(MIN_TASK_BYTES, share))
 
 
-def task_size_bound(source: str, options: Mapping[str, str]) -> int:
-    """The most bytes a task of `source` reads as its options say (or its default)."""
-    key, unit = _TASK_SIZE_OPTIONS.get(source, ("task_bytes", 1))
-    if key == "task_bytes":
-        from pipelines.sources.ranges import task_bytes
-
-        return task_bytes(options)
-    default = SOURCES[source].DEFAULT_TASK_MB
-    return max(1, int(float(options.get(key, default)) * unit))
-
-
 def sized_read_options(
     source: str, options: Mapping[str, str], input_bytes: int, workers: int | None
 ) -> dict[str, str]:
@@ -124,6 +129,6 @@ def sized_read_options(
     whatever the size: tasks only decide who reads which bytes."""
     if not workers:
         return dict(options)
-    key, unit = _TASK_SIZE_OPTIONS.get(source, ("task_bytes", 1))
-    size = task_size(input_bytes, workers, task_size_bound(source, options))
-    return {**options, key: str(size) if unit == 1 else f"{size / unit:.6f}"}
+    bound = source_traits(source).task_size
+    size = task_size(input_bytes, workers, bound.bytes(options))
+    return {**options, bound.option: bound.option_value(size)}

@@ -21,34 +21,24 @@ import dataclasses
 import io
 import logging
 import tarfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import BinaryIO
 
 from pipelines.document import ReadTask
 from pipelines.io import open_input
-from pipelines.sources.archives import (
-    FILE_BYTES_OPTION,
-    SNIFF_BYTES,
-    detect_compression,
-    is_tar,
-    size_option,
-)
+from pipelines.sources.compression import SNIFF_BYTES, detect_compression
+from pipelines.sources.file_source import FILE_BYTES_OPTION
+from pipelines.sources.sizes import task_bytes
+from pipelines.sources.tar_members import is_tar
 
 logger = logging.getLogger(__name__)
 
-TASK_BYTES_OPTION = "task_bytes"
-DEFAULT_TASK_BYTES = 64 << 20
 # How a split task's range is to be read: RANGE_LINES or RANGE_TAR.
 RANGE_OPTION = "range"
 RANGE_LINES = "lines"
 RANGE_TAR = "tar"
 
 _READ_CHUNK = 1 << 20
-
-
-def task_bytes(options: Mapping[str, str]) -> int:
-    """The `task_bytes` option (default 64MiB): about how much of a file one task reads."""
-    return size_option(options, TASK_BYTES_OPTION, DEFAULT_TASK_BYTES)
 
 
 def byte_ranges(size: int, range_bytes: int) -> list[tuple[int, int]]:

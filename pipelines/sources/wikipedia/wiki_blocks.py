@@ -22,7 +22,7 @@ import dataclasses
 import html
 import re
 
-from pipelines.sources import wiki_sections
+from pipelines.sources.wikipedia import wiki_sections
 
 # Closing-section headings of every language in the table, compared casefolded.
 DROPPED_SECTIONS: frozenset[str] = wiki_sections.closing_section_names()

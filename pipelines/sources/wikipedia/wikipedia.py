@@ -2,7 +2,7 @@
 
 Inputs: `.xml`, or that compressed with gzip, bzip2 (`.xml.bz2`, dump splits such as
 `...xml-p10p30302.bz2`), xz or zstd; the compression is told from the first bytes, never from
-the name (archives.open_decompressed, as for every source). A multistream dump
+the name (compression.open_decompressed, as for every source). A multistream dump
 (`*-pages-articles-multistream*.xml*.bz2`) whose index file (`...-multistream-index*.txt[.bz2]`)
 lies beside it is split by `plan()` into byte ranges of about `wiki_task_mb` MB (option, default
 64), so many workers read one dump. The index only marks the dump as multistream and is never
@@ -34,11 +34,17 @@ from apache_beam.metrics import Metrics
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import match_inputs, open_input
-from pipelines.sources import archives, wikimarkup
-from pipelines.sources.wiki_dump import BZ2_STREAM_MAGIC, SiteInfo, WikiPage, parse_pages
+from pipelines.sources.file_source import check_file_options
+from pipelines.sources.traits import SourceTraits, TaskSize
+from pipelines.sources.wikipedia import wikimarkup
+from pipelines.sources.wikipedia.wiki_dump import BZ2_STREAM_MAGIC, SiteInfo, WikiPage, parse_pages
 
 NAME = "wikipedia"
-DEFAULT_TASK_MB = 64.0
+# Curated text (the light clean preset). A multistream dump is cut into tasks of `wiki_task_mb`
+# MB of compressed input.
+TRAITS = SourceTraits(
+    task_size=TaskSize("wiki_task_mb", default=64.0, unit=1_000_000, unit_name="MB")
+)
 SKIP_REASONS = ("namespace", "redirect", "disambiguation", "empty")
 
 _log = logging.getLogger(__name__)
@@ -210,23 +216,16 @@ def _multistream_tasks(
     ]
 
 
-def _task_bytes(options: Mapping[str, str]) -> int:
-    value = options.get("wiki_task_mb", DEFAULT_TASK_MB)
-    try:
-        megabytes = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"wiki_task_mb must be a number of MB, got {value!r}") from None
-    if not megabytes > 0:
-        raise ValueError(f"wiki_task_mb must be positive, got {value!r}")
-    return max(1, int(megabytes * 1_000_000))
+def check_options(options: Mapping[str, str]) -> None:
+    check_file_options(options, TRAITS)
 
 
 def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
     """One task per dump file, except multistream dumps with an index, which become byte ranges
     of about `wiki_task_mb` MB (whole bz2 streams once read). Index files matched by the
     pattern mark their dump as multistream; they are not read as dumps, nor read at all."""
-    task_bytes = _task_bytes(options)
-    archives.max_document_bytes(options)  # a bad option fails on the launcher, not on workers
+    check_options(options)  # a bad option fails on the launcher, not on workers
+    task_bytes = TRAITS.task_size.bytes(options)
     dumps = [f for f in match_inputs(pattern) if not _INDEX_NAME.search(f.path)]
     if not dumps:
         raise FileNotFoundError(f"{pattern!r} matches only multistream index files, no dump")

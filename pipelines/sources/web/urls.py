@@ -16,7 +16,7 @@ that needs the public-suffix list, so here the label is the one before a known t
 suffix (co.uk, com.au, ...) or before the last label otherwise: the same answer for every
 host of the blacklisted sites.
 
-    python -m pipelines.sources.urls --input 'urls/*.txt' --output kept_urls.txt
+    python -m pipelines.sources.web.urls --input 'urls/*.txt' --output kept_urls.txt
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from urllib.parse import urlsplit, urlunsplit
 import fsspec
 
 from pipelines.io import match_inputs, open_input
-from pipelines.sources.archives import InputError, iter_lines, open_decompressed
+from pipelines.sources.compression import open_decompressed
+from pipelines.sources.input_errors import InputError
+from pipelines.sources.reading import iter_lines
 
 MIN_URL_LENGTH = 9  # Megatron drops URLs of 8 characters or fewer
 MAX_URL_LENGTH = 2048  # longer "URLs" are query-string dumps or tracking junk

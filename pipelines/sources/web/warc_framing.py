@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipelines.sources.archives import TruncatedInputError
+from pipelines.sources.input_errors import TruncatedInputError
 
 _VERSION_LINE = b"WARC/1."
 _RECORD_END = b"\r\n\r\n"

@@ -26,7 +26,8 @@ from xml.parsers import expat
 
 from pipelines.document import Failure, ReadTask
 from pipelines.io import open_input
-from pipelines.sources import archives, wikimarkup
+from pipelines.sources import compression, input_errors, sizes
+from pipelines.sources.wikipedia import wikimarkup
 
 _READ_BYTES = 1 << 20  # compressed bytes per read() call on the input file
 _MAX_OUT = 1 << 20  # decompressed bytes handed to the XML parser at a time
@@ -116,10 +117,10 @@ def _decompressed(raw: BinaryIO, start: int, end: int, label: str) -> Iterator[b
     xz, zstd, else taken as they are), _MAX_OUT at a time. A range after byte 0 must start a bz2
     stream (only multistream bz2 dumps are split)."""
     try:
-        opened = archives.open_decompressed(_RangeReader(raw, start, end))
-    except archives.InputError as error:
+        opened = compression.open_decompressed(_RangeReader(raw, start, end))
+    except input_errors.InputError as error:
         raise _InputError(error.reason, f"{label}: {error.detail}",
-                          archives.lost_from(error)) from None
+                          input_errors.lost_from(error)) from None
     if not opened.head:
         raise _InputError("unreadable_file", f"{label}: no bytes to read")
     if start and opened.compression != "bz2":
@@ -131,9 +132,9 @@ def _read_chunks(stream: BinaryIO, label: str) -> Iterator[bytes]:
     try:
         while data := stream.read(_MAX_OUT):
             yield data
-    except archives.InputError as error:
+    except input_errors.InputError as error:
         raise _InputError(error.reason, f"{label}: {error.detail}",
-                          archives.lost_from(error)) from None
+                          input_errors.lost_from(error)) from None
 
 
 # --- parsing XML -------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ class _DumpHandler:
         self,
         site: SiteInfo | None,
         stop_after_siteinfo: bool,
-        max_page_bytes: int = archives.DEFAULT_MAX_DOCUMENT_BYTES,
+        max_page_bytes: int = sizes.DEFAULT_MAX_DOCUMENT_BYTES,
     ) -> None:
         self.site = site
         self.stop_after_siteinfo = stop_after_siteinfo
@@ -213,7 +214,7 @@ class _DumpHandler:
             self.capture = None
             self.problem = (
                 "too_large",
-                f"<{self.stack[-1]}> is larger than {archives.MAX_DOCUMENT_BYTES_OPTION}="
+                f"<{self.stack[-1]}> is larger than {sizes.MAX_DOCUMENT_BYTES_OPTION}="
                 f"{self.max_page_bytes} bytes",
             )
             return
@@ -513,7 +514,7 @@ def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
     is_range = task.start > 0 or task.end >= 0
     site = _read_header_siteinfo(task.path) if task.start > 0 else None
     handler = _DumpHandler(
-        site, stop_after_siteinfo=False, max_page_bytes=archives.max_document_bytes(task.options)
+        site, stop_after_siteinfo=False, max_page_bytes=sizes.max_document_bytes(task.options)
     )
     # a middle piece of a multistream dump holds <page>s without their root
     pages = _PageParser(handler, in_root=task.start > 0)

@@ -41,8 +41,8 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-from pipelines.sources import wiki_blocks
-from pipelines.sources.wiki_blocks import DROPPED_SECTIONS
+from pipelines.sources.wikipedia import wiki_blocks
+from pipelines.sources.wikipedia.wiki_blocks import DROPPED_SECTIONS
 
 # Names under which every wiki accepts its File/Media and Category namespaces, besides the
 # localized names siteinfo lists: MediaWiki's canonical names and its standard "Image" alias.

@@ -24,32 +24,29 @@ each of those is one task.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask
-from pipelines.io import open_input
-from pipelines.sources.archives import (
+from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
+from pipelines.sources.compression import open_decompressed
+from pipelines.sources.file_source import FileSource, task_name
+from pipelines.sources.input_errors import (
     ArchiveError,
-    ArchiveMember,
     BinaryContentError,
     InputError,
-    broken_off,
-    decode_text,
     failure,
     failure_from,
-    is_tar,
-    iter_tar_members,
-    max_document_bytes,
-    open_decompressed,
-    plan_file_tasks,
-    read_bounded,
-    task_name,
-    to_lf,
 )
-from pipelines.sources.book_front_matter import paragraphs, strip_front_matter
-from pipelines.sources.ranges import split_tar_file, tar_range_stream, task_bytes
+from pipelines.sources.ranges import split_tar_file, tar_range_stream
+from pipelines.sources.reading import decode_text, read_bounded, to_lf
+from pipelines.sources.sizes import max_document_bytes
+from pipelines.sources.tar_members import ArchiveMember, is_tar, iter_tar_members
+from pipelines.sources.traits import DocumentBound, SourceTraits
 
 NAME = "books"
+# Curated text, one book a file: a plain file's text is the book's own characters.
+TRAITS = SourceTraits(documents=DocumentBound.ONE_PER_PLAIN_FILE)
 
 # Where the book starts: the line after the last of these in the header. "*END*THE SMALL
 # PRINT!" closes the license block that 1990s files put before the text.
@@ -323,36 +320,21 @@ def _member_books(member: ArchiveMember, archive_name: str, location: str,
     yield from book_document(data, f"{archive_name}/{member.name}", where)
 
 
-def check_options(options: Mapping[str, str]) -> None:
-    task_bytes(options)
-    max_document_bytes(options)
-
-
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-    check_options(options)
-    return plan_file_tasks(NAME, pattern, options)
-
-
-def split(task: ReadTask) -> list[ReadTask]:
-    return split_tar_file(task)
-
-
-def read(task: ReadTask) -> Iterator[Document | Failure]:
+def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
     name = task_name(task)
     limit = max_document_bytes(task.options)
-    try:
-        with open_input(task.path) as raw:
-            opened = open_decompressed(tar_range_stream(raw, task))
-            if is_tar(opened.head):
-                for item in iter_tar_members(opened.stream, task.path):
-                    if isinstance(item, Failure):
-                        yield item
-                    else:
-                        yield from _member_books(item, name, task.path, limit)
+    opened = open_decompressed(tar_range_stream(raw, task))
+    if is_tar(opened.head):
+        for item in iter_tar_members(opened.stream, task.path):
+            if isinstance(item, Failure):
+                yield item
             else:
-                data = read_bounded(opened.stream, limit, "book")
-                yield from book_document(data, name, task.path)
-    except InputError as error:
-        yield broken_off(error, task.path)
-    except OSError as error:
-        yield failure(task.path, "unreadable_file", str(error))
+                yield from _member_books(item, name, task.path, limit)
+    else:
+        data = read_bounded(opened.stream, limit, "book")
+        yield from book_document(data, name, task.path)
+
+
+_FILES = FileSource(NAME, TRAITS, _read_file)
+check_options, plan, read = _FILES.check_options, _FILES.plan, _FILES.read
+split = split_tar_file

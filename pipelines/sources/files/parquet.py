@@ -27,36 +27,39 @@ import pyarrow.parquet as pq
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import open_input
-from pipelines.sources.archives import (
-    BinaryContentError,
-    decode_text,
-    failure,
-    failure_from,
-    max_document_bytes,
-    parse_size,
-    plan_file_tasks,
-    task_name,
-)
+from pipelines.sources.file_source import check_file_options, plan_file_tasks, task_name
+from pipelines.sources.input_errors import BinaryContentError, failure, failure_from
 from pipelines.sources.ranges import range_input_bytes
+from pipelines.sources.reading import decode_text
+from pipelines.sources.sizes import max_document_bytes
+from pipelines.sources.traits import DocumentBound, SourceTraits
 
 NAME = "parquet"
+# Curated records, one a row, counted in the files' footers.
+TRAITS = SourceTraits(documents=DocumentBound.ONE_PER_ROW)
 TEXT_COLUMN_OPTION = "text_column"
-TASK_BYTES_OPTION = "task_bytes"
 BATCH_ROWS_OPTION = "batch_rows"
 DEFAULT_TEXT_COLUMN = "text"
-DEFAULT_TASK_BYTES = 64 << 20
 DEFAULT_BATCH_ROWS = 1024
 _EXTRA_COLUMNS = ("url", "title")
 
 
-def _positive_int(options: Mapping[str, str], key: str, default: int, *, size: bool) -> int:
-    value = options.get(key)
+def _batch_rows(options: Mapping[str, str]) -> int:
+    """The `batch_rows` option: rows per Arrow batch while streaming."""
+    value = options.get(BATCH_ROWS_OPTION)
     if value is None:
-        return default
-    number = parse_size(str(value)) if size else int(value)
+        return DEFAULT_BATCH_ROWS
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{BATCH_ROWS_OPTION} must be a whole number, got {value!r}") from None
     if number <= 0:
-        raise ValueError(f"{key} must be positive, got {value!r}")
+        raise ValueError(f"{BATCH_ROWS_OPTION} must be positive, got {value!r}")
     return number
+
+
+def check_options(options: Mapping[str, str]) -> None:
+    check_file_options(options, TRAITS, checks=(_batch_rows,))
 
 
 def row_group_ranges(row_group_bytes: list[int], task_bytes: int) -> list[tuple[int, int]]:
@@ -75,8 +78,8 @@ def row_group_ranges(row_group_bytes: list[int], task_bytes: int) -> list[tuple[
 
 
 def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-    task_bytes = _positive_int(options, TASK_BYTES_OPTION, DEFAULT_TASK_BYTES, size=True)
-    _positive_int(options, BATCH_ROWS_OPTION, DEFAULT_BATCH_ROWS, size=False)
+    check_options(options)
+    task_bytes = TRAITS.task_size.bytes(options)
     tasks: list[ReadTask] = []
     for file_task in plan_file_tasks(NAME, pattern, options):
         try:
@@ -170,7 +173,7 @@ def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row
 def read(task: ReadTask) -> Iterator[Document | Failure]:
     name = task_name(task)
     text_column = task.options.get(TEXT_COLUMN_OPTION, DEFAULT_TEXT_COLUMN)
-    batch_rows = _positive_int(task.options, BATCH_ROWS_OPTION, DEFAULT_BATCH_ROWS, size=False)
+    batch_rows = _batch_rows(task.options)
     limit = max_document_bytes(task.options)
     try:
         with open_input(task.path) as raw:

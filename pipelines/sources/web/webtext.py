@@ -46,7 +46,7 @@ import io
 import logging
 import re
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from apache_beam.metrics import Metrics
@@ -54,31 +54,18 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.io import open_input
-from pipelines.sources.archives import (
+from pipelines.sources.compression import OpenedStream, open_decompressed
+from pipelines.sources.file_source import FileSource, task_name
+from pipelines.sources.input_errors import (
     ArchiveError,
-    ArchiveMember,
     BinaryContentError,
     CorruptInputError,
     InputError,
-    OpenedStream,
     TooLargeError,
-    binary_reason,
-    broken_off,
-    decode_text,
     failure,
     failure_from,
-    is_tar,
-    iter_tar_members,
-    max_document_bytes,
-    open_decompressed,
-    plan_file_tasks,
-    read_bounded,
-    task_name,
-    to_lf,
 )
-from pipelines.sources.htmltext import extractor_name, html_to_text
-from pipelines.sources.jsonl import json_records
+from pipelines.sources.json_lines import json_records
 from pipelines.sources.ranges import (
     RANGE_LINES,
     RANGE_OPTION,
@@ -88,11 +75,18 @@ from pipelines.sources.ranges import (
     split_tar,
     splittable_head,
     tar_range_stream,
-    task_bytes,
 )
-from pipelines.sources.warc_framing import CorruptRecord, warc_records
+from pipelines.sources.reading import binary_reason, decode_text, read_bounded, to_lf
+from pipelines.sources.sizes import max_document_bytes
+from pipelines.sources.tar_members import ArchiveMember, is_tar, iter_tar_members
+from pipelines.sources.traits import SourceTraits
+from pipelines.sources.web.htmltext import extractor_name, html_to_text
+from pipelines.sources.web.warc_framing import CorruptRecord, warc_records
 
 NAME = "webtext"
+# Crawled pages get the web clean preset. Megatron's OpenWebText cleanup drops web documents
+# under 128 GPT-2 tokens, and so does a webtext run unless --min-tokens says otherwise.
+TRAITS = SourceTraits(web_text=True, min_tokens=128)
 logger = logging.getLogger(__name__)
 
 # OpenWebText nests one tar inside another; deeper nesting is refused so that a crafted
@@ -354,17 +348,6 @@ def _read_stream(opened: OpenedStream, name: str, key: str, location: str, setti
                                   settings.extractor)
 
 
-def check_options(options: Mapping[str, str]) -> None:
-    extractor_name(options)
-    task_bytes(options)
-    max_document_bytes(options)
-
-
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-    check_options(options)  # a bad option fails on the launcher, not on every worker
-    return plan_file_tasks(NAME, pattern, options)
-
-
 def split(task: ReadTask) -> list[ReadTask]:
     """A big uncompressed tar as member ranges, a big uncompressed JSONL file as line ranges;
     any other file stays one task (logged when it is big)."""
@@ -381,18 +364,16 @@ def split(task: ReadTask) -> list[ReadTask]:
     return [task]
 
 
-def read(task: ReadTask) -> Iterator[Document | Failure]:
+def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
     settings = _Settings(max_document_bytes(task.options), extractor_name(task.options))
     name = task_name(task)
-    try:
-        with open_input(task.path) as raw:
-            if task.options.get(RANGE_OPTION) == RANGE_LINES:
-                lines = iter_range_lines(raw, task.start, task.end, settings.limit)
-                yield from _jsonl_documents(lines, name, task.path, settings.limit)
-                return
-            opened = open_decompressed(tar_range_stream(raw, task))
-            yield from _read_stream(opened, name, name, task.path, settings)
-    except InputError as error:
-        yield broken_off(error, task.path)
-    except OSError as error:
-        yield failure(task.path, "unreadable_file", str(error), lost_from=0)
+    if task.options.get(RANGE_OPTION) == RANGE_LINES:
+        lines = iter_range_lines(raw, task.start, task.end, settings.limit)
+        yield from _jsonl_documents(lines, name, task.path, settings.limit)
+        return
+    opened = open_decompressed(tar_range_stream(raw, task))
+    yield from _read_stream(opened, name, name, task.path, settings)
+
+
+_FILES = FileSource(NAME, TRAITS, _read_file, checks=(extractor_name,))
+check_options, plan, read = _FILES.check_options, _FILES.plan, _FILES.read

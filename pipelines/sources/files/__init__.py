@@ -1,0 +1,1 @@
+"""Generic record files: JSON lines (jsonl) and Parquet (parquet)."""

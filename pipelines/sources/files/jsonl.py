@@ -1,0 +1,115 @@
+"""JSON-lines source (Megatron "loose JSON"): one JSON object a line, one Document a line.
+
+Files: `.jsonl` / `.json` (one object a line, not a JSON array), plain or compressed with
+gzip, zstd, xz or bz2 (found by magic bytes, not by name). Options:
+
+- `json_keys` (comma-separated, default `text`): the fields holding the text. Megatron's
+  preprocess_data.py writes one dataset per key; here the keys' texts are joined, in the order
+  given, with a blank line ("\\n\\n") into ONE document. A key missing or null in a record is
+  left out; a record with none of them is Failure(reason="missing_text"), and a key that holds
+  something other than a string is Failure(reason="bad_field").
+- `max_document_bytes` (default 256 MiB): longer lines are Failure(reason="too_large").
+- `task_bytes` (default 64MiB): an uncompressed file bigger than this is read as line-aligned
+  byte ranges of about this size by several workers (sources/ranges.py); a compressed file is
+  one stream, read by one task.
+
+Document id `jsonl:<file name>@<byte offset>`, the offset of the record's line in the file's
+(decompressed) data, so ids are the same however the file is split (the name is relative to
+the input pattern's directory, i.e. the basename for a flat glob); `url` and `title` come from
+the record's "url" and "title" fields when present. A line that is not a JSON object is
+Failure(reason="bad_json", location="<file>@<byte offset>") and reading goes on; invalid UTF-8
+in a line is replaced by U+FFFD before parsing. A line nested too deep for the parser, or whose
+strings hold a lone UTF-16 surrogate escape ("\\ud800": valid JSON syntax, but no Unicode
+text), is a bad_json failure too: each costs its own line only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, BinaryIO
+
+from pipelines.document import Document, Failure, ReadTask
+from pipelines.sources.compression import open_decompressed
+from pipelines.sources.file_source import FileSource, task_name
+from pipelines.sources.input_errors import failure
+from pipelines.sources.json_lines import json_records
+from pipelines.sources.ranges import is_range, iter_range_lines, split_line_file
+from pipelines.sources.sizes import max_document_bytes
+from pipelines.sources.traits import DocumentBound, SourceTraits
+
+NAME = "jsonl"
+# Curated records, one a line: a plain file's text is the records' own characters.
+TRAITS = SourceTraits(documents=DocumentBound.ONE_PER_PLAIN_LINE)
+JSON_KEYS_OPTION = "json_keys"
+DEFAULT_JSON_KEYS = ("text",)
+KEY_SEPARATOR = "\n\n"
+
+
+def json_keys(options: Mapping[str, str]) -> tuple[str, ...]:
+    value = options.get(JSON_KEYS_OPTION)
+    if value is None:
+        return DEFAULT_JSON_KEYS
+    keys = tuple(key.strip() for key in str(value).split(",") if key.strip())
+    if not keys:
+        raise ValueError(f"{JSON_KEYS_OPTION} names no key: {value!r}")
+    return keys
+
+
+def record_text(record: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+    """The record's text under `keys`, joined by a blank line. Raises TypeError for a
+    non-string value, ValueError when none of the keys is present (messages name the keys)."""
+    parts = []
+    for key in keys:
+        value = record.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise TypeError(f"field {key!r} holds a {type(value).__name__}, not a string")
+        parts.append(value)
+    if not parts:
+        raise ValueError(f"no field {', '.join(repr(k) for k in keys)} in the record")
+    return KEY_SEPARATOR.join(parts)
+
+
+def _string_field(record: Mapping[str, Any], key: str) -> str:
+    value = record.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
+    name = task_name(task)
+    keys = json_keys(task.options)
+    limit = max_document_bytes(task.options)
+    if is_range(task):
+        lines = iter_range_lines(raw, task.start, task.end, limit)
+    else:
+        opened = open_decompressed(raw)
+        if opened.head.lstrip().startswith(b"["):
+            yield failure(task.path, "json_array", "a JSON array, not JSON lines (one object a line)")
+            return
+        lines = iter_range_lines(opened.stream, 0, -1, limit)
+    for item in json_records(lines, task.path, limit):
+        if isinstance(item, Failure):
+            yield item
+            continue
+        offset, record = item
+        try:
+            text = record_text(record, keys)
+        except TypeError as error:
+            yield failure(f"{task.path}@{offset}", "bad_field", str(error))
+            continue
+        except ValueError as error:
+            yield failure(f"{task.path}@{offset}", "missing_text", str(error))
+            continue
+        yield Document(
+            id=f"{NAME}:{name}@{offset}",
+            source=NAME,
+            text=text,
+            url=_string_field(record, "url"),
+            title=_string_field(record, "title"),
+        )
+
+
+_FILES = FileSource(NAME, TRAITS, _read_file, checks=(json_keys,))
+check_options, plan, read = _FILES.check_options, _FILES.plan, _FILES.read
+split = split_line_file

@@ -1,0 +1,79 @@
+"""What the rest of the pipeline must know about a source, declared by the source itself.
+
+Each source module sets `TRAITS = SourceTraits(...)`; the clean preset (`CleanConfig.for_source`),
+the default `--min-tokens` (`PreprocessConfig`), the task size (`sources.sized_read_options`) and
+dedup's bound on the documents (`dedup/sizing.py`) read them through `sources.source_traits`, so
+that no code outside `pipelines/sources/` compares a source's name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+
+from pipelines.sources.sizes import DEFAULT_TASK_BYTES, TASK_BYTES_OPTION, size_option
+
+
+class DocumentBound(enum.Enum):
+    """What bounds the documents a source's input files can hold, before they are read.
+
+    Every bound is also capped by the text a file can yield over the cleaning's shortest
+    document (dedup/sizing.py); the members below add what the format itself allows."""
+
+    # Only that: a file's text is bounded by its bytes and --max-expansion.
+    TEXT = "text"
+    # A plain file (neither compressed nor a tar) holds the document's own characters, one
+    # document a file (a book).
+    ONE_PER_PLAIN_FILE = "one per plain file"
+    # A plain file holds the documents' own characters, at most one document a line (JSON lines).
+    ONE_PER_PLAIN_LINE = "one per plain line"
+    # One document a row of the files' Parquet footers.
+    ONE_PER_ROW = "one per row"
+
+    @property
+    def plain_text(self) -> bool:
+        """Whether a plain file's text is its own characters (at least a byte each)."""
+        return self in (DocumentBound.ONE_PER_PLAIN_FILE, DocumentBound.ONE_PER_PLAIN_LINE)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSize:
+    """The source option that bounds the input a read task reads, in `unit` bytes per unit of
+    its value; `default` is in those units. Unit 1 takes sizes ("64MiB"); others a number."""
+
+    option: str = TASK_BYTES_OPTION
+    default: float = DEFAULT_TASK_BYTES
+    unit: int = 1
+    unit_name: str = "bytes"
+
+    def bytes(self, options: Mapping[str, str]) -> int:
+        """The bound in bytes, from `options` or the default. ValueError for a bad value."""
+        if self.unit == 1:
+            return size_option(options, self.option, int(self.default))
+        value = options.get(self.option, self.default)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{self.option} must be a number of {self.unit_name}, got {value!r}"
+            ) from None
+        if not number > 0:
+            raise ValueError(f"{self.option} must be positive, got {value!r}")
+        return max(1, int(number * self.unit))
+
+    def option_value(self, size: int) -> str:
+        """The option's value that means `size` bytes."""
+        return str(size) if self.unit == 1 else f"{size / self.unit:.6f}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceTraits:
+    # Crawled web pages: cleaned with the web preset (Gopher and C4 rules) instead of the
+    # light one for curated text.
+    web_text: bool = False
+    # Documents with fewer tokens are dropped unless --min-tokens says otherwise (0: only
+    # documents with no token at all).
+    min_tokens: int = 0
+    task_size: TaskSize = TaskSize()
+    documents: DocumentBound = DocumentBound.TEXT
