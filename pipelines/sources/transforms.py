@@ -11,6 +11,7 @@ from apache_beam import pvalue
 
 from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask, Reject
 from pipelines.runner import progress as progress_lib
+from pipelines.sources import get_source, input_bytes, split_task
 from pipelines.stage import CountingDoFn, stage_error
 from pipelines.stats import INPUT_BYTES, file_failure_key, input_loss_counts
 
@@ -24,8 +25,6 @@ def _where(task: ReadTask) -> str:
 def task_input_bytes(task: ReadTask) -> int:
     """Bytes of input a task reads (sources.input_bytes): its own byte range or row groups, not
     the whole file of a split one, so that N tasks of a file together get one file's bound."""
-    from pipelines.sources import get_source, input_bytes
-
     return input_bytes(get_source(task.source), task)
 
 
@@ -50,8 +49,6 @@ class _SourceTaskDoFn(CountingDoFn):
         self.progress_dir = progress_dir
 
     def setup(self) -> None:
-        from pipelines.sources import get_source
-
         self.source = get_source(self.source_name)
         self.progress = progress_lib.reporter(self.progress_dir)
 
@@ -153,8 +150,6 @@ class PlanDoFn(CountingDoFn):
         self.keep_failures = keep_failures
 
     def process(self, _once: bytes) -> Iterator:
-        from pipelines.sources import get_source
-
         try:
             tasks = get_source(self.source_name).plan(self.pattern, self.options)
         except (ValueError, OSError) as error:  # FileNotFoundError included
@@ -171,8 +166,6 @@ class SplitDoFn(_SourceTaskDoFn):
     of a big JSONL file, member ranges of a big tar); most files stay one task."""
 
     def process(self, task: ReadTask) -> Iterator:
-        from pipelines.sources import split_task
-
         try:
             tasks = split_task(self.source, task)
         except Exception:  # a splitting bug costs parallelism, never data: read it whole
