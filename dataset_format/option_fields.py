@@ -25,8 +25,8 @@ The rules, so that a field says only what differs from them:
 - None passes every check: it means "decided later" (a default resolved from the device, the
   model or the source).
 
-pipelines and train both declare their options here: dataset_format is the package both may
-import (README, "The data's path").
+It lives in dataset_format because pipelines and train both declare their options with it and
+may import only dataset_format (README, "The data's path").
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Option:
     type: Callable[[str], Any] | None = None
     nargs: str | None = None
     action: str | None = None  # "append"; a bool field's switch needs none
-    convert: Callable[[Any], Any] | None = None
+    convert: Callable[[Any], Any] | None = None  # parsed flag -> field value; ValueError: refused
     flag_default: Any = _UNSET  # where the field's default is no flag value
     group: str | None = None  # the argument group, where it is not add_options' group
     cli: bool = True  # False: a checked setting without a flag
