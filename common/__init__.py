@@ -1,5 +1,6 @@
 """What every side of the monorepo shares below the shard format: opening files we did not write
-(`safe_io`) and the one rule for which output folders a command may write (`output_dir`).
+(`safe_io`), the one rule for which output folders a command may write (`output_dir`), and
+command-line options declared once as config fields (`option_fields`).
 
 Imports nothing first-party; `dataset_format`, `pipelines`, `train` and `tools` build on it.
 """

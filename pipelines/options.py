@@ -2,18 +2,29 @@
 
 Our flags use dashes (`--shard-tokens`), Beam's own use underscores (`--direct_num_workers`);
 both are parsed from the same command line, and every Beam option passes through untouched.
-`PreprocessConfig.from_options` turns the parsed flags into the settings the pipeline uses,
-with the per-source defaults filled in.
+Each flag is declared once, by its field of `PreprocessConfig` (and the dedup flags by
+`DedupConfig`'s); `PreprocessConfig.from_options` turns the parsed flags into the settings the
+pipeline uses, with the per-source defaults filled in.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from common.option_fields import (
+    NON_NEGATIVE,
+    POSITIVE,
+    add_options,
+    check_options,
+    from_namespace,
+    option,
+    within,
+)
+from pipelines.dedup.config import FLAG_GROUP as DEDUP_GROUP
+from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.stats import DEFAULT_MAX_FAILURE_RATE
 from pipelines.write import DEFAULT_SHARD_TOKENS
 
@@ -33,121 +44,10 @@ def _source_names() -> list[str]:
 class PreprocessOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
-        group = parser.add_argument_group("preprocess")
-        group.add_argument("--source", choices=_source_names(), help="input format")
-        group.add_argument(
-            "--input", help="glob of input files: a local path or a gs://, s3://, fsspec URL"
-        )
-        group.add_argument("--output", help="shard-set directory: local path or URL")
-        group.add_argument(
-            "--tokenizer",
-            help="tokenizers JSON file; 'vocab.json,merges.txt' or their directory (GPT-2 BPE); "
-            "a BERT vocab.txt",
-        )
-        group.add_argument(
-            "--lowercase",
-            choices=("auto", "yes", "no"),
-            default="auto",
-            help="lowercase for a WordPiece vocab.txt (auto: when the vocabulary is uncased)",
-        )
-        group.add_argument(
-            "--split-sentences",
-            action="store_true",
-            help="one sequence per sentence (BERT); otherwise one per document",
-        )
-        group.add_argument(
-            "--append-eod",
-            action="store_true",
-            help="append the end-of-document token to every document (GPT)",
-        )
-        group.add_argument(
-            "--min-tokens",
-            type=int,
-            default=None,
-            help="drop documents with fewer tokens (default: 128 for webtext, else 0: drop "
-            "only documents with no tokens)",
-        )
-        group.add_argument(
-            "--language",
-            default="en",
-            help="keep documents in these languages: 'en', 'en,fr', or 'any' (default en)",
-        )
-        group.add_argument(
-            "--shard-tokens",
-            type=int,
-            default=DEFAULT_SHARD_TOKENS,
-            help=f"most tokens per shard (default {DEFAULT_SHARD_TOKENS:,}); a longer single "
-            "document gets a shard of its own",
-        )
-        group.add_argument(
-            "--num-buckets",
-            type=int,
-            default=None,
-            help="hash buckets documents are spread over (= how many workers write shards); "
-            "default: one per 256 MiB of input",
-        )
-        group.add_argument(
-            "--max-failure-rate",
-            type=float,
-            default=DEFAULT_MAX_FAILURE_RATE,
-            help="fail the run when more than this fraction of records cannot be read, or "
-            "of input bytes is lost to files that broke off (a truncated or corrupt "
-            f"compressed stream; see stats.json files_broken_off) (default "
-            f"{DEFAULT_MAX_FAILURE_RATE})",
-        )
-        group.add_argument(
-            "--keep-rejects",
-            action="store_true",
-            help="write every dropped document and failed record to OUTPUT/rejects/*.jsonl",
-        )
-        group.add_argument(
-            "--write-cleaned",
-            default=None,
-            metavar="PREFIX",
-            help="also write the cleaned documents (before dedup) to PREFIX-*.parquet, the "
-            "input of `python -m pipelines.dedup`, so stages can be rerun independently",
-        )
-        group.add_argument(
-            "--source-option",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="an option for the source's planner/reader, e.g. wiki_task_mb=32 (repeatable)",
-        )
-        group.add_argument(
-            "--tokenize-batch-docs",
-            type=int,
-            default=DEFAULT_TOKENIZE_BATCH_DOCS,
-            help="documents per encode_batch call",
-        )
-        group.add_argument(
-            "--overwrite",
-            action="store_true",
-            help="replace a finished shard set in OUTPUT (deleted when the run starts); "
-            "without it such a directory is refused",
-        )
-        group.add_argument(
-            "--max-expansion",
-            type=float,
-            default=DEFAULT_MAX_EXPANSION,
-            help="most bytes of text one read task may produce per byte of its input (a "
-            "decompression bomb stops there as a counted failure; 0: no bound; default "
-            f"{DEFAULT_MAX_EXPANSION:g})",
-        )
-        group.add_argument(
-            "--verbose",
-            action="store_true",
-            help="also show Beam's own log messages (hidden in a normal run)",
-        )
-        group.add_argument(
-            "--progress-interval",
-            type=float,
-            default=5.0,
-            help="seconds between progress lines of a local run (0: none)",
-        )
-        from pipelines.dedup import add_dedup_arguments
-
-        add_dedup_arguments(parser)  # its own group, with --no-dedup
+        # Beam's parser serves every options class: a missing required flag is
+        # PreprocessConfig.from_options' error, not the parser's
+        add_options(parser, PreprocessConfig, group="preprocess", enforce_required=False)
+        add_dedup_arguments(parser)
 
 
 def parse_source_options(items: list[str]) -> dict[str, str]:
@@ -160,96 +60,121 @@ def parse_source_options(items: list[str]) -> dict[str, str]:
     return options
 
 
+LOWERCASE = {"auto": None, "yes": True, "no": False}
+
+
 @dataclasses.dataclass(frozen=True)
 class PreprocessConfig:
-    """Everything the pipeline needs, resolved (no None left but num_buckets before planning)."""
+    """Everything the pipeline needs, resolved (no None left but num_buckets before planning).
+    Each field declares its flag (`common.option_fields`); PreprocessOptions adds them
+    to Beam's parser."""
 
-    source: str
-    input: str
-    output: str
-    tokenizer: str
-    split_sentences: bool = False
-    append_eod: bool = False
-    min_tokens: int | None = None
-    language: str = "en"
-    lowercase: bool | None = None
-    shard_tokens: int = DEFAULT_SHARD_TOKENS
-    num_buckets: int | None = None
-    max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE
-    keep_rejects: bool = False
-    write_cleaned: str | None = None
-    dedup: bool = True
+    source: str = option(choices=_source_names, help="input format")
+    input: str = option(help="glob of input files: a local path or a gs://, s3://, fsspec URL")
+    output: str = option(help="shard-set directory: local path or URL")
+    tokenizer: str = option(
+        help="tokenizers JSON file; 'vocab.json,merges.txt' or their directory (GPT-2 BPE); "
+        "a BERT vocab.txt"
+    )
+    lowercase: bool | None = option(
+        None,
+        choices=tuple(LOWERCASE),
+        convert=LOWERCASE.__getitem__,
+        flag_default="auto",
+        help="lowercase for a WordPiece vocab.txt (auto: when the vocabulary is uncased)",
+    )
+    split_sentences: bool = option(
+        False, help="one sequence per sentence (BERT); otherwise one per document"
+    )
+    append_eod: bool = option(
+        False, help="append the end-of-document token to every document (GPT)"
+    )
+    # None: the source's default (its SourceTraits.min_tokens)
+    min_tokens: int | None = option(
+        None,
+        check=NON_NEGATIVE,
+        help="drop documents with fewer tokens (default: the source's own: 128 for web "
+        "text, else 0: drop only documents with no tokens)",
+    )
+    language: str = option(
+        "en", help="keep documents in these languages: 'en', 'en,fr', or 'any' (default en)"
+    )
+    shard_tokens: int = option(
+        DEFAULT_SHARD_TOKENS,
+        check=POSITIVE,
+        help=f"most tokens per shard (default {DEFAULT_SHARD_TOKENS:,}); a longer single "
+        "document gets a shard of its own",
+    )
+    num_buckets: int | None = option(
+        None,
+        check=POSITIVE,
+        help="hash buckets documents are spread over (= how many workers write shards); "
+        "default: one per 256 MiB of input",
+    )
+    max_failure_rate: float = option(
+        DEFAULT_MAX_FAILURE_RATE,
+        check=within(0, 1),
+        help="fail the run when more than this fraction of records cannot be read, or "
+        "of input bytes is lost to files that broke off (a truncated or corrupt "
+        "compressed stream; see stats.json files_broken_off) (default %(default)s)",
+    )
+    keep_rejects: bool = option(
+        False, help="write every dropped document and failed record to OUTPUT/rejects/*.jsonl"
+    )
+    write_cleaned: str | None = option(
+        None,
+        metavar="PREFIX",
+        help="also write the cleaned documents (before dedup) to PREFIX-*.parquet, the "
+        "input of `python -m pipelines.dedup`, so stages can be rerun independently",
+    )
+    source_options: Mapping[str, str] = option(
+        default_factory=dict,
+        flag="--source-option",
+        action="append",
+        convert=parse_source_options,
+        flag_default=[],
+        metavar="KEY=VALUE",
+        help="an option for the source's planner/reader, e.g. wiki_task_mb=32 (repeatable)",
+    )
+    tokenize_batch_docs: int = option(
+        DEFAULT_TOKENIZE_BATCH_DOCS, check=POSITIVE, help="documents per encode_batch call"
+    )
+    tokenize_batch_bytes: int = option(DEFAULT_TOKENIZE_BATCH_BYTES, check=POSITIVE, cli=False)
+    overwrite: bool = option(
+        False,
+        help="replace a finished shard set in OUTPUT (deleted when the run starts); "
+        "without it such a directory is refused",
+    )
+    max_expansion: float = option(
+        DEFAULT_MAX_EXPANSION,
+        check=NON_NEGATIVE,
+        help="most bytes of text one read task may produce per byte of its input (a "
+        "decompression bomb stops there as a counted failure; 0: no bound; default "
+        f"{DEFAULT_MAX_EXPANSION:g})",
+    )
+    verbose: bool = option(False, help="also show Beam's own log messages (hidden in a normal run)")
+    progress_interval: float = option(
+        5.0, help="seconds between progress lines of a local run (0: none)"
+    )
+    dedup: bool = option(
+        True, flag="--no-dedup", group=DEDUP_GROUP, help="skip deduplication entirely"
+    )
     dedup_config: object = None  # pipelines.dedup.DedupConfig (None: its defaults)
-    source_options: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    tokenize_batch_docs: int = DEFAULT_TOKENIZE_BATCH_DOCS
-    tokenize_batch_bytes: int = DEFAULT_TOKENIZE_BATCH_BYTES
-    progress_interval: float = 5.0
-    overwrite: bool = False
-    max_expansion: float = DEFAULT_MAX_EXPANSION
-    verbose: bool = False
 
     def __post_init__(self) -> None:
-        from pipelines.sources import SOURCES, source_traits
+        from pipelines.sources import source_traits
 
-        if self.source not in SOURCES:
-            raise ValueError(f"unknown source {self.source!r}; one of {', '.join(sorted(SOURCES))}")
+        check_options(self)  # first: an unknown --source is one line, before its traits
         if self.min_tokens is None:  # the source's own default (SourceTraits.min_tokens)
             object.__setattr__(self, "min_tokens", source_traits(self.source).min_tokens)
         if self.dedup and self.dedup_config is None:
-            from pipelines.dedup import DedupConfig
-
             object.__setattr__(self, "dedup_config", DedupConfig())
-        for name in ("shard_tokens", "tokenize_batch_docs", "tokenize_batch_bytes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.num_buckets is not None and self.num_buckets <= 0:
-            raise ValueError(f"num_buckets must be positive, got {self.num_buckets}")
-        if self.min_tokens < 0:
-            raise ValueError(f"min_tokens must be >= 0, got {self.min_tokens}")
-        if not self.max_expansion >= 0:  # also refuses NaN
-            raise ValueError(f"max_expansion must be >= 0, got {self.max_expansion}")
-        if not (0.0 <= self.max_failure_rate <= 1.0) or math.isnan(self.max_failure_rate):
-            raise ValueError(f"max_failure_rate must be in [0, 1], got {self.max_failure_rate}")
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> PreprocessConfig:
         view = options.view_as(PreprocessOptions)
-        missing = [
-            f"--{name}"
-            for name in ("source", "input", "output", "tokenizer")
-            if not getattr(view, name)
-        ]
-        if missing:
-            raise ValueError(f"missing required option(s): {', '.join(missing)}")
-        dedup_config = None
-        if view.dedup:
-            from pipelines.dedup import DedupConfig
-
-            dedup_config = DedupConfig.from_args(view)
-        return cls(
-            source=view.source,
-            input=view.input,
-            output=view.output,
-            tokenizer=view.tokenizer,
-            split_sentences=view.split_sentences,
-            append_eod=view.append_eod,
-            min_tokens=view.min_tokens,
-            language=view.language,
-            lowercase={"auto": None, "yes": True, "no": False}[view.lowercase],
-            shard_tokens=view.shard_tokens,
-            num_buckets=view.num_buckets,
-            max_failure_rate=view.max_failure_rate,
-            keep_rejects=view.keep_rejects,
-            write_cleaned=view.write_cleaned,
-            dedup=view.dedup,
-            dedup_config=dedup_config,
-            source_options=parse_source_options(view.source_option),
-            tokenize_batch_docs=view.tokenize_batch_docs,
-            progress_interval=view.progress_interval,
-            overwrite=view.overwrite,
-            max_expansion=view.max_expansion,
-            verbose=view.verbose,
-        )
+        dedup_config = DedupConfig.from_args(view) if view.dedup else None
+        return from_namespace(cls, view, dedup_config=dedup_config)
 
     def clean_config(self):
         from pipelines.clean import CleanConfig

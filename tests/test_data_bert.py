@@ -21,7 +21,7 @@ from train.data import MaskingConfig, build_bert_datasets, continuation_ids_from
 from train.data.bert_dataset import SentenceTable, build_segment_mapping, truncate_pair
 
 CLS, SEP, MASK, PAD = (BERT_SPECIAL_IDS[k] for k in ("cls", "sep", "mask", "pad"))
-MAX_LEN = 128
+SEQ_LEN = 128
 NUM = 1500
 
 
@@ -31,9 +31,9 @@ def bert_set(tmp_path_factory):
 
 
 def bert_splits(sources, num_samples: dict, **options) -> dict:
-    """build_bert_datasets with this file's defaults (MAX_LEN, split "100,0,0", seed 1234,
+    """build_bert_datasets with this file's defaults (SEQ_LEN, split "100,0,0", seed 1234,
     default masking, the WordPiece specials and vocabulary), `options` replacing them."""
-    defaults = dict(max_seq_length=MAX_LEN, split="100,0,0", seed=1234, masking=MaskingConfig())
+    defaults = dict(seq_len=SEQ_LEN, split="100,0,0", seed=1234, masking=MaskingConfig())
     defaults.update(special_ids=dict(BERT_SPECIAL_IDS), vocab_size=BERT_VOCAB_SIZE)
     return build_bert_datasets(sources, num_samples=num_samples, **{**defaults, **options})
 
@@ -68,12 +68,12 @@ def test_layout_cls_a_sep_b_sep_then_padding(nsp_samples):
             "input_ids", "token_type_ids", "attention_mask", "mlm_labels", "mlm_positions",
             "mlm_targets", "nsp_label",
         }  # fmt: skip
-        assert all(sample[k].shape == (MAX_LEN,) and sample[k].dtype == np.int64 for k in
+        assert all(sample[k].shape == (SEQ_LEN,) and sample[k].dtype == np.int64 for k in
                    ("input_ids", "token_type_ids", "attention_mask", "mlm_labels"))  # fmt: skip
         assert sample["nsp_label"].shape == () and sample["nsp_label"].dtype == np.int64
         tokens = original(sample)
         length = int(sample["attention_mask"].sum())
-        assert 5 <= length <= MAX_LEN
+        assert 5 <= length <= SEQ_LEN
         assert np.array_equal(sample["attention_mask"][:length], np.ones(length))
         assert tokens[0] == CLS and tokens[length - 1] == SEP
         seps = np.flatnonzero(tokens[:length] == SEP)
@@ -134,7 +134,7 @@ def test_nsp_labels_are_balanced_and_true_pairs_are_consecutive(nsp_samples):
     checked = {0: 0, 1: 0}
     for i, sample in enumerate(samples):
         a, b, length = parts(sample)
-        if length == MAX_LEN:
+        if length == SEQ_LEN:
             continue  # truncated: the pair's ends may have been cut
         document, first, end, _ = (int(v) for v in dataset.mapping[i])
         segment = table.tokens(first, end).astype(np.int64)
@@ -154,7 +154,7 @@ def test_sentence_order_swaps_half_of_the_pairs(bert_set, tmp_path):
         sample = dataset[i]
         swapped += int(sample["nsp_label"])
         a, b, length = parts(sample)
-        if length == MAX_LEN:
+        if length == SEQ_LEN:
             continue  # truncated: the pair's ends may have been cut
         _, first, end, _ = (int(v) for v in dataset.mapping[i])
         segment = dataset.sentences.tokens(first, end).astype(np.int64)
@@ -272,7 +272,7 @@ def test_bad_configuration_is_rejected(bert_set, tmp_path):
         bert_splits(
             [(1.0, bert_set)],
             {"train": 5},
-            max_seq_length=64,
+            seq_len=64,
             split="1",
             seed=1,
             special_ids={"cls": CLS, "sep": SEP},
@@ -281,14 +281,14 @@ def test_bad_configuration_is_rejected(bert_set, tmp_path):
         MaskingConfig(replace_mask=0.95, replace_random=0.1)
     splits = {"train": 5, "valid": 5}
     with pytest.raises(ValueError, match="valid split is empty"):
-        bert_splits([(1.0, bert_set)], splits, max_seq_length=64, seed=1, cache_dir=str(tmp_path))
+        bert_splits([(1.0, bert_set)], splits, seq_len=64, seed=1, cache_dir=str(tmp_path))
 
 
 def test_two_sentence_sets_blend_by_weight(bert_set, tmp_path):
     carol = make_bert_shards(tmp_path, n_docs=200, name="carol", book="46-0.txt")
     sources = [(0.6, bert_set), (0.4, carol)]
     blended = bert_splits(
-        sources, {"train": 500}, max_seq_length=64, split="1", seed=3, cache_dir=str(tmp_path)
+        sources, {"train": 500}, seq_len=64, split="1", seed=3, cache_dir=str(tmp_path)
     )["train"]
     assert len(blended) == 500
     assert np.bincount(blended.dataset_index).tolist() == [300, 200]
@@ -314,7 +314,7 @@ def test_static_mlm_loss_on_real_batches_equals_the_dynamic_one(nsp_samples):
     _, samples = nsp_samples
     torch.manual_seed(0)
     config = BertConfig(vocab_size=BERT_VOCAB_SIZE, n_layer=2, n_head=2, n_embd=32,
-                        intermediate_size=64, max_position_embeddings=MAX_LEN, dropout=0.0)  # fmt: skip
+                        intermediate_size=64, max_position_embeddings=SEQ_LEN, dropout=0.0)  # fmt: skip
     model = Bert(config).eval()
     for start in (0, 8, 16):
         batch = {k: torch.from_numpy(np.stack([s[k] for s in samples[start : start + 8]]))

@@ -81,7 +81,7 @@ def test_collate_gpt_and_bert_samples_into_tensors(tmp_path):
 
     bert = build_bert_datasets(
         [(1.0, make_bert_shards(tmp_path, 60))],
-        max_seq_length=64,
+        seq_len=64,
         split="1",
         seed=1,
         num_samples={"train": 8},

@@ -271,15 +271,61 @@ def test_options_parse_with_beam_options_and_per_source_defaults():
     assert unknown_arguments(argv + ["--shard_tokens=5"]) == ["--shard_tokens"]
     with pytest.raises(ValueError, match="--tokenizer"):
         PreprocessConfig.from_options(PipelineOptions(argv[:3]))
-    with pytest.raises(ValueError, match="unknown source"):
+    with pytest.raises(ValueError, match="--source must be one of books, .*, got 'nope'"):
         PreprocessConfig(source="nope", input="x", output="y", tokenizer="t", dedup=False)
     safety = PreprocessConfig.from_options(
         PipelineOptions(argv + ["--overwrite", "--max-expansion=20", "--verbose"])
     )
     assert safety.overwrite and safety.max_expansion == 20 and safety.verbose
     assert not config.overwrite and config.max_expansion == 100  # refuse; bound bombs
-    with pytest.raises(ValueError, match="max_expansion"):
+    with pytest.raises(ValueError, match="--max-expansion must be >= 0, got -1.0"):
         PreprocessConfig.from_options(PipelineOptions(argv + ["--max-expansion=-1"]))
+
+
+def test_each_flag_is_its_config_fields_declaration():
+    """PreprocessConfig's fields declare the flags Beam parses (common.option_fields):
+    their defaults are the fields', their checks hold for flags and for code alike."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.dedup import DedupConfig
+    from pipelines.options import PreprocessConfig
+
+    required = ["--source=books", "--input=in/*.txt", "--output=out", "--tokenizer=t.json"]
+
+    def config(*argv: str) -> PreprocessConfig:
+        return PreprocessConfig.from_options(PipelineOptions([*required, *argv]))
+
+    assert config() == PreprocessConfig("books", "in/*.txt", "out", "t.json")
+    assert config().dedup_config == DedupConfig()
+    with pytest.raises(
+        ValueError,
+        match=r"^missing required option\(s\): --source, --input, --output, --tokenizer$",
+    ):
+        PreprocessConfig.from_options(PipelineOptions([]))
+    assert (config("--lowercase=no").lowercase, config("--lowercase=yes").lowercase) == (
+        False,
+        True,
+    )
+    assert config().lowercase is None  # auto
+    with pytest.raises(SystemExit):  # argparse: an int flag, a flag with choices
+        config("--shard-tokens=many")
+    with pytest.raises(SystemExit):
+        config("--lowercase=maybe")
+    for argv, message in [
+        ("--shard-tokens=0", "--shard-tokens must be positive, got 0"),
+        ("--num-buckets=0", "--num-buckets must be positive, got 0"),
+        ("--tokenize-batch-docs=0", "--tokenize-batch-docs must be positive, got 0"),
+        ("--min-tokens=-1", "--min-tokens must be >= 0, got -1"),
+        ("--max-failure-rate=1.5", "--max-failure-rate must be in [0, 1], got 1.5"),
+        ("--max-failure-rate=nan", "--max-failure-rate must be in [0, 1], got nan"),
+        ("--max-expansion=nan", "--max-expansion must be >= 0, got nan"),
+        ("--source-option=wiki_task_mb", "--source-option 'wiki_task_mb': expected KEY=VALUE"),
+    ]:
+        with pytest.raises(ValueError) as excinfo:
+            config(argv)
+        assert str(excinfo.value) == message
+    with pytest.raises(ValueError, match="^tokenize_batch_bytes must be positive, got 0$"):
+        PreprocessConfig("books", "x", "y", "t", tokenize_batch_bytes=0)  # a setting, no flag
 
 
 def test_help_lists_our_options_and_points_to_beams(capsys):

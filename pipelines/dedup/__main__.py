@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace an earlier dedup output in --output (deleted when the run starts)",
     )
-    add_dedup_arguments(parser, with_disable_flag=False)
+    add_dedup_arguments(parser)
     return parser
 
 

@@ -32,20 +32,48 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from common.option_fields import (
+    add_options,
+    at_least,
+    check_options,
+    from_namespace,
+    option,
+    within,
+)
 from pipelines.dedup.components import rounds_for
 from pipelines.dedup.decontaminate import DecontaminationConfig
 from pipelines.dedup.shingles import SHINGLE_KINDS
 
 SCOPES = ("all", "source")
+# the argument group of --help that holds the dedup flags
+FLAG_GROUP = "deduplication"
 # Rounds when the input's size gives no bound on the documents (the fixed default before they
 # were sized to the input), and the most a bound sizes them to (module docstring).
 FALLBACK_CC_ROUNDS = 16
 
 
+def _rounds_flag(value: str) -> int | None:
+    """--dedup-cc-rounds: a positive count, or "auto" (None: sized to the input)."""
+    if value == "auto":
+        return None
+    try:
+        rounds = int(value)
+    except ValueError:
+        rounds = 0
+    if rounds < 1:
+        raise argparse.ArgumentTypeError(f"expected a count >= 1 or 'auto', not {value!r}")
+    return rounds
+
+
+def _comma_list(value: str) -> tuple[str, ...]:
+    return tuple(s for s in value.split(",") if s)
+
+
 @dataclasses.dataclass(frozen=True)
 class DedupConfig:
-    """Settings of `Deduplicate`. Defaults: the near-duplicate threshold J >= 0.8 on 5-word
-    shingles, 14 x 8 MinHash LSH with exact verification, across all sources.
+    """Settings of `Deduplicate`, each declaring its flag (`common.option_fields`).
+    Defaults: the near-duplicate threshold J >= 0.8 on 5-word shingles, 14 x 8 MinHash LSH
+    with exact verification, across all sources.
 
     | field | default | meaning |
     |---|---|---|
@@ -63,42 +91,95 @@ class DedupConfig:
     | batch_docs, batch_bytes | 512, 1 MiB | MinHash batch: bounds a worker's memory |
     """
 
-    threshold: float = 0.8
-    shingle: str = "word"
-    ngram: int = 5
-    bands: int = 14
-    rows: int = 8
-    seed: int = 1
-    verify: bool = True
-    max_pairs_members: int = 100
-    cc_rounds: int | None = None
-    scope: str = "all"
-    exact: bool = True
-    url: bool = True
-    near: bool = True
-    source_priority: tuple[str, ...] = ()
-    eval_files: tuple[str, ...] = ()
-    decontam_ngram: int = 13
+    threshold: float = option(
+        0.8,
+        flag="--dedup-threshold",
+        check=within(0, 1, low_open=True),
+        help="Jaccard similarity at or above which documents are near-duplicates (%(default)s)",
+    )
+    shingle: str = option(
+        "word",
+        flag="--dedup-shingle",
+        choices=SHINGLE_KINDS,
+        help="shingle words (default) or characters",
+    )
+    ngram: int = option(
+        5,
+        flag="--dedup-ngram",
+        check=at_least(1),
+        help="words (or characters) per shingle (%(default)s)",
+    )
+    bands: int = option(
+        14, flag="--dedup-bands", check=within(1, 255), help="LSH bands (%(default)s)"
+    )
+    rows: int = option(
+        8, flag="--dedup-rows", check=at_least(1), help="MinHash rows per band (%(default)s)"
+    )
+    seed: int = option(1, flag="--dedup-seed", help="MinHash permutation seed")
+    verify: bool = option(
+        True,
+        flag="--dedup-no-verify",
+        dest="dedup_verify",
+        help="accept LSH candidates without computing their exact Jaccard (cheaper, less precise)",
+    )
+    max_pairs_members: int = option(
+        100,
+        flag="--dedup-bucket-cap",
+        check=at_least(2),
+        help="LSH buckets with more members are chained to their smallest document "
+        "instead of linking all pairs (%(default)s)",
+    )
+    cc_rounds: int | None = option(
+        None,
+        flag="--dedup-cc-rounds",
+        type=_rounds_flag,
+        check=at_least(1),
+        metavar="N|auto",
+        help="connected-components rounds; the run fails if they do not suffice (auto: enough "
+        f"for the input's size, or {FALLBACK_CC_ROUNDS} where its size is unknown)",
+    )
+    scope: str = option(
+        "all",
+        flag="--dedup-scope",
+        choices=SCOPES,
+        help="all: find duplicates across sources (default); source: only within each source",
+    )
+    exact: bool = option(
+        True, flag="--no-exact-dedup", dest="dedup_exact", help="skip exact-text dedup"
+    )
+    url: bool = option(True, flag="--no-url-dedup", dest="dedup_url", help="skip URL dedup")
+    near: bool = option(
+        True,
+        flag="--no-near-dedup",
+        dest="dedup_near",
+        help="skip MinHash near-duplicate dedup",
+    )
+    source_priority: tuple[str, ...] = option(
+        (),
+        flag="--dedup-source-priority",
+        type=_comma_list,
+        help="comma-separated sources to keep first within a duplicate group, e.g. wikipedia,books "
+        "(then the smallest document id)",
+    )
+    eval_files: tuple[str, ...] = option(
+        (),
+        flag="--decontaminate",
+        nargs="+",
+        metavar="EVAL_FILE",
+        help="evaluation sets (text lines or JSON lines with 'text'; globs ok) whose 13-grams "
+        "are cut out of the training documents, as Megatron's filter_ngrams.py does",
+    )
+    decontam_ngram: int = option(
+        13,
+        flag="--decontaminate-ngram",
+        help="n-gram length for decontamination (%(default)s)",
+    )
     decontam_frequent_docs: int = 10
-    batch_docs: int = 512
-    batch_bytes: int = 1 << 20
+    batch_docs: int = option(512, check=at_least(1), cli=False)
+    batch_bytes: int = option(1 << 20, check=at_least(1), cli=False)
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.threshold <= 1.0:
-            raise ValueError(f"dedup threshold must be in (0, 1], not {self.threshold}")
-        if self.shingle not in SHINGLE_KINDS:
-            raise ValueError(f"shingle must be one of {SHINGLE_KINDS}, not {self.shingle!r}")
-        if self.scope not in SCOPES:
-            raise ValueError(f"dedup scope must be one of {SCOPES}, not {self.scope!r}")
-        for name in ("ngram", "bands", "rows", "cc_rounds", "batch_docs", "batch_bytes"):
-            if name == "cc_rounds" and self.cc_rounds is None:
-                continue
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, not {getattr(self, name)}")
-        if self.bands > 255:
-            raise ValueError(f"at most 255 bands, not {self.bands}")
-        if self.max_pairs_members < 2:
-            raise ValueError(f"max_pairs_members must be >= 2, not {self.max_pairs_members}")
+        check_options(self)
         object.__setattr__(self, "source_priority", tuple(self.source_priority))
         object.__setattr__(self, "eval_files", tuple(self.eval_files))
 
@@ -131,130 +212,10 @@ class DedupConfig:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DedupConfig:
         """The config of flags added by `add_dedup_arguments`."""
-        return cls(
-            threshold=args.dedup_threshold,
-            shingle=args.dedup_shingle,
-            ngram=args.dedup_ngram,
-            bands=args.dedup_bands,
-            rows=args.dedup_rows,
-            seed=args.dedup_seed,
-            verify=args.dedup_verify,
-            max_pairs_members=args.dedup_bucket_cap,
-            cc_rounds=args.dedup_cc_rounds,
-            scope=args.dedup_scope,
-            exact=args.dedup_exact,
-            url=args.dedup_url,
-            near=args.dedup_near,
-            source_priority=tuple(s for s in args.dedup_source_priority.split(",") if s),
-            eval_files=tuple(args.decontaminate),
-            decontam_ngram=args.decontaminate_ngram,
-        )
+        return from_namespace(cls, args)
 
 
-def _rounds_flag(value: str) -> int | None:
-    """--dedup-cc-rounds: a positive count, or "auto" (None: sized to the input)."""
-    if value == "auto":
-        return None
-    try:
-        rounds = int(value)
-    except ValueError:
-        rounds = 0
-    if rounds < 1:
-        raise argparse.ArgumentTypeError(f"expected a count >= 1 or 'auto', not {value!r}")
-    return rounds
-
-
-def add_dedup_arguments(parser: argparse.ArgumentParser, *, with_disable_flag: bool = True) -> None:
-    """Add the dedup flags (one argument group) to a CLI; `DedupConfig.from_args` reads them.
-
-    with_disable_flag adds --no-dedup (args.dedup is then False), for pipelines where dedup is
-    one optional stage.
-    """
-    d = DedupConfig()
-    group = parser.add_argument_group("deduplication")
-    if with_disable_flag:
-        group.add_argument(
-            "--no-dedup", dest="dedup", action="store_false", help="skip deduplication entirely"
-        )
-    group.add_argument(
-        "--dedup-threshold",
-        type=float,
-        default=d.threshold,
-        help=f"Jaccard similarity at or above which documents are near-duplicates ({d.threshold})",
-    )
-    group.add_argument(
-        "--dedup-scope",
-        choices=SCOPES,
-        default=d.scope,
-        help="all: find duplicates across sources (default); source: only within each source",
-    )
-    group.add_argument(
-        "--dedup-shingle",
-        choices=SHINGLE_KINDS,
-        default=d.shingle,
-        help="shingle words (default) or characters",
-    )
-    group.add_argument(
-        "--dedup-ngram",
-        type=int,
-        default=d.ngram,
-        help=f"words (or characters) per shingle ({d.ngram})",
-    )
-    group.add_argument("--dedup-bands", type=int, default=d.bands, help=f"LSH bands ({d.bands})")
-    group.add_argument(
-        "--dedup-rows", type=int, default=d.rows, help=f"MinHash rows per band ({d.rows})"
-    )
-    group.add_argument("--dedup-seed", type=int, default=d.seed, help="MinHash permutation seed")
-    group.add_argument(
-        "--dedup-no-verify",
-        dest="dedup_verify",
-        action="store_false",
-        help="accept LSH candidates without computing their exact Jaccard (cheaper, less precise)",
-    )
-    group.add_argument(
-        "--dedup-bucket-cap",
-        type=int,
-        default=d.max_pairs_members,
-        help="LSH buckets with more members are chained to their smallest document "
-        f"instead of linking all pairs ({d.max_pairs_members})",
-    )
-    group.add_argument(
-        "--dedup-cc-rounds",
-        type=_rounds_flag,
-        default=d.cc_rounds,
-        metavar="N|auto",
-        help="connected-components rounds; the run fails if they do not suffice (auto: enough "
-        f"for the input's size, or {FALLBACK_CC_ROUNDS} where its size is unknown)",
-    )
-    group.add_argument(
-        "--dedup-source-priority",
-        default="",
-        help="comma-separated sources to keep first within a duplicate group, e.g. wikipedia,books "
-        "(then the smallest document id)",
-    )
-    group.add_argument(
-        "--no-exact-dedup", dest="dedup_exact", action="store_false", help="skip exact-text dedup"
-    )
-    group.add_argument(
-        "--no-url-dedup", dest="dedup_url", action="store_false", help="skip URL dedup"
-    )
-    group.add_argument(
-        "--no-near-dedup",
-        dest="dedup_near",
-        action="store_false",
-        help="skip MinHash near-duplicate dedup",
-    )
-    group.add_argument(
-        "--decontaminate",
-        nargs="+",
-        default=[],
-        metavar="EVAL_FILE",
-        help="evaluation sets (text lines or JSON lines with 'text'; globs ok) whose 13-grams "
-        "are cut out of the training documents, as Megatron's filter_ngrams.py does",
-    )
-    group.add_argument(
-        "--decontaminate-ngram",
-        type=int,
-        default=d.decontam_ngram,
-        help=f"n-gram length for decontamination ({d.decontam_ngram})",
-    )
+def add_dedup_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the dedup flags to a CLI, in its FLAG_GROUP argument group (where preprocess's
+    --no-dedup is too); `DedupConfig.from_args` reads them."""
+    add_options(parser, DedupConfig, group=FLAG_GROUP)

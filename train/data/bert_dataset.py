@@ -66,11 +66,11 @@ class MaskingConfig:
         if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
             raise ValueError("max_predictions_per_seq must be >= 1")
 
-    def max_predictions(self, max_seq_length: int) -> int:
+    def max_predictions(self, seq_len: int) -> int:
         """``max_predictions_per_seq``, or by default 20 per 128 tokens."""
         if self.max_predictions_per_seq is not None:
             return self.max_predictions_per_seq
-        return max(1, round(max_seq_length * 20 / 128))
+        return max(1, round(seq_len * 20 / 128))
         if not 0 <= self.short_seq_prob <= 1:
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
 
@@ -204,7 +204,7 @@ class BertDataset(MappedDataset):
     """dataset[i] -> input_ids, token_type_ids, attention_mask, mlm_labels, nsp_label, and the
     static-shape form of the MLM targets: ``mlm_positions`` (the predicted positions in order,
     padded with 0) and ``mlm_targets`` (their labels, padded with -100), both of the fixed
-    length ``masking.max_predictions(max_seq_length)`` (see ``Bert.forward``)."""
+    length ``masking.max_predictions(seq_len)`` (see ``Bert.forward``)."""
 
     _DERIVED = ("sentences", "mapping", "random_documents", "random_token_ids", "_rng")
 
@@ -215,7 +215,7 @@ class BertDataset(MappedDataset):
         *,
         first_document: int,
         end_document: int,
-        max_seq_length: int,
+        seq_len: int,
         seed: int,
         masking: MaskingConfig,
         special_ids: dict[str, int],
@@ -225,11 +225,11 @@ class BertDataset(MappedDataset):
     ):
         self.first_document = first_document
         self.end_document = end_document
-        self.max_seq_length = max_seq_length
-        self.max_num_tokens = max_seq_length - 3  # [CLS] A [SEP] B [SEP]
+        self.seq_len = seq_len
+        self.max_num_tokens = seq_len - 3  # [CLS] A [SEP] B [SEP]
         self.seed = seed
         self.masking = masking
-        self.max_predictions = masking.max_predictions(max_seq_length)
+        self.max_predictions = masking.max_predictions(seq_len)
         self.special_ids = dict(special_ids)
         self.vocab_size = vocab_size
         self.continuation_ids = continuation_ids
@@ -357,7 +357,7 @@ class BertDataset(MappedDataset):
         special = np.zeros(length, dtype=bool)
         special[[0, 1 + a.size, length - 1]] = True
         inputs, labels = self._mask(tokens, special, rng)
-        size = self.max_seq_length
+        size = self.seq_len
         input_ids = np.full(size, self.pad_id, dtype=np.int64)
         input_ids[:length] = inputs
         token_type_ids = np.zeros(size, dtype=np.int64)
@@ -416,7 +416,7 @@ def build_bert_split(
     *,
     split_name: str,
     split: str,
-    max_seq_length: int,
+    seq_len: int,
     seed: int,
     num_samples: int,
     masking: MaskingConfig,
@@ -429,7 +429,7 @@ def build_bert_split(
     start, end = split_range(shard_set, path, split, split_name)
     table = SentenceTable(shard_set)
     firsts = table.document_first_sentence[start : end + 1]
-    max_num_tokens = max_seq_length - 3
+    max_num_tokens = seq_len - 3
     key = cache_key(
         {
             "kind": "bert",
@@ -472,7 +472,7 @@ def build_bert_split(
         files,
         first_document=start,
         end_document=end,
-        max_seq_length=max_seq_length,
+        seq_len=seq_len,
         seed=seed,
         masking=masking,
         special_ids=special_ids,
@@ -485,7 +485,7 @@ def build_bert_split(
 def build_bert_datasets(
     sources: list[DataSource],
     *,
-    max_seq_length: int,
+    seq_len: int,
     split: str,
     seed: int,
     num_samples: dict[str, int],
@@ -496,10 +496,8 @@ def build_bert_datasets(
     continuation_ids: np.ndarray | None = None,
 ) -> dict[str, Dataset]:
     """A BERT dataset per split with samples wanted: one set's, or a blend of several."""
-    if max_seq_length < 5:
-        raise ValueError(
-            f"max_seq_length must be >= 5 ([CLS] a [SEP] b [SEP]), got {max_seq_length}"
-        )
+    if seq_len < 5:
+        raise ValueError(f"seq_len must be >= 5 ([CLS] a [SEP] b [SEP]), got {seq_len}")
     missing = [k for k in REQUIRED_SPECIAL if k not in special_ids]
     if missing:
         raise ValueError(f"special_ids lacks {missing}; BERT needs {list(REQUIRED_SPECIAL)}")
@@ -515,7 +513,7 @@ def build_bert_datasets(
             path,
             split_name=split_name,
             split=split,
-            max_seq_length=max_seq_length,
+            seq_len=seq_len,
             seed=seed,
             num_samples=count,
             masking=masking,

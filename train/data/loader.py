@@ -59,7 +59,7 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
                 max_predictions_per_seq=config.max_predictions_per_seq,
             )  # fmt: skip
             datasets = data_lib.build_bert_datasets(
-                sources, max_seq_length=config.seq_len, **common, vocab_size=tokenizer.vocab_size,
+                sources, seq_len=config.seq_len, **common, vocab_size=tokenizer.vocab_size,
                 masking=masking, special_ids=tokenizer.special_ids,
             )  # fmt: skip
     except (ValueError, FormatError, OSError, RuntimeError) as e:

@@ -241,7 +241,7 @@ def evaluate_masked_lm(
     try:
         dataset = build_bert_datasets(
             sources,
-            max_seq_length=seq_len,
+            seq_len=seq_len,
             split="1,0,0",
             seed=seed,
             num_samples={"train": samples},
