@@ -15,11 +15,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-MODELS = ("gpt", "bert")
+from train.models.registry import FAMILIES as MODELS
+
 # (beta2, eps, weight decay) unless set: GPT-2/Megatron AdamW practice, and the BERT records'
 # LAMB (NVIDIA's FusedLAMB settings)
 OPTIMIZER_DEFAULTS = {"adamw": (0.95, 1e-8, 0.1), "lamb": (0.999, 1e-6, 0.01)}
-DEFAULT_PRESETS = {"gpt": "gpt-tiny", "bert": "bert-tiny"}
 PRECISIONS = ("fp32", "bf16", "fp16")
 PARALLEL = ("ddp", "fsdp", "tp")
 ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
