@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from torch import nn
 
-from train.models import bert_spec, gpt_spec
+from train.models import bert_spec, gpt_spec, llama_spec
 from train.models.spec import ModelSpec
 
-SPECS: dict[str, ModelSpec] = {spec.name: spec for spec in (gpt_spec.SPEC, bert_spec.SPEC)}
+SPECS: dict[str, ModelSpec] = {
+    spec.name: spec for spec in (gpt_spec.SPEC, bert_spec.SPEC, llama_spec.SPEC)
+}
 
 FAMILIES: tuple[str, ...] = tuple(SPECS)
 
