@@ -1,9 +1,9 @@
-"""Model families (GPT, BERT), each declared by its spec in the registry, named presets and
-Hugging Face conversion.
+"""Model families, each declared by its spec (``spec.py``) and listed in ``registry.py``,
+named presets and Hugging Face conversion.
 
 Plain ``nn.Module``s with no knowledge of distribution or data formats; parallelism (DDP,
-FSDP2, tensor parallel) is applied from outside. ``train.models.hf`` needs ``transformers``
-only when its HF-building functions are called and is not imported here.
+FSDP2, tensor parallel) is applied from outside by each family's plan. The HF conversions
+need ``transformers`` only when their HF-building functions are called.
 """
 
 from train.models.bert import Bert, BertConfig, BertOutput
