@@ -31,7 +31,7 @@ class TrainConfig:
     tokenizer: str | None = None  # for data that records none (bare Megatron/NeMo pairs)
     vocab_size: int | None = None  # the same, when only the vocabulary size is known
     model: str | None = None  # inferred from the preset when None
-    preset: str | None = None  # gpt-tiny / bert-tiny when None
+    preset: str | None = None  # the family's default preset (gpt-tiny for GPT) when None
     out: str = "out/run"
     max_steps: int = 100
     global_batch: int = 8
@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = OptionGroup(p, "model")
     g("--model", choices=MODELS, help="model family (default: the preset's)")
-    g("--preset", help="model preset from train.models.presets (default: gpt-tiny / bert-tiny)")
+    g("--preset", help="model preset (default: the family's own, e.g. gpt-tiny)")
     g("--dropout", type=float, help="override the preset's dropout")
     g(
         "--make-vocab-size-divisible-by",
