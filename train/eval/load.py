@@ -107,7 +107,7 @@ def run_tokenizer_path(config: dict) -> str | None:
 
 def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
     try:
-        import transformers  # noqa: F401 - the families' converters need it: said here, once
+        import transformers  # noqa: F401 - checked here: its absence is one clear error
     except ImportError:
         raise LoadError(
             f"{path}: an HF model directory needs the transformers package (pip install "
