@@ -22,9 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from train.metrics import lookup_peak_tflops  # noqa: E402
-from train.models.bert import flops_per_token as bert_flops_per_token  # noqa: E402
-from train.models.gpt import flops_per_token as gpt_flops_per_token  # noqa: E402
 from train.models.presets import count_params, get_preset  # noqa: E402
+from train.models.registry import get_spec  # noqa: E402
 from train.plan import FITS_WITH, GIB, Layout, plan  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
@@ -293,10 +292,10 @@ MEGATRON_GPUS, MEGATRON_DAYS, MEGATRON_ZFLOPS = 512, 9.2, 12.0
 
 
 def run_flops_per_token(run: Run) -> float:
+    """The preset's family's FLOPs per token; a masked LM predicts BERT_MLM_FRACTION of them
+    (causal families ignore it)."""
     preset = get_preset(run.preset)
-    if preset.model == "bert":
-        return bert_flops_per_token(preset.config, run.seq_len, BERT_MLM_FRACTION)
-    return gpt_flops_per_token(preset.config, run.seq_len)
+    return get_spec(preset.model).flops_per_token(preset.config, run.seq_len, BERT_MLM_FRACTION)
 
 
 def run_tokens(run: Run) -> int:

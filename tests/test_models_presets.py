@@ -8,20 +8,23 @@ import pytest
 from train.models import PRESETS, Preset, build_model, count_params, get_preset, pad_vocab_size
 from train.models.bert import Bert, BertConfig
 from train.models.gpt import GPT, GPTConfig
+from train.models.llama import LlamaConfig
 
 ALL_NAMES = [
     "gpt2-124m", "gpt2-355m", "gpt2-774m", "gpt2-1.5b",
     "megatron-1.2b", "megatron-2.5b", "megatron-4.2b", "megatron-8.3b", "megatron-8.3b-24h",
     "bert-base", "bert-large", "gpt-tiny", "gpt-small-cpu", "bert-tiny",
+    "llama-tiny", "llama-small-cpu",
 ]  # fmt: skip
+CONFIGS = {"bert": BertConfig, "gpt": GPTConfig, "llama": LlamaConfig}
 
 
 def test_all_presets_exist_with_their_model_kind() -> None:
     assert sorted(PRESETS) == sorted(ALL_NAMES)
     for name, preset in PRESETS.items():
-        expected = BertConfig if name.startswith("bert") else GPTConfig
-        assert isinstance(preset.config, expected), name
-        assert preset.model == ("bert" if expected is BertConfig else "gpt")
+        family = "gpt" if name.startswith("megatron") else name.split("-")[0].rstrip("2")
+        assert isinstance(preset.config, CONFIGS[family]), name
+        assert preset.model == family
         assert preset.description
 
 
@@ -109,7 +112,7 @@ def test_build_model_accepts_names_presets_and_configs() -> None:
     config = GPTConfig(vocab_size=64, n_layer=1, n_head=2, n_embd=16, block_size=8)
     model = build_model(config)
     assert model.config == config and model.config is not config
-    with pytest.raises(TypeError, match="GPTConfig or BertConfig, got dict"):
+    with pytest.raises(TypeError, match=r"model config \(GPTConfig, BertConfig.*\), got dict"):
         build_model({"n_layer": 2})
     with pytest.raises(KeyError, match="unknown model preset"):
         build_model("no-such-model")

@@ -168,11 +168,11 @@ def test_nan_is_refused(flag):
 
 def test_choices_hold_on_the_command_line_and_in_a_saved_config(capsys):
     with pytest.raises(SystemExit):
-        parse_args(["--data", "x/", "--model", "llama"])
-    assert "argument --model: invalid choice: 'llama'" in capsys.readouterr().err
+        parse_args(["--data", "x/", "--model", "mamba"])
+    assert "argument --model: invalid choice: 'mamba'" in capsys.readouterr().err
     saved = parse_args(["--data", "x/"]).to_dict()
     for field, value, choices in [
-        ("model", "llama", "gpt, bert"),
+        ("model", "mamba", "gpt, bert, llama"),
         ("optimizer", "sgd", "adamw, lamb"),
         ("decay", "step", "cosine, linear"),
         ("device", "tpu", "auto, cpu, cuda"),

@@ -7,13 +7,14 @@ import dataclasses
 import torch
 from torch import nn
 
-from train.config import DEFAULT_PRESETS, OPTIMIZER_DEFAULTS, TrainConfig, fail
+from train.config import OPTIMIZER_DEFAULTS, TrainConfig, fail
+from train.models.registry import get_spec
 from train.runtime import Runtime
 
 
 def resolve_config(config: TrainConfig, runtime: Runtime, positions_of) -> TrainConfig:
-    """Fill the None defaults; ``positions_of(preset) -> (model kind, max positions)``."""
-    preset = config.preset or DEFAULT_PRESETS[config.model or "gpt"]
+    """Fill the None defaults; ``positions_of(preset) -> (model family, max positions)``."""
+    preset = config.preset or get_spec(config.model or "gpt").default_preset
     kind, positions = positions_of(preset)
     if config.model is not None and config.model != kind:
         fail(f"--preset {preset} is a {kind} model, but --model {config.model} was given")
@@ -89,6 +90,4 @@ def model_positions(preset_name: str) -> tuple[str, int]:
         preset = get_preset(preset_name)
     except KeyError as e:
         fail(str(e.args[0]))
-    config = preset.config
-    positions = getattr(config, "block_size", None) or config.max_position_embeddings
-    return preset.model, positions
+    return preset.model, get_spec(preset.model).positions(preset.config)

@@ -27,12 +27,11 @@ from common.option_fields import (
     option,
     within,
 )
+from train.models.registry import FAMILIES as MODELS
 
-MODELS = ("gpt", "bert")
 # (beta2, eps, weight decay) unless set: GPT-2/Megatron AdamW practice, and the BERT records'
 # LAMB (NVIDIA's FusedLAMB settings)
 OPTIMIZER_DEFAULTS = {"adamw": (0.95, 1e-8, 0.1), "lamb": (0.999, 1e-6, 0.01)}
-DEFAULT_PRESETS = {"gpt": "gpt-tiny", "bert": "bert-tiny"}
 PRECISIONS = ("fp32", "bf16", "fp16")
 PARALLEL = ("ddp", "fsdp", "tp")
 ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
@@ -96,7 +95,7 @@ class TrainConfig:
     # model; None: the preset's
     model: str | None = _model(None, choices=MODELS, help="model family (default: the preset's)")
     preset: str | None = _model(
-        None, help="model preset from train.models.presets (default: gpt-tiny / bert-tiny)"
+        None, help="model preset (default: the family's own, e.g. gpt-tiny)"
     )
     dropout: float | None = _model(
         None, check=within(0, 1, high_open=True), help="override the preset's dropout"

@@ -1,5 +1,6 @@
-"""The model's loss on a batch, and the evaluations the trainer runs: the valid and test splits
-(a fixed set of batches each) and, for GPT, the WikiText task of train/evaluate.py."""
+"""The model's loss on a batch of its family's kind, and the evaluations the trainer runs: the
+valid and test splits (a fixed set of batches each) and, for a causal LM, the WikiText task of
+train/evaluate.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from torch.utils.data import DataLoader
 from train.config import TrainConfig, fail
 from train.data.loader import make_loader, to_device
 from train.metrics import Console, MetricsLog
+from train.models.layers import masked_cross_entropy
+from train.models.registry import get_spec
+from train.models.spec import CAUSAL_LM, MASKED_LM
 from train.parallel import loss_context
 from train.precision import Precision
 from train.runtime import Runtime, all_reduce_mean
@@ -20,23 +24,32 @@ from train.runtime import Runtime, all_reduce_mean
 def forward_loss(
     model: nn.Module, batch: dict, kind: str, next_sentence: bool, parallel_loss: bool = False
 ):
-    """The model's loss on one micro-batch, and named parts of it for the metrics.
+    """The model's loss on one micro-batch of the batch kind ``kind`` (its family's spec's
+    ``batch``), and named parts of it for the metrics.
 
-    ``parallel_loss``: the model's logits come out sharded by vocabulary (GPT under tensor
-    parallelism); its loss function runs on the shards (call inside ``loss_context``).
+    ``parallel_loss``: the model's logits come out sharded by vocabulary (a causal LM under
+    tensor parallelism); its loss function runs on the shards (call inside ``loss_context``).
     """
-    if kind == "gpt":
-        if parallel_loss:
-            from train.models.gpt import masked_cross_entropy
-            from train.parallel import vocab_parallel_loss
+    if kind == CAUSAL_LM:
+        return _causal_lm_loss(model, batch, parallel_loss), {}
+    if kind == MASKED_LM:
+        return _masked_lm_loss(model, batch, next_sentence)
+    raise ValueError(f"unknown batch kind {kind!r}")
 
-            logits, _ = model(batch["input_ids"])
-            loss = vocab_parallel_loss(
-                masked_cross_entropy, logits, batch["labels"], batch["loss_mask"]
-            )
-            return loss, {}
-        _, loss = model(batch["input_ids"], batch["labels"], batch["loss_mask"])
-        return loss, {}
+
+def _causal_lm_loss(model: nn.Module, batch: dict, parallel_loss: bool) -> torch.Tensor:
+    if parallel_loss:
+        from train.parallel import vocab_parallel_loss
+
+        logits, _ = model(batch["input_ids"])
+        return vocab_parallel_loss(
+            masked_cross_entropy, logits, batch["labels"], batch["loss_mask"]
+        )
+    _, loss = model(batch["input_ids"], batch["labels"], batch["loss_mask"])
+    return loss
+
+
+def _masked_lm_loss(model: nn.Module, batch: dict, next_sentence: bool):
     # BertDataset's fixed-shape targets (mlm_positions/mlm_targets): one compiled graph
     static = "mlm_positions" in batch
     out = model(
@@ -72,8 +85,10 @@ def _right_and_total(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor
 
 
 def uses_parallel_loss(config: TrainConfig, runtime: Runtime) -> bool:
-    """GPT under tensor parallelism keeps its logits sharded by vocabulary into the loss."""
-    return config.model == "gpt" and config.parallel == "tp" and runtime.tp > 1
+    """A family whose plan allows it keeps its logits sharded by vocabulary into the loss
+    under tensor parallelism."""
+    plan = get_spec(config.model).parallel
+    return plan.parallel_loss and config.parallel == "tp" and runtime.tp > 1
 
 
 @torch.no_grad()
@@ -92,7 +107,8 @@ def evaluate(model, loader, config, runtime, precision, next_sentence) -> dict[s
     for batch in loader:
         with precision.autocast(), loss_context(uses_parallel_loss(config, runtime)):
             loss, parts = forward_loss(
-                model, to_device(batch, runtime.device), config.model, next_sentence,
+                model, to_device(batch, runtime.device), get_spec(config.model).batch,
+                next_sentence,
                 uses_parallel_loss(config, runtime),
             )  # fmt: skip
         for name, value in {"loss": loss, **parts}.items():
@@ -118,8 +134,8 @@ def wikitext_eval_data(config: TrainConfig) -> tuple[list[int], int] | None:
     made once before training."""
     if config.eval_wikitext is None:
         return None
-    if config.model != "gpt":
-        fail("--eval-wikitext scores a language model: GPT only")
+    if get_spec(config.model).batch != CAUSAL_LM:
+        fail(f"--eval-wikitext scores a causal language model; {config.model} is not one")
     from train.eval.load import LoadError, run_tokenizer_path
     from train.eval.run import wikitext_ids
 
@@ -193,7 +209,7 @@ class Evaluator:
         def loss_of(inputs, targets):
             batch = {"input_ids": inputs, "labels": targets, "loss_mask": targets != -100}
             with self.precision.autocast(), loss_context(self.parallel_loss):
-                return forward_loss(self.train_model, batch, "gpt", False, self.parallel_loss)[0]
+                return _causal_lm_loss(self.train_model, batch, self.parallel_loss)
 
         result = perplexity_of_ids(
             self.model,

@@ -6,8 +6,8 @@
 ``torch`` consolidates the sharded (DCP) model and optimizer state into one
 ``torch.save`` file, ``{"model", "optimizer", "trainer"}``, loadable with
 ``torch.load(weights_only=True)``. ``hf`` writes a Hugging Face directory: ``config.json`` and
-``model.safetensors`` (``GPT2LMHeadModel`` or ``BertForPreTraining`` / ``BertForMaskedLM``
-names, see :mod:`train.models.hf`); ``transformers`` is needed only for that one.
+``model.safetensors`` (the names of the family's Hugging Face counterpart, declared by its
+spec: ``GPT2LMHeadModel``, ``BertForPreTraining`` / ``BertForMaskedLM``...); ``transformers`` is needed only for that one.
 The checkpoint's sizes and hashes are checked first (:func:`train.checkpoint.verify_checkpoint`)
 and its DCP files are read as untrusted input (:func:`train.checkpoint.load_dcp`).
 """
@@ -25,8 +25,8 @@ import torch
 from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.checkpoint_io import SafeFullLoadPlanner
-from train.models.bert import BertConfig
-from train.models.gpt import GPTConfig
+from train.models.registry import get_spec
+from train.models.spec import ModelSpec
 
 
 def consolidated_state(checkpoint_dir: str) -> dict:
@@ -45,14 +45,18 @@ def consolidated_state(checkpoint_dir: str) -> dict:
     return {"model": state["model"], "optimizer": state["optimizer"], "trainer": trainer}
 
 
-def model_config_of(trainer_state: dict) -> GPTConfig | BertConfig:
-    kind = trainer_state["config"].get("model")
+def model_config_of(trainer_state: dict) -> tuple[ModelSpec, object]:
+    """The spec of the checkpoint's model family and its model config."""
+    family = trainer_state["config"].get("model")
     fields = trainer_state.get("model_config")
-    if kind not in ("gpt", "bert") or not isinstance(fields, dict):
-        raise ckpt.CheckpointError("trainer.pt: no model kind and model_config recorded")
-    config_type = GPTConfig if kind == "gpt" else BertConfig
-    known = {f.name for f in dataclasses.fields(config_type)}
-    return config_type(**{k: v for k, v in fields.items() if k in known})
+    if not isinstance(family, str) or not isinstance(fields, dict):
+        raise ckpt.CheckpointError("trainer.pt: no model family and model_config recorded")
+    try:
+        spec = get_spec(family)
+    except KeyError as e:
+        raise ckpt.CheckpointError(f"trainer.pt: {e.args[0]}") from None
+    known = {f.name for f in dataclasses.fields(spec.config_class)}
+    return spec, spec.config_class(**{k: v for k, v in fields.items() if k in known})
 
 
 def export_torch(checkpoint_dir: str, out_file: str) -> None:
@@ -80,19 +84,10 @@ def export_hf(checkpoint_dir: str, out_dir: str, overwrite: bool = False) -> Non
 def _write_hf(checkpoint_dir: str, out: OutputFolder) -> None:
     from safetensors.torch import save_file
 
-    from train.models import hf
-
     state = consolidated_state(checkpoint_dir)
-    config = model_config_of(state["trainer"])
-    if isinstance(config, GPTConfig):
-        tensors = hf.gpt_state_dict_to_hf(state["model"], config)
-        hf_config = hf.gpt_config_to_hf(config)
-    else:
-        tensors = hf.bert_state_dict_to_hf(state["model"], config)
-        hf_config = hf.bert_config_to_hf(config)
-        hf_config.architectures = [
-            "BertForPreTraining" if config.next_sentence else "BertForMaskedLM"
-        ]
+    spec, config = model_config_of(state["trainer"])
+    tensors = spec.hf.state_dict_to_hf(state["model"], config)
+    hf_config = spec.hf.config_to_hf(config)
     # safetensors stores each tensor once: tied entries (the LM head, BERT's decoder bias)
     # are left to transformers' tie_weights when loading.
     unique: dict[str, torch.Tensor] = {}

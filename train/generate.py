@@ -1,4 +1,5 @@
-"""Text from a GPT model: greedy, temperature, top-k and top-p (nucleus) sampling.
+"""Text from a decoder (a model of a causal-LM family): greedy, temperature, top-k and top-p
+(nucleus) sampling.
 
 The prompt runs through the model once; every next token is one forward step over the new
 token alone, with the keys and values of the prefix kept in a :class:`KVCache`.
@@ -12,8 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
-from train.models.gpt import GPT, KVCache
+from train.models.layers import KVCache
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def next_token(logits: torch.Tensor, sampling: Sampling, generator: torch.Genera
 
 @torch.no_grad()
 def generate_tokens(
-    model: GPT,
+    model: nn.Module,
     prompt: list[int],
     sampling: Sampling,
     *,

@@ -28,6 +28,7 @@ from train.config import TrainConfig, fail
 from train.data.loader import build_data, make_loader, next_batch, to_device
 from train.evaluation import Evaluator, forward_loss, uses_parallel_loss
 from train.metrics import Console, MetricsLog, format_train_line, lookup_peak_tflops, throughput
+from train.models.registry import get_spec
 from train.optim import LRSchedule, build_optimizer, clip_grads_, grad_norm, scale_grads_
 from train.parallel import loss_context, parallelize
 from train.precision import Precision
@@ -112,12 +113,11 @@ class Trainer:
         vocab = saved_vocab_size(saved, runtime.tp)
         model = build_training_model(config, runtime, self.data.vocab_size, vocab)
         self.model = model
+        self.batch_kind = get_spec(config.model).batch
         self.next_sentence = bool(getattr(model.config, "next_sentence", False))
         self.precision = Precision(config.precision, runtime.device.type)
-        self.flops_per_token = (
-            model.flops_per_token(config.seq_len)
-            if config.model == "gpt"
-            else model.flops_per_token(config.seq_len, mlm_fraction=config.mask_prob)
+        self.flops_per_token = get_spec(config.model).flops_per_token(
+            model.config, config.seq_len, config.mask_prob
         )
         self.num_params = model.num_params()
         self.parallel_loss = uses_parallel_loss(config, runtime)
@@ -288,7 +288,7 @@ class Trainer:
             with no_sync(self.train_model, last), loss_context(self.parallel_loss):
                 with self.precision.autocast():
                     loss, parts = forward_loss(
-                        self.train_model, batch, self.config.model, self.next_sentence,
+                        self.train_model, batch, self.batch_kind, self.next_sentence,
                         self.parallel_loss,
                     )  # fmt: skip
                 self.precision.scale_loss(loss / self.accumulation).backward()

@@ -9,6 +9,8 @@ from torch.utils.data import DataLoader
 
 from dataset_format import FormatError
 from train.config import TrainConfig, fail
+from train.models.registry import get_spec
+from train.models.spec import CAUSAL_LM, MASKED_LM
 from train.runtime import Runtime
 
 
@@ -42,26 +44,11 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
         "train": config.max_steps * config.global_batch,
         **{name: samples_per_eval if name in evaluated else 0 for name in ("valid", "test")},
     }
-    # what every split of either model is made from
+    # what every split of any batch kind is made from
     common = {"split": config.split, "seed": config.seed, "num_samples": num_samples}
+    build = DATASETS[get_spec(config.model).batch]
     try:
-        if config.model == "gpt":
-            eod = tokenizer.special_ids.get("eod")
-            if config.eod_mask_loss and eod is None:
-                fail("--eod-mask-loss: the data's tokenizer records no 'eod' id")
-            datasets = data_lib.build_gpt_datasets(
-                sources, seq_len=config.seq_len, **common, vocab_size=tokenizer.vocab_size,
-                eod_mask_id=eod if config.eod_mask_loss else None, eod_id=eod,
-            )  # fmt: skip
-        else:
-            masking = data_lib.MaskingConfig(
-                mask_prob=config.mask_prob, whole_word=config.whole_word_masking,
-                max_predictions_per_seq=config.max_predictions_per_seq,
-            )  # fmt: skip
-            datasets = data_lib.build_bert_datasets(
-                sources, seq_len=config.seq_len, **common, vocab_size=tokenizer.vocab_size,
-                masking=masking, special_ids=tokenizer.special_ids,
-            )  # fmt: skip
+        datasets = build(config, sources, tokenizer, common)
     except (ValueError, FormatError, OSError, RuntimeError) as e:
         # RuntimeError: on the ranks that waited while local rank 0 failed to build an index
         fail(f"--data {' '.join(config.data)}: {e}")
@@ -77,6 +64,36 @@ def build_data(config: TrainConfig, runtime: Runtime) -> Data:
         notes=notes,
     )
 
+
+def causal_lm_datasets(config: TrainConfig, sources: list, tokenizer, common: dict) -> dict:
+    """Next-token samples (GPTDataset) of ``config.seq_len`` tokens."""
+    from train import data as data_lib
+
+    eod = tokenizer.special_ids.get("eod")
+    if config.eod_mask_loss and eod is None:
+        fail("--eod-mask-loss: the data's tokenizer records no 'eod' id")
+    return data_lib.build_gpt_datasets(
+        sources, seq_len=config.seq_len, **common, vocab_size=tokenizer.vocab_size,
+        eod_mask_id=eod if config.eod_mask_loss else None, eod_id=eod,
+    )  # fmt: skip
+
+
+def masked_lm_datasets(config: TrainConfig, sources: list, tokenizer, common: dict) -> dict:
+    """Masked-LM + next-sentence samples (BertDataset) of up to ``config.seq_len`` tokens."""
+    from train import data as data_lib
+
+    masking = data_lib.MaskingConfig(
+        mask_prob=config.mask_prob, whole_word=config.whole_word_masking,
+        max_predictions_per_seq=config.max_predictions_per_seq,
+    )  # fmt: skip
+    return data_lib.build_bert_datasets(
+        sources, seq_len=config.seq_len, **common, vocab_size=tokenizer.vocab_size,
+        masking=masking, special_ids=tokenizer.special_ids,
+    )  # fmt: skip
+
+
+# The datasets of each batch kind a model family declares (train.models.spec.BATCH_KINDS).
+DATASETS = {CAUSAL_LM: causal_lm_datasets, MASKED_LM: masked_lm_datasets}
 
 SPLIT_PURPOSE = {"valid": "validation", "test": "test evaluation"}
 

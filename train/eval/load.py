@@ -1,6 +1,6 @@
 """A model and its tokenizer for evaluation or generation: from one of our training runs, or
-from a Hugging Face GPT-2 / BERT directory (``config.json`` + weights), converted through
-:mod:`train.models.hf`.
+from a Hugging Face directory (``config.json`` + weights) of a registered family's counterpart,
+converted by the family's spec (:mod:`train.models.registry`).
 
 Weights load with ``weights_only=True`` (or from safetensors); nothing from the files is
 unpickled as code.
@@ -34,7 +34,7 @@ class LoadError(Exception):
 @dataclass
 class LoadedModel:
     model: nn.Module
-    kind: str  # "gpt" or "bert"
+    kind: str  # the model family (train.models.registry)
     tokenizer_path: str | None
     vocab_size: int | None  # the tokenizer's (unpadded) size when known
     special_ids: dict[str, int]
@@ -57,8 +57,6 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
     """The model of a checkpoint (or of a run's latest), read from its DCP shards: only the
     model's entries, whatever layout it was saved in (the optimizer state is never read)."""
     from train.export import model_config_of
-    from train.models.bert import Bert, BertConfig
-    from train.models.gpt import GPT
 
     is_checkpoint = os.path.exists(os.path.join(path, "meta.json"))
     checkpoint = path if is_checkpoint else ckpt.latest_checkpoint(path)
@@ -67,12 +65,12 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
     try:
         ckpt.verify_checkpoint(checkpoint)
         trainer_state = ckpt.read_trainer_state(checkpoint)
-        config = model_config_of(trainer_state)
+        spec, config = model_config_of(trainer_state)
     except ckpt.CheckpointError as e:
         raise LoadError(str(e)) from None
     except (TypeError, ValueError) as e:
         raise LoadError(f"{checkpoint}/trainer.pt: bad model_config ({e})") from None
-    model = Bert(config) if isinstance(config, BertConfig) else GPT(config)
+    model = spec.build(config)
     state = {"model": model.state_dict()}
     try:
         ckpt.load_dcp(checkpoint, state)
@@ -84,7 +82,7 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
     info = trainer_state.get("tokenizer") or {}
     return LoadedModel(
         model=model,
-        kind="bert" if isinstance(config, BertConfig) else "gpt",
+        kind=spec.name,
         tokenizer_path=tokenizer or run_tokenizer_path(trainer_state["config"]),
         vocab_size=info.get("vocab_size"),
         special_ids=dict(info.get("special_ids") or {}),
@@ -109,13 +107,13 @@ def run_tokenizer_path(config: dict) -> str | None:
 
 def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
     try:
-        import transformers
+        import transformers  # noqa: F401 - checked here: its absence is one clear error
     except ImportError:
         raise LoadError(
             f"{path}: an HF model directory needs the transformers package (pip install "
             "transformers)"
         ) from None
-    from train.models import hf
+    from train.models.registry import spec_of_hf
 
     try:
         with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
@@ -124,23 +122,12 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
         architectures = hf_config.get("architectures") or []
     except (OSError, ValueError, AttributeError) as e:
         raise LoadError(f"{path}/config.json: unreadable ({e})") from None
-    # use_safetensors=None: safetensors when present, else pytorch_model.bin, which
-    # transformers loads with weights_only=True.
     try:
-        if model_type == "gpt2":
-            model = hf.gpt_from_hf(transformers.GPT2LMHeadModel.from_pretrained(path))
-            kind = "gpt"
-        elif model_type == "bert":
-            # a masked-LM-only BERT has no NSP head to load
-            bert_class = (
-                transformers.BertForMaskedLM
-                if "BertForMaskedLM" in architectures
-                else transformers.BertForPreTraining
-            )
-            model = hf.bert_from_hf(bert_class.from_pretrained(path))
-            kind = "bert"
-        else:
-            raise LoadError(f"{path}/config.json: model_type {model_type!r}; gpt2 or bert only")
+        spec = spec_of_hf(model_type)
+    except KeyError as e:
+        raise LoadError(f"{path}/config.json: {e.args[0]}") from None
+    try:
+        model = spec.hf.load(path, architectures)
     except (OSError, ValueError) as e:
         raise LoadError(f"{path}: cannot load the HF model ({e})") from None
     tokenizer_path = tokenizer
@@ -148,7 +135,7 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
         tokenizer_path = os.path.join(path, "tokenizer.json")
     elif tokenizer_path is None and os.path.exists(os.path.join(path, "merges.txt")):
         tokenizer_path = path  # GPT-2's vocab.json + merges.txt
-    return LoadedModel(model, kind, tokenizer_path, None, {}, path)
+    return LoadedModel(model, spec.name, tokenizer_path, None, {}, path)
 
 
 def load_tokenizer(path: str | None):

@@ -26,8 +26,12 @@ import torch.distributed as dist
 from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped, read_text_capped
 from train.eval import lambada, scoring, wikitext
 from train.eval.load import LoadedModel, LoadError, load_model, load_tokenizer
+from train.models.registry import get_spec
+from train.models.spec import CAUSAL_LM, MASKED_LM
 
 TASKS = ("wikitext103", "lambada", "bert-mlm")
+# What the error for a model of the wrong kind calls the kind a task needs.
+BATCH_NAMES = {CAUSAL_LM: "causal language", MASKED_LM: "BERT"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,11 +278,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     started = time.perf_counter()
     try:
         loaded = load_model(args.checkpoint, device, args.tokenizer)
-        expected = "bert" if args.task == "bert-mlm" else "gpt"
-        if loaded.kind != expected:
+        expected = MASKED_LM if args.task == "bert-mlm" else CAUSAL_LM
+        if get_spec(loaded.kind).batch != expected:
             _fail(
-                f"--task {args.task} needs a {expected.upper()} model; {loaded.source} is "
-                f"{loaded.kind.upper()}"
+                f"--task {args.task} needs a {BATCH_NAMES[expected]} model; {loaded.source} "
+                f"is {loaded.kind.upper()}"
             )
         # What every task takes alike: the batch size, this rank's share and the progress line.
         batching = dict(

@@ -30,7 +30,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from train.models.layers import MultiHeadAttention, check_config, init_normal
+from train.models.layers import (
+    KVCache,
+    MultiHeadAttention,
+    check_config,
+    init_normal,
+    masked_cross_entropy,
+)
 
 
 @dataclass
@@ -54,28 +60,6 @@ class GPTConfig:
         check_config(self, ("vocab_size", "n_layer", "n_head", "n_embd", "block_size"))
 
 
-class KVCache:
-    """Keys and values of every position seen so far, per attention module (generation only).
-
-    Pass the same cache to successive ``GPT.forward`` calls: the first with the prompt, each
-    next one with only the new tokens. Positions continue from ``length``.
-    """
-
-    def __init__(self) -> None:
-        self._keys_values: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
-        self.length = 0
-
-    def extend(
-        self, layer: nn.Module, k: torch.Tensor, v: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append this call's [B, H, T, D] keys/values for ``layer``; return all of them."""
-        if layer in self._keys_values:
-            past_k, past_v = self._keys_values[layer]
-            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
-        self._keys_values[layer] = (k, v)
-        return k, v
-
-
 class CausalSelfAttention(MultiHeadAttention):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__(config.n_embd, config.n_head, config.dropout, bias=config.bias)
@@ -85,13 +69,8 @@ class CausalSelfAttention(MultiHeadAttention):
         q, k, v = self.heads(x)
         mask = None
         if cache is not None:
-            past, seq_len = cache.length, x.shape[1]
+            mask = cache.mask(x.shape[1], x.device)
             k, v = cache.extend(self, k, v)
-            if past > 0:
-                # query i sits at position past + i: it sees every cached key and the new ones
-                # up to itself (is_causal would align the triangle to the top-left instead).
-                mask = torch.ones(seq_len, past + seq_len, dtype=torch.bool, device=x.device)
-                mask = mask.tril(diagonal=past)
         y = self.core(q, k, v, mask=mask, is_causal=mask is None)
         return self.resid_dropout(self.merge(y))
 
@@ -208,31 +187,6 @@ class GPT(nn.Module):
     def flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token; see :func:`flops_per_token`."""
         return flops_per_token(self.config, seq_len)
-
-
-def masked_cross_entropy(
-    logits: torch.Tensor, targets: torch.Tensor, loss_mask: torch.Tensor | None
-) -> torch.Tensor:
-    """Mean token cross entropy over positions with target != -100 and loss_mask != 0."""
-    if targets.shape != logits.shape[:-1]:
-        raise ValueError(
-            f"targets shape {tuple(targets.shape)} does not match logits {tuple(logits.shape[:-1])}"
-        )
-    if loss_mask is not None and loss_mask.shape != targets.shape:
-        raise ValueError(
-            f"loss_mask shape {tuple(loss_mask.shape)} does not match targets "
-            f"{tuple(targets.shape)}"
-        )
-    # fp32 log-softmax: bf16 logits lose too much precision over a 50k vocabulary.
-    per_token = F.cross_entropy(
-        logits.float().flatten(0, -2), targets.flatten(), ignore_index=-100, reduction="none"
-    )
-    counted = targets.flatten() != -100
-    if loss_mask is not None:
-        counted = counted & (loss_mask.flatten() != 0)
-    counted = counted.to(per_token.dtype)
-    # clamp: a batch with nothing to predict gives loss 0 (and zero gradients), not NaN.
-    return (per_token * counted).sum() / counted.sum().clamp(min=1.0)
 
 
 def count_params(config: GPTConfig, exclude_embeddings: bool = False) -> int:

@@ -124,7 +124,7 @@ def gpt_state_dict_to_hf(state_dict: StateDict, config: GPTConfig) -> StateDict:
     ``lm_head.weight`` is included and is the same tensor as ``transformer.wte.weight``
     (tied); drop it before writing formats that reject shared tensors.
     """
-    sd = _check_keys(state_dict, _gpt_expected_keys(config), "GPT state dict")
+    sd = check_keys(state_dict, _gpt_expected_keys(config), "GPT state dict")
     out: StateDict = {}
     for ours, theirs in _gpt_plain_names(config):
         out[theirs] = sd[ours]
@@ -183,7 +183,7 @@ def gpt_state_dict_from_hf(state_dict: StateDict, config: GPTConfig) -> StateDic
         sd[key] = tensor
     lm_head = sd.pop("lm_head.weight", None)
     expected = _hf_gpt_expected_keys(config)
-    sd = _check_keys(sd, expected, "GPT-2 state dict")
+    sd = check_keys(sd, expected, "GPT-2 state dict")
     if lm_head is not None and not torch.equal(lm_head, sd["transformer.wte.weight"]):
         raise ValueError("GPT-2 state dict has an untied lm_head.weight; GPT ties it to wte")
 
@@ -276,6 +276,14 @@ def gpt_from_hf(hf_model: Any) -> GPT:
     return model.train(hf_model.training)
 
 
+def gpt_load(path: str, architectures: list[str]) -> GPT:
+    """A ``GPT`` from the HF GPT-2 directory ``path`` (safetensors when present, else
+    pytorch_model.bin, which transformers loads with weights_only=True)."""
+    import transformers
+
+    return gpt_from_hf(transformers.GPT2LMHeadModel.from_pretrained(path))
+
+
 # --------------------------------------------------------------------------------------------
 # BERT
 
@@ -300,6 +308,14 @@ def bert_config_to_hf(config: BertConfig, **overrides: Any) -> transformers.Bert
     )
     fields.update(overrides)
     return transformers.BertConfig(**fields)
+
+
+def bert_config_with_architecture(config: BertConfig) -> transformers.BertConfig:
+    """``bert_config_to_hf`` naming the HF class the weights load into: the NSP head makes it
+    ``BertForPreTraining``, its absence ``BertForMaskedLM``."""
+    hf_config = bert_config_to_hf(config)
+    hf_config.architectures = ["BertForPreTraining" if config.next_sentence else "BertForMaskedLM"]
+    return hf_config
 
 
 def bert_config_from_hf(hf_config: Any, next_sentence: bool = True) -> BertConfig:
@@ -367,7 +383,7 @@ def bert_state_dict_to_hf(state_dict: StateDict, config: BertConfig) -> StateDic
     ``next_sentence`` is False). Tied entries are the same tensor objects."""
     names = _bert_names(config)
     expected = {ours for ours, _ in names} | {"mlm_head.decoder.weight", "mlm_head.decoder.bias"}
-    sd = _check_keys(state_dict, expected, "Bert state dict")
+    sd = check_keys(state_dict, expected, "Bert state dict")
     out = {theirs: sd[ours] for ours, theirs in names}
     out["cls.predictions.decoder.weight"] = out["bert.embeddings.word_embeddings.weight"]
     out["cls.predictions.bias"] = sd["mlm_head.decoder.bias"]
@@ -400,7 +416,7 @@ def bert_state_dict_from_hf(state_dict: StateDict, config: BertConfig) -> StateD
             sd.pop(key, None)
     names = _bert_names(config)
     expected = {theirs for _, theirs in names} | {"cls.predictions.bias"}
-    sd = _check_keys(sd, expected, "BERT state dict")
+    sd = check_keys(sd, expected, "BERT state dict")
     word_embeddings = sd["bert.embeddings.word_embeddings.weight"]
     if decoder_weight is not None and not torch.equal(decoder_weight, word_embeddings):
         raise ValueError("BERT state dict has an untied MLM decoder weight; Bert ties it")
@@ -452,10 +468,23 @@ def bert_from_hf(hf_model: Any) -> Bert:
     return model.train(hf_model.training)
 
 
+def bert_load(path: str, architectures: list[str]) -> Bert:
+    """A ``Bert`` from the HF BERT directory ``path``: a masked-LM-only BERT
+    (``BertForMaskedLM`` in ``architectures``) has no NSP head to load."""
+    import transformers
+
+    bert_class = (
+        transformers.BertForMaskedLM
+        if "BertForMaskedLM" in architectures
+        else transformers.BertForPreTraining
+    )
+    return bert_from_hf(bert_class.from_pretrained(path))
+
+
 # --------------------------------------------------------------------------------------------
 
 
-def _check_keys(state_dict: StateDict, expected: set[str], what: str) -> StateDict:
+def check_keys(state_dict: StateDict, expected: set[str], what: str) -> StateDict:
     """Return ``state_dict`` if its keys are exactly ``expected``, else a clear error."""
     missing = sorted(expected - state_dict.keys())
     unexpected = sorted(state_dict.keys() - expected)

@@ -1,4 +1,5 @@
-"""What GPT and BERT share: config checks, multi-head attention, initialisation, the loss.
+"""What the model families share: config checks, multi-head attention, the KV cache of
+generation, initialisation, the losses.
 
 Attention keeps separate ``q_proj``/``k_proj``/``v_proj``/``out_proj`` Linear layers (the
 tensor-parallel plans shard them by name) and counts heads from the projected tensor's shape,
@@ -31,6 +32,38 @@ def check_config(config, int_fields: tuple[str, ...]) -> None:
         raise ValueError(f"{kind}.dropout must be in [0, 1), got {config.dropout}")
     if config.init_std <= 0:
         raise ValueError(f"{kind}.init_std must be positive, got {config.init_std}")
+
+
+class KVCache:
+    """Keys and values of every position seen so far, per attention module (generation only).
+
+    Pass the same cache to successive ``forward`` calls of a decoder: the first with the prompt, each
+    next one with only the new tokens. Positions continue from ``length``.
+    """
+
+    def __init__(self) -> None:
+        self._keys_values: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.length = 0
+
+    def extend(
+        self, layer: nn.Module, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this call's [B, H, T, D] keys/values for ``layer``; return all of them."""
+        if layer in self._keys_values:
+            past_k, past_v = self._keys_values[layer]
+            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        self._keys_values[layer] = (k, v)
+        return k, v
+
+    def mask(self, seq_len: int, device: torch.device) -> torch.Tensor | None:
+        """The attention mask of ``seq_len`` new queries after the cached positions; None
+        before any (plain causal attention). Query i sits at position ``length + i``: it sees
+        every cached key and the new ones up to itself (``is_causal`` would align the
+        triangle to the top-left instead)."""
+        if self.length == 0:
+            return None
+        mask = torch.ones(seq_len, self.length + seq_len, dtype=torch.bool, device=device)
+        return mask.tril(diagonal=self.length)
 
 
 class DotProductAttention(nn.Module):
@@ -109,3 +142,28 @@ def mean_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tens
         logits.float().flatten(0, -2), labels.flatten(), ignore_index=-100, reduction="sum"
     )
     return total / (labels != -100).sum().clamp(min=1)
+
+
+def masked_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, loss_mask: torch.Tensor | None
+) -> torch.Tensor:
+    """Mean token cross entropy over positions with target != -100 and loss_mask != 0."""
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"targets shape {tuple(targets.shape)} does not match logits {tuple(logits.shape[:-1])}"
+        )
+    if loss_mask is not None and loss_mask.shape != targets.shape:
+        raise ValueError(
+            f"loss_mask shape {tuple(loss_mask.shape)} does not match targets "
+            f"{tuple(targets.shape)}"
+        )
+    # fp32 log-softmax: bf16 logits lose too much precision over a 50k vocabulary.
+    per_token = F.cross_entropy(
+        logits.float().flatten(0, -2), targets.flatten(), ignore_index=-100, reduction="none"
+    )
+    counted = targets.flatten() != -100
+    if loss_mask is not None:
+        counted = counted & (loss_mask.flatten() != 0)
+    counted = counted.to(per_token.dtype)
+    # clamp: a batch with nothing to predict gives loss 0 (and zero gradients), not NaN.
+    return (per_token * counted).sum() / counted.sum().clamp(min=1.0)

@@ -1,4 +1,4 @@
-"""Activation checkpointing applied to a plain GPT / Bert from outside.
+"""Activation checkpointing applied to a plain model from outside.
 
 Each chosen module's ``forward`` is replaced, on that instance only, by one that runs the
 original under ``torch.utils.checkpoint`` (non-reentrant, RNG state preserved, so dropout
@@ -7,8 +7,9 @@ after the forward pass and recomputed in backward. Parameter names and state dic
 change, and FSDP2 / tensor-parallel hooks (on ``__call__``) keep working around it.
 
 * ``full``: every transformer block; only each block's input is kept;
-* ``selective``: the attention sub-layer of every block (``every=0``; its q/k/v and scores are
-  the largest activations per FLOP of recomputation), or every ``every``-th whole block.
+* ``selective``: the attention sub-layer of every block, the one its family's plan names
+  (``every=0``; its q/k/v and scores are the largest activations per FLOP of recomputation),
+  or every ``every``-th whole block.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import functools
 
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+
+from train.models.registry import spec_of_model
 
 
 def checkpoint_module(module: nn.Module) -> None:
@@ -41,7 +44,8 @@ def modules_to_checkpoint(model: nn.Module, mode: str, every: int = 0) -> list[n
         raise ValueError(f"unknown activation checkpointing mode {mode!r}")
     if every > 0:
         return blocks[every - 1 :: every]
-    return [block.attn for block in blocks]
+    attention = spec_of_model(model).parallel.attention
+    return [block.get_submodule(attention) for block in blocks]
 
 
 def apply_activation_checkpointing(model: nn.Module, mode: str, every: int = 0) -> nn.Module:

@@ -1,4 +1,5 @@
-"""Parallelism applied to a plain GPT / Bert from outside, torchtitan style.
+"""Parallelism applied to a plain model from outside, torchtitan style, cut by the plan its
+family declares (:class:`train.models.spec.ParallelPlan`).
 
 The models know nothing about distribution; these functions rewrite them in place (FSDP2,
 tensor parallelism) or wrap them (DDP), over a ``DeviceMesh`` with dimensions ("dp", "tp"):
@@ -8,9 +9,10 @@ tensor parallelism) or wrap them (DDP), over a ``DeviceMesh`` with dimensions ("
 * :func:`apply_fsdp`: FSDP2 ``fully_shard`` on every block, then on the root (embeddings,
   final norm, head), so parameters are all-gathered one block at a time;
 * :func:`apply_tensor_parallel`: Megatron-style tensor parallelism with DTensor
-  ``parallelize_module``: q/k/v and fc_in column-parallel (each rank holds n_head / tp heads
-  and 1/tp of the MLP), out_proj and fc_out row-parallel (their outputs are all-reduced), and a
-  vocab-parallel token embedding whose sharded table is also the tied output head.
+  ``parallelize_module``: the plan's column-parallel Linears (q/k/v and the MLP's input: each
+  rank holds n_head / tp heads and 1/tp of the MLP), its row-parallel ones (out_proj and the
+  MLP's output, their outputs all-reduced), and a vocab-parallel token embedding whose
+  sharded table is also the output head when the family ties them.
 
 With ``--parallel tp`` on more ranks than ``--tp``, the remaining data-parallel dimension is
 FSDP2 over the tensor-parallel model (2-D, as torchtitan); DDP does not take DTensor weights.
@@ -37,6 +39,8 @@ from torch.distributed.tensor.parallel import (
 )
 from torch.nn.parallel import DistributedDataParallel
 
+from train.models.registry import spec_of_model
+from train.models.spec import ParallelPlan
 from train.parallel.activation_checkpoint import apply_activation_checkpointing
 from train.parallel.init import materialize
 from train.parallel.rng import fork_attention_rng
@@ -87,13 +91,6 @@ def apply_fsdp(
     return model
 
 
-def _output_head(model: nn.Module) -> nn.Module:
-    """The Linear whose weight is tied to ``wte``: GPT's lm_head, Bert's MLM decoder."""
-    if hasattr(model, "lm_head"):
-        return model.lm_head
-    return model.mlm_head.decoder
-
-
 def apply_tensor_parallel(
     model: nn.Module,
     tp_mesh: DeviceMesh,
@@ -101,108 +98,108 @@ def apply_tensor_parallel(
     sequence_parallel: bool = False,
     parallel_loss: bool = False,
 ) -> nn.Module:
-    """Megatron tensor parallelism in place over ``tp_mesh``. Returns ``model``.
+    """Megatron tensor parallelism in place over ``tp_mesh``, cut by the model family's
+    :class:`~train.models.spec.ParallelPlan`. Returns ``model``.
 
-    Needs ``n_head`` and the MLP width divisible by the tp degree, and (with
-    ``vocab_parallel``) the vocabulary too: pad it with ``pad_vocab_size(v, tensor_parallel=tp)``.
-    LayerNorms, position tables and row-parallel biases stay replicated; their gradients come
-    out identical on every tp rank because the activations they see are replicated.
+    Needs the plan's ``divisible`` config fields (the heads) and the MLP width divisible by the
+    tp degree, and (with ``vocab_parallel``) the vocabulary too: pad it with
+    ``pad_vocab_size(v, tensor_parallel=tp)``. Norms, position tables and row-parallel biases
+    stay replicated; their gradients come out identical on every tp rank because the
+    activations they see are replicated.
     """
     tp = tp_mesh.size()
     config = model.config
-    if config.n_head % tp:
-        raise ValueError(f"n_head {config.n_head} is not divisible by tensor-parallel degree {tp}")
+    plan = spec_of_model(model).parallel
+    for name in plan.divisible:
+        if getattr(config, name) % tp:
+            raise ValueError(
+                f"{name} {getattr(config, name)} is not divisible by tensor-parallel degree {tp}"
+            )
     if vocab_parallel and config.vocab_size % tp:
         raise ValueError(
             f"vocab_size {config.vocab_size} is not divisible by tensor-parallel degree {tp}"
         )
     if sequence_parallel:
-        return _apply_sequence_parallel(model, tp_mesh, parallel_loss)
+        return _apply_sequence_parallel(model, tp_mesh, parallel_loss, plan)
     block_plan = {
-        "attn.q_proj": ColwiseParallel(),
-        "attn.k_proj": ColwiseParallel(),
-        "attn.v_proj": ColwiseParallel(),
-        "attn.out_proj": RowwiseParallel(),
-        "mlp.fc_in": ColwiseParallel(),
-        "mlp.fc_out": RowwiseParallel(),
+        **{name: ColwiseParallel() for name in plan.colwise},
+        **{name: RowwiseParallel() for name in plan.rowwise},
     }
     for block in model.blocks:
         parallelize_module(block, tp_mesh, block_plan)
     # each rank's attention dropout acts on its own heads: its own random stream
     fork_attention_rng(model, tp_mesh.get_local_rank(), tp_mesh.device_type)
     if vocab_parallel:
-        head = _output_head(model)
+        head = model.get_submodule(plan.head)
         # Row-parallel embedding shards the table by vocabulary rows (Shard(0)); the head's
         # column-parallel weight is Shard(0) of the same [vocab, d] matrix, so one sharded
-        # parameter can serve both. GPT's logits stay sharded by vocabulary with
-        # ``parallel_loss`` (see vocab_parallel_loss); else they are gathered (Replicate).
-        parallelize_module(model.wte, tp_mesh, RowwiseParallel(input_layouts=Replicate()))
-        if parallel_loss and head is getattr(model, "lm_head", None):
+        # parameter can serve both when they are tied. A causal LM's logits stay sharded by
+        # vocabulary with ``parallel_loss`` (see vocab_parallel_loss); else they are gathered.
+        embedding = model.get_submodule(plan.embedding)
+        parallelize_module(embedding, tp_mesh, RowwiseParallel(input_layouts=Replicate()))
+        if parallel_loss and plan.parallel_loss:
             head_plan = ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)
         else:
             head_plan = ColwiseParallel(output_layouts=Replicate())
         parallelize_module(head, tp_mesh, head_plan)
-        # parallelize_module made the head a new Parameter: tie it back, or the optimizer
-        # would update two copies of one matrix.
-        head.weight = model.wte.weight
+        if plan.tied(config):
+            # parallelize_module made the head a new Parameter: tie it back, or the optimizer
+            # would update two copies of one matrix.
+            head.weight = embedding.weight
     return model
 
 
-def _apply_sequence_parallel(model: nn.Module, tp_mesh: DeviceMesh, parallel_loss: bool):
-    """Megatron's sequence parallelism (Korthikanti et al. 2022) on GPT: between the
-    tensor-parallel regions the residual stream is sharded along the sequence ([B, T/tp, d]
-    per rank), so LayerNorms, dropouts and residual adds run on 1/tp of the tokens; attention
-    and MLP inputs are all-gathered along the sequence and their row-parallel outputs
-    reduce-scattered back (the all-reduce of plain TP, split in two).
+def _apply_sequence_parallel(
+    model: nn.Module, tp_mesh: DeviceMesh, parallel_loss: bool, plan: ParallelPlan
+) -> nn.Module:
+    """Megatron's sequence parallelism (Korthikanti et al. 2022) on a decoder whose plan has
+    one: between the tensor-parallel regions the residual stream is sharded along the
+    sequence ([B, T/tp, d] per rank), so norms, dropouts and residual adds run on 1/tp of the
+    tokens; the inputs of the sub-layers (attention, MLP) are all-gathered along the sequence
+    and their row-parallel outputs reduce-scattered back (the all-reduce of plain TP, split
+    in two).
 
-    The token embedding reduce-scatters its vocab-parallel lookup into sequence shards; the
+    The token embedding reduce-scatters its vocab-parallel lookup into sequence shards; a
     position table's output is cut to the same shard of positions, so ``wte + wpe`` adds
     matching rows. With ``parallel_loss`` the head's logits stay sharded by vocabulary
     (Shard(-1)) for :func:`vocab_parallel_loss`; else they are gathered.
     """
-    if not hasattr(model, "lm_head"):
-        raise ValueError("sequence parallelism is implemented for GPT models only")
+    if not plan.sequence_parallel:
+        name = spec_of_model(model).name
+        raise ValueError(f"sequence parallelism is not implemented for the {name} family")
     sequence_shard = Shard(1)
-    block_plan = {
-        "ln_1": SequenceParallel(),
+    block_plan = {name: SequenceParallel() for name in plan.norms}
+    for name in plan.sublayers:
         # attn(x, cache): the KV cache (generation only) is no tensor input to lay out
-        "attn": PrepareModuleInput(
-            input_layouts=(sequence_shard, None), desired_input_layouts=(Replicate(), None),
+        extra = (None,) if name == plan.attention else ()
+        block_plan[name] = PrepareModuleInput(
+            input_layouts=(sequence_shard, *extra), desired_input_layouts=(Replicate(), *extra),
             use_local_output=True,
-        ),
-        "attn.q_proj": ColwiseParallel(),
-        "attn.k_proj": ColwiseParallel(),
-        "attn.v_proj": ColwiseParallel(),
-        "attn.out_proj": RowwiseParallel(output_layouts=sequence_shard),
-        "ln_2": SequenceParallel(),
-        "mlp": PrepareModuleInput(
-            input_layouts=(sequence_shard,), desired_input_layouts=(Replicate(),),
-            use_local_output=True,
-        ),
-        "mlp.fc_in": ColwiseParallel(),
-        "mlp.fc_out": RowwiseParallel(output_layouts=sequence_shard),
-    }  # fmt: skip
+        )  # fmt: skip
+    block_plan.update({name: ColwiseParallel() for name in plan.colwise})
+    block_plan.update(
+        {name: RowwiseParallel(output_layouts=sequence_shard) for name in plan.rowwise}
+    )
     for block in model.blocks:
         parallelize_module(block, tp_mesh, block_plan)
-    parallelize_module(
-        model,
-        tp_mesh,
-        {
-            "wte": RowwiseParallel(input_layouts=Replicate(), output_layouts=sequence_shard),
-            # [T, d] positions: dimension 0 is the sequence
-            "wpe": PrepareModuleOutput(
-                output_layouts=Replicate(), desired_output_layouts=Shard(0),
-                use_local_output=True,
-            ),
-            "ln_f": SequenceParallel(),
-            "lm_head": ColwiseParallel(
-                input_layouts=sequence_shard,
-                output_layouts=Shard(-1) if parallel_loss else Replicate(),
-                use_local_output=not parallel_loss,
-            ),
-        },
-    )  # fmt: skip
-    model.lm_head.weight = model.wte.weight  # tie back (see apply_tensor_parallel)
+    root_plan = {
+        plan.embedding: RowwiseParallel(input_layouts=Replicate(), output_layouts=sequence_shard),
+        plan.final_norm: SequenceParallel(),
+        plan.head: ColwiseParallel(
+            input_layouts=sequence_shard,
+            output_layouts=Shard(-1) if parallel_loss else Replicate(),
+            use_local_output=not parallel_loss,
+        ),
+    }
+    if plan.position_table is not None:
+        # [T, d] positions: dimension 0 is the sequence
+        root_plan[plan.position_table] = PrepareModuleOutput(
+            output_layouts=Replicate(), desired_output_layouts=Shard(0), use_local_output=True
+        )
+    parallelize_module(model, tp_mesh, root_plan)
+    if plan.tied(model.config):
+        # tie back (see apply_tensor_parallel)
+        model.get_submodule(plan.head).weight = model.get_submodule(plan.embedding).weight
     return model
 
 

@@ -1,0 +1,209 @@
+"""The LLaMA family's spec: the decoder of ``train.models.llama``, causal LM batches, and its
+Hugging Face counterpart ``LlamaForCausalLM`` both ways.
+
+Names map one to one (``model.layers.i.self_attn.q_proj`` is ``blocks.i.attn.q_proj``...) and
+every weight keeps its layout: both sides store ``nn.Linear`` weights and rotate the halves of
+each head. HF's rotary ``inv_freq`` is a buffer computed from the config, not a weight; older
+checkpoints that saved it have it dropped. Only what ``Llama`` computes is accepted: SiLU,
+no biases, default RoPE (no scaling), head size ``hidden_size / num_attention_heads``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from train.models import llama
+from train.models.hf import check_keys
+from train.models.llama import Llama, LlamaConfig
+from train.models.spec import CAUSAL_LM, HFMapping, ModelSpec, ParallelPlan, Preset
+
+StateDict = dict[str, torch.Tensor]
+
+PRESETS: dict[str, Preset] = {
+    "llama-tiny": Preset(
+        "llama",
+        LlamaConfig(
+            n_layer=2, n_head=4, n_kv_head=2, n_embd=64, intermediate_size=176, block_size=128
+        ),
+        "CPU test model: 2 layers, d=64, 4 query / 2 key-value heads, SwiGLU 176, context 128",
+    ),
+    "llama-small-cpu": Preset(
+        "llama",
+        LlamaConfig(
+            n_layer=6, n_head=6, n_kv_head=2, n_embd=384, intermediate_size=1024, block_size=256
+        ),
+        "CPU smoke-run model: 6 layers, d=384, 6 query / 2 key-value heads, context 256",
+    ),
+}
+
+
+def config_to_hf(config: LlamaConfig) -> Any:
+    """HF ``LlamaConfig`` for ``config`` (token ids None: the model does not know the
+    tokenizer)."""
+    import transformers
+
+    return transformers.LlamaConfig(
+        vocab_size=config.vocab_size,
+        hidden_size=config.n_embd,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.n_layer,
+        num_attention_heads=config.n_head,
+        num_key_value_heads=config.n_kv_head,
+        head_dim=config.n_embd // config.n_head,
+        hidden_act="silu",
+        max_position_embeddings=config.block_size,
+        rms_norm_eps=config.norm_eps,
+        rope_theta=config.rope_theta,
+        tie_word_embeddings=config.tie_embeddings,
+        attention_bias=False,
+        mlp_bias=False,
+        attention_dropout=config.dropout,
+        initializer_range=config.init_std,
+        bos_token_id=None,
+        eos_token_id=None,
+        architectures=["LlamaForCausalLM"],
+    )
+
+
+def _rope_theta(hf_config: Any) -> tuple[float, list[str]]:
+    """The RoPE base, and what in the config's rotary settings ``Llama`` cannot compute
+    (transformers 5 keeps them in ``rope_parameters``, earlier versions in ``rope_theta`` and
+    ``rope_scaling``)."""
+    parameters = getattr(hf_config, "rope_parameters", None)
+    if isinstance(parameters, dict):
+        kind = parameters.get("rope_type", "default")
+        unsupported = [] if kind == "default" else [f"rope_type={kind!r}"]
+        return float(parameters.get("rope_theta", 10000.0)), unsupported
+    scaling = getattr(hf_config, "rope_scaling", None)
+    unsupported = [] if scaling is None else [f"rope_scaling={scaling!r}"]
+    return float(hf_config.rope_theta), unsupported
+
+
+def config_from_hf(hf_config: Any) -> LlamaConfig:
+    """``LlamaConfig`` for an HF ``LlamaConfig``; ValueError for variants Llama cannot express."""
+    theta, unsupported = _rope_theta(hf_config)
+    if hf_config.hidden_act != "silu":
+        unsupported.append(f"hidden_act={hf_config.hidden_act!r} (Llama uses SiLU)")
+    if getattr(hf_config, "attention_bias", False) or getattr(hf_config, "mlp_bias", False):
+        unsupported.append("biases")
+    head_dim = getattr(hf_config, "head_dim", None)
+    if head_dim not in (None, hf_config.hidden_size // hf_config.num_attention_heads):
+        unsupported.append(f"head_dim={head_dim} (Llama uses hidden_size / heads)")
+    if getattr(hf_config, "pretraining_tp", 1) != 1:
+        unsupported.append(f"pretraining_tp={hf_config.pretraining_tp}")
+    if unsupported:
+        raise ValueError(f"Llama config not supported by Llama: {', '.join(unsupported)}")
+    return LlamaConfig(
+        vocab_size=hf_config.vocab_size,
+        n_layer=hf_config.num_hidden_layers,
+        n_head=hf_config.num_attention_heads,
+        n_kv_head=hf_config.num_key_value_heads or hf_config.num_attention_heads,
+        n_embd=hf_config.hidden_size,
+        intermediate_size=hf_config.intermediate_size,
+        block_size=hf_config.max_position_embeddings,
+        rope_theta=theta,
+        norm_eps=float(hf_config.rms_norm_eps),
+        tie_embeddings=bool(hf_config.tie_word_embeddings),
+        dropout=float(hf_config.attention_dropout),
+        init_std=hf_config.initializer_range,
+    )
+
+
+def _names(config: LlamaConfig) -> list[tuple[str, str]]:
+    """(ours, HF) names of every tensor but the head's."""
+    names = [("wte.weight", "model.embed_tokens.weight"), ("ln_f.weight", "model.norm.weight")]
+    for i in range(config.n_layer):
+        ours, theirs = f"blocks.{i}", f"model.layers.{i}"
+        names += [
+            (f"{ours}.ln_1.weight", f"{theirs}.input_layernorm.weight"),
+            (f"{ours}.ln_2.weight", f"{theirs}.post_attention_layernorm.weight"),
+            (f"{ours}.attn.out_proj.weight", f"{theirs}.self_attn.o_proj.weight"),
+        ]
+        names += [
+            (f"{ours}.attn.{p}_proj.weight", f"{theirs}.self_attn.{p}_proj.weight") for p in "qkv"
+        ]
+        names += [
+            (f"{ours}.mlp.{p}_proj.weight", f"{theirs}.mlp.{p}_proj.weight")
+            for p in ("gate", "up", "down")
+        ]
+    return names
+
+
+def state_dict_to_hf(state_dict: StateDict, config: LlamaConfig) -> StateDict:
+    """Map a ``Llama`` state dict to ``LlamaForCausalLM`` keys; a tied head is the same tensor
+    as the token embedding."""
+    names = _names(config)
+    sd = check_keys(
+        state_dict, {ours for ours, _ in names} | {"lm_head.weight"}, "Llama state dict"
+    )
+    out = {theirs: sd[ours] for ours, theirs in names}
+    out["lm_head.weight"] = sd["lm_head.weight"]
+    return out
+
+
+def state_dict_from_hf(state_dict: StateDict, config: LlamaConfig) -> StateDict:
+    """Map a ``LlamaForCausalLM`` state dict to ``Llama`` keys. A tied config takes the head
+    from the embedding (an explicit ``lm_head.weight`` must then equal it)."""
+    sd = {k: v for k, v in state_dict.items() if not k.endswith("rotary_emb.inv_freq")}
+    head = sd.pop("lm_head.weight", None)
+    names = _names(config)
+    sd = check_keys(sd, {theirs for _, theirs in names}, "LLaMA state dict")
+    out = {ours: sd[theirs] for ours, theirs in names}
+    if config.tie_embeddings:
+        if head is not None and not torch.equal(head, out["wte.weight"]):
+            raise ValueError("LLaMA state dict: tie_word_embeddings but lm_head.weight differs")
+        head = out["wte.weight"]
+    elif head is None:
+        raise ValueError("LLaMA state dict has no lm_head.weight and its embeddings are untied")
+    out["lm_head.weight"] = head
+    return out
+
+
+def from_hf(hf_model: Any) -> Llama:
+    """A ``Llama`` with the weights of an HF ``LlamaForCausalLM`` (same dtype, device, mode)."""
+    config = config_from_hf(hf_model.config)
+    model = Llama(config)
+    weight = hf_model.get_input_embeddings().weight
+    model.to(device=weight.device, dtype=weight.dtype)
+    model.load_state_dict(state_dict_from_hf(hf_model.state_dict(), config))
+    return model.train(hf_model.training)
+
+
+def load(path: str, architectures: list[str]) -> Llama:
+    """A ``Llama`` from the HF LLaMA directory ``path``."""
+    import transformers
+
+    return from_hf(transformers.LlamaForCausalLM.from_pretrained(path))
+
+
+SPEC = ModelSpec(
+    name="llama",
+    config_class=LlamaConfig,
+    model_class=Llama,
+    batch=CAUSAL_LM,
+    default_preset="llama-tiny",
+    presets=PRESETS,
+    count_params=llama.count_params,
+    flops_per_token=lambda config, seq_len, mask_prob: llama.flops_per_token(config, seq_len),
+    positions=lambda config: config.block_size,
+    parallel=ParallelPlan(
+        colwise=("attn.q_proj", "attn.k_proj", "attn.v_proj", "mlp.gate_proj", "mlp.up_proj"),
+        rowwise=("attn.out_proj", "mlp.down_proj"),
+        divisible=("n_head", "n_kv_head"),
+        head="lm_head",
+        tied=lambda config: config.tie_embeddings,
+        sequence_parallel=True,
+        norms=("ln_1", "ln_2"),
+        sublayers=("attn", "mlp"),
+        final_norm="ln_f",
+        parallel_loss=True,
+    ),
+    hf=HFMapping(
+        model_type="llama",
+        config_to_hf=config_to_hf,
+        state_dict_to_hf=state_dict_to_hf,
+        load=load,
+    ),
+)

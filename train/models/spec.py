@@ -1,0 +1,122 @@
+"""What a model family declares about itself, in one place: :class:`ModelSpec`.
+
+The trainer, the evaluation, the export and the parallelism ask a family's spec (through
+:mod:`train.models.registry`) for everything that differs between families: its config class
+and module, presets, the kind of batch it learns from, how tensor parallelism and activation
+checkpointing cut it, its FLOPs per token and its Hugging Face mapping. A new family is a
+model module plus a spec module registered in the registry; no caller names a family.
+
+The spec holds plain data and functions of the model layer only; the layers above read it
+(``train.parallel`` turns a :class:`ParallelPlan`'s names into DTensor styles,
+``train.data.loader`` builds the datasets of a batch kind), so nothing here imports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+# The kinds of batch a family learns from. Each names the samples the loader builds and the
+# loss the trainer computes on them (train.data.loader, train.evaluation).
+CAUSAL_LM = "causal_lm"  # next-token prediction on GPTDataset samples
+MASKED_LM = "masked_lm"  # masked LM (+ next-sentence prediction) on BertDataset samples
+BATCH_KINDS = (CAUSAL_LM, MASKED_LM)
+
+
+@dataclass(frozen=True)
+class Preset:
+    model: str  # the family's name
+    config: Any  # an instance of the family's config class
+    description: str
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """How tensor parallelism, sequence parallelism and activation checkpointing cut a
+    family's model, by module name (relative to each of ``model.blocks``, else to the model).
+
+    ``colwise`` Linears are split by output features (heads, MLP width), ``rowwise`` by input
+    features (their outputs reduced). ``divisible``: config fields the tp degree must divide.
+    ``head``: the output Linear, column-parallel by vocabulary; when ``tied`` its weight is the
+    token embedding ``embedding``'s. Sequence parallelism (``sequence_parallel``) shards the
+    ``norms`` and ``final_norm`` along the sequence and gathers the inputs of ``sublayers``;
+    a ``position_table``'s output is cut to the same positions. ``parallel_loss``: the
+    logits may stay sharded by vocabulary into the loss. ``attention``: the sub-layer that
+    selective activation checkpointing recomputes.
+    """
+
+    colwise: tuple[str, ...]
+    rowwise: tuple[str, ...]
+    divisible: tuple[str, ...]
+    head: str
+    tied: Callable[[Any], bool]
+    embedding: str = "wte"
+    sequence_parallel: bool = False
+    norms: tuple[str, ...] = ()
+    sublayers: tuple[str, ...] = ()
+    final_norm: str | None = None
+    position_table: str | None = None
+    parallel_loss: bool = False
+    attention: str = "attn"
+
+
+@dataclass(frozen=True)
+class HFMapping:
+    """The family's Hugging Face counterpart, both ways (``transformers`` is imported by
+    these functions only when they run).
+
+    ``config_to_hf(config)``: the HF config, ``architectures`` set when the HF class depends
+    on the config; ``state_dict_to_hf(state_dict, config)``: HF names and layouts (tied
+    entries share a tensor); ``load(path, architectures)``: our model from an HF directory
+    whose config.json has this ``model_type``.
+    """
+
+    model_type: str
+    config_to_hf: Callable[[Any], Any]
+    state_dict_to_hf: Callable[[dict, Any], dict]
+    load: Callable[[str, list[str]], nn.Module]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model family. ``flops_per_token(config, seq_len, mask_prob)``: training FLOPs per
+    token, ``mask_prob`` being the share of positions a masked-LM batch predicts (causal
+    families predict every position and ignore it). ``positions(config)``: the longest
+    sequence the model takes."""
+
+    name: str
+    config_class: type
+    model_class: type[nn.Module]
+    batch: str
+    default_preset: str
+    presets: dict[str, Preset]
+    count_params: Callable[[Any, bool], int]
+    flops_per_token: Callable[[Any, int, float], float]
+    positions: Callable[[Any], int]
+    parallel: ParallelPlan
+    hf: HFMapping
+
+    def __post_init__(self) -> None:
+        if self.batch not in BATCH_KINDS:
+            raise ValueError(
+                f"model family {self.name}: batch kind {self.batch!r} is none of {BATCH_KINDS}"
+            )
+        if self.default_preset not in self.presets:
+            raise ValueError(
+                f"model family {self.name}: default preset {self.default_preset!r} is not "
+                "one of its presets"
+            )
+        for name, preset in self.presets.items():
+            if preset.model != self.name or not isinstance(preset.config, self.config_class):
+                raise ValueError(f"model family {self.name}: preset {name} is not one of its own")
+
+    def build(self, config: Any) -> nn.Module:
+        if not isinstance(config, self.config_class):
+            raise TypeError(
+                f"model family {self.name} builds from a {self.config_class.__name__}, "
+                f"got {type(config).__name__}"
+            )
+        return self.model_class(config)
