@@ -188,3 +188,18 @@ def test_standbys_that_cannot_start_leave_the_runner_to_start_its_workers(
     assert code == 0
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["written"] == 1
     assert "no standby workers (" in capsys.readouterr().err
+
+
+def test_worker_processes_get_the_folder_above_the_package_on_their_path():
+    """Worker processes import `pipelines` from the folder runners.REPO_ROOT puts on their
+    PYTHONPATH. That folder must hold the package, never be the package itself: there, its
+    tokenize/ shadows the standard library's tokenize, and a spawned worker dies importing Beam
+    (a second multi_processing run in one launcher hung so)."""
+    from pipelines.runner.runners import REPO_ROOT
+
+    assert os.path.isfile(os.path.join(REPO_ROOT, "pipelines", "__init__.py"))
+    probe = subprocess.run(
+        [sys.executable, "-c", "import tokenize; print(tokenize.open.__module__)"],
+        env={**os.environ, "PYTHONPATH": REPO_ROOT}, capture_output=True, text=True, timeout=60,
+    )
+    assert probe.stdout.strip() == "tokenize", probe.stderr[-500:]

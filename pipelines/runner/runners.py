@@ -28,7 +28,10 @@ LOCAL_PYTHON_RUNNERS = ("DirectRunner", "FnApiRunner", "SwitchingDirectRunner")
 # MB (the clean + tokenize loop does ~9 MB/s per core, and a compressed dump expands ~5x:
 # bench/results/preprocess.md).
 IN_PROCESS_MAX_BYTES = 4 << 20
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The folder holding the `pipelines` package (this file is pipelines/runner/runners.py): what
+# worker processes put on their path, never pipelines/ itself, whose tokenize/ would shadow the
+# standard library's tokenize module.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def import_runner_options(argv: Sequence[str]) -> None:
