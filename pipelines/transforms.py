@@ -16,7 +16,6 @@ the record becomes a Failure named after the stage, counted and logged with its 
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import os
 import threading
