@@ -270,3 +270,31 @@ def test_illustration_credit_lines_are_cut():
     assert front.text == expected
     assert front.removed["illustrations"] == 2
     assert "[_Copyright 1894 by George Allen._]" in front.removed_text
+
+
+def test_upper_case_and_bracketed_page_markers_are_cut():
+    body = _body("1952-0.txt")
+    expected = strip_front_matter(body).text
+    texts = [expected[a:b] for a, b in paragraphs(expected)]
+    first = next(text for text in texts[3:] if ". " in text)
+    second = texts[30]
+    cut = first.find(". ") + 1
+    marked = body.replace(first, first[:cut] + " {XII}" + first[cut:], 1)
+    marked = marked.replace(second, "[Pg 13]\n" + second, 1)
+    front = strip_front_matter(marked)
+    assert front.text == expected
+    assert front.removed["page_markers"] == 2
+
+
+def test_contents_entries_with_page_numbers_after_one_space_are_found():
+    """Alice's contents as a printed book sets them, a page number after each title, and no
+    "Contents" heading: the entries still name the chapters' headings."""
+    body = _body("11-0.txt")
+    expected = strip_front_matter(body)
+    start = body.index(" CHAPTER I.     Down the Rabbit-Hole")
+    end = body.index(" CHAPTER XII.   Alice’s Evidence") + len(" CHAPTER XII.   Alice’s Evidence")
+    lines = body[start:end].split("\n")
+    numbered = "\n".join(f"{line.split('   ')[-1].strip()} {9 * i + 1}" for i, line in enumerate(lines))
+    front = strip_front_matter(body.replace("Contents\n\n", "", 1).replace(body[start:end], numbered, 1))
+    assert front.text == expected.text
+    assert "Down the Rabbit-Hole 1\n" in front.removed_text

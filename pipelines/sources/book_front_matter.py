@@ -5,7 +5,8 @@ gone).
 
 `strip_front_matter(body)` removes, and counts by kind (`FrontMatter.removed`):
 
-- page_markers: `{15}` / `{xv}` page numbers of the printed edition, anywhere in the book;
+- page_markers: `{15}` / `{xv}` / `[Pg 15]` page numbers of the printed edition, anywhere in
+  the book;
 - illustrations: `[Illustration]` / `[Illustration: caption ...]` blocks (a caption may run
   over lines) and bracketed credit lines ("[_Copyright 1894 by George Allen._]"), anywhere in
   the book, and a "List of Illustrations" with its entries;
@@ -46,10 +47,13 @@ CLASSES = (
     "transcriber_notes",
 )  # fmt: skip
 
-_PAGE_MARKER_LINE = re.compile(r"^[ \t]*\{(?:\d{1,4}|[ivxlcdm]{1,8})\}[ \t]*\n", re.MULTILINE)
+# A page number of the printed edition: "{15}", "{xv}", "{XV}", or "[Pg 15]" as Gutenberg's
+# HTML-made texts print it.
+_PAGE = r"(?:\{(?:\d{1,4}|[ivxlcdm]{1,8}|[IVXLCDM]{1,8})\}|\[Pg\.?\s*(?:\d{1,4}|[ivxlcdm]{1,8})\])"
+_PAGE_MARKER_LINE = re.compile(rf"^[ \t]*{_PAGE}[ \t]*\n", re.MULTILINE)
 # Not after a word, a brace or TeX's ^ _ \ $: "x^{2}", "\frac{1}{2}" in a mathematical book
 # are not page numbers.
-_PAGE_MARKER = re.compile(r"[ \t]*(?<![\w^_{}\\$])\{(?:\d{1,4}|[ivxlcdm]{1,8})\}")
+_PAGE_MARKER = re.compile(rf"[ \t]*(?<![\w^_{{}}\\$]){_PAGE}")
 # "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]".
 # A bracketed credit line under a plate ("[_Copyright 1894 by George Allen._]") goes with them.
 _ILLUSTRATION = re.compile(
@@ -114,6 +118,7 @@ _NOT_LETTER = re.compile(r"[\W\d_]+")
 # A contents entry's page number: after dotted leaders or a run of spaces ("On Love.....15").
 _ENTRY_PAGE = re.compile(r"(?:\.{2,}|\s{2,})\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.IGNORECASE)
 # The chapter label before an entry's title ("CHAPTER I.", "Stave III:", "IV.", "Letter 2").
+_TRAILING_NUMBER = re.compile(r"\s\d{1,4}\s*$")  # "Down the Rabbit-Hole 1", a page number
 _ENTRY_LABEL = re.compile(
     rf"^\s*(?:(?:{_CHAPTER_WORDS}|letter)\s+)?(?:\d{{1,4}}|[ivxlc]{{1,8}})\b[.:]?\s*",
     re.IGNORECASE,
@@ -314,9 +319,11 @@ def _key(line: str) -> str:
 
 def _entry_keys(line: str) -> set[str]:
     """The keys a contents entry may reappear under as a heading: the entry without its page
-    number, and its title without its chapter label ("Down the Rabbit-Hole")."""
+    number, and its title without its chapter label ("Down the Rabbit-Hole") and without a
+    number at its end."""
     entry = _ENTRY_PAGE.sub("", line)
     keys = {_key(entry), _key(_ENTRY_LABEL.sub("", entry, count=1))}
+    keys.add(_key(_ENTRY_LABEL.sub("", _TRAILING_NUMBER.sub("", entry), count=1)))
     keys.discard("")
     return keys
 
@@ -478,7 +485,7 @@ def _remove_inline(text: str) -> tuple[str, int, int, list[str]]:
         spaced = match.group()[:1] in (" ", "\t")
         return " " if spaced and following and not following.isspace() else ""
 
-    if "{" in text:
+    if "{" in text or "[Pg" in text:
         text = _PAGE_MARKER_LINE.sub(marker, text)
         text = _PAGE_MARKER.sub(marker, text)
     illustrations = 0
