@@ -15,8 +15,9 @@ a closing-section title names counts as back matter, and the walk goes on past i
   lines that name a group of items: a `;` term, a bold line) is apparatus
   when nothing but punctuation is left of it once links into a namespace (`[[Category:...]]`,
   `[[fr:...]]`) are gone; when it holds a URL, an external link, an ISBN or a DOI; when it is
-  a list item that opens on a dash, a comma or a stop (the gloss of a link template now gone,
-  "* – a database of ..."); or when it is a list item that opens with its one link, with at most
+  a list item that opens on a dash, a comma or a stop, or on the gap a template left (the
+  gloss of a link template or the note of a citation template now gone, "* – a database of
+  ...", "*  Reprinted in ..."); or when it is a list item that opens with its one link, with at most
   _LINK_ITEM_WORDS words after it and no year anywhere ("* [[Related topic]]", "* [[Other]] –
   a gloss"; a day's "* [[1927]] – [[Name]], poet" or a year's "* [[18 January]] – [[Name]],
   poet" is a list of events, and "* Celebration of [[May Day]]" a sentence, not links); or
@@ -45,6 +46,9 @@ _YEAR = re.compile(r"\b(?:1[0-9]|20)\d\d\b")
 _WORD = re.compile(r"\w+")
 _LINK_ITEM_WORDS = 8
 _GLOSS_START = frozenset("–—-,.;:")
+# A list item whose first thing was a template, now gone ("* {{cite book|...}} Reprinted in
+# ...": "*  Reprinted in ..."): a citation with its note.
+_OPENED_ON_TEMPLATE = re.compile(r"[*#:]+[ \t]{2,}\S")
 _CONTENT_SHARE = 0.5
 
 
@@ -73,7 +77,7 @@ def _line_words(line: str) -> tuple[int, bool]:
     if line[0] == ";" or (line.startswith("'''") and line.endswith("'''")):
         return 0, True
     item = line.lstrip("*#:; ")
-    if line[0] in "*#:" and item[:1] in _GLOSS_START:
+    if line[0] in "*#:" and (item[:1] in _GLOSS_START or _OPENED_ON_TEMPLATE.match(line)):
         return words, True  # "* – a database of ...": the gloss of a link template now gone
     if line[0] in "*#:;" and _cites(item):
         return words, True
