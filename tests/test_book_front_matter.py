@@ -298,3 +298,24 @@ def test_contents_entries_with_page_numbers_after_one_space_are_found():
     front = strip_front_matter(body.replace("Contents\n\n", "", 1).replace(body[start:end], numbered, 1))
     assert front.text == expected.text
     assert "Down the Rabbit-Hole 1\n" in front.removed_text
+
+
+def test_a_caption_with_its_credit_inside_its_brackets_is_cut_whole():
+    """Gutenberg's illustrated editions nest the plate's credit in the caption:
+    "[Illustration:\\n\\n“He came down to see the place”\\n\\n[_Copyright 1894 by George
+    Allen._]]". The whole block goes, in the middle of the tale."""
+    body = _body("41-0.txt")
+    expected = strip_front_matter(body).text
+    spans = paragraphs(expected)
+    gap = expected[spans[40][1] : spans[41][0]]
+    plate = (
+        "                      [Illustration:\n\n           “He came down to see the place”\n\n"
+        "           [_Copyright 1894 by George Allen._]]"
+    )
+    front = strip_front_matter(
+        body.replace(expected[spans[40][0] : spans[41][0]],
+                     expected[spans[40][0] : spans[40][1]] + gap + plate + gap, 1)
+    )  # fmt: skip
+    assert front.text == expected
+    assert front.removed["illustrations"] == 1
+    assert "“He came down to see the place”" in front.removed_text

@@ -55,9 +55,10 @@ _PAGE_MARKER_LINE = re.compile(rf"^[ \t]*{_PAGE}[ \t]*\n", re.MULTILINE)
 # are not page numbers.
 _PAGE_MARKER = re.compile(rf"[ \t]*(?<![\w^_{{}}\\$]){_PAGE}")
 # "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]".
-# A bracketed credit line under a plate ("[_Copyright 1894 by George Allen._]") goes with them.
+# A bracketed credit line under a plate ("[_Copyright 1894 by George Allen._]") goes with them,
+# inside the caption's brackets or after them.
 _ILLUSTRATION = re.compile(
-    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b[^\[\]]{0,2000}?\]"
+    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b(?:[^\[\]]|\[[^\[\]\n]{0,200}\]){0,2000}?\]"
     r"|\[_?(?:Copyright|Copyrighted)\b[^\[\]\n]{0,200}\]",
     re.IGNORECASE,
 )
