@@ -51,9 +51,11 @@ CLASSES = (
 # HTML-made texts print it.
 _PAGE = r"(?:\{(?:\d{1,4}|[ivxlcdm]{1,8}|[IVXLCDM]{1,8})\}|\[Pg\.?\s*(?:\d{1,4}|[ivxlcdm]{1,8})\])"
 _PAGE_MARKER_LINE = re.compile(rf"^[ \t]*{_PAGE}[ \t]*\n", re.MULTILINE)
-# Not after a word, a brace or TeX's ^ _ \ $: "x^{2}", "\frac{1}{2}" in a mathematical book
-# are not page numbers.
-_PAGE_MARKER = re.compile(rf"[ \t]*(?<![\w^_{{}}\\$]){_PAGE}")
+# Not after a brace or TeX's ^ _ \ $, nor after a word that is a TeX command: "x^{2}",
+# "\frac{1}{2}", "\sqrt{2}" in a mathematical book are not page numbers; "upon the{7} table"
+# is one (the anchor of an HTML edition, set against the word before it).
+_PAGE_MARKER = re.compile(rf"[ \t]*(?<![\^_{{}}\\$]){_PAGE}")
+_TEX_COMMAND = re.compile(r"\\[A-Za-z]+$")
 # "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]".
 # A bracketed credit line under a plate ("[_Copyright 1894 by George Allen._]") goes with them,
 # inside the caption's brackets or after them.
@@ -479,6 +481,8 @@ def _remove_inline(text: str) -> tuple[str, int, int, list[str]]:
 
     def marker(match: re.Match[str]) -> str:
         nonlocal markers
+        if _TEX_COMMAND.search(match.string, max(0, match.start() - 40), match.start()):
+            return match.group()
         markers += 1
         cut.append(match.group().strip())
         # "end. {15}Next": the space before the marker stays between the words.
