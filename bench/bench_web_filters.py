@@ -1,7 +1,7 @@
 """Quality filters calibrated on real article pages: what each web filter drops, and the F1 of
 what reaches the shards against trafilatura's own extraction.
 
-    python bench/bench_web_filters.py [--out bench/results/web_filters.md]
+    python bench/bench_web_filters.py [--peer-python PY] [--out bench/results/web_filters.md]
 
 Pages: the 72 real article pages with human-checked text of the scrapinghub
 article-extraction benchmark stored in ../shared/corpora/web (`html/`: 12, `aeb-dev/`: 60).
@@ -17,7 +17,10 @@ a clean article is miscalibrated.
   defaults (the extractor a user would pick instead), of our extraction alone, and of what
   reaches the shards: our extraction through the web preset's clean, a dropped page scoring 0.
 
-trafilatura is the project's own extraction dependency, so no separate environment is needed.
+The peer runs in a venv of its own (`python3 -m venv /work/benchenv-text &&
+/work/benchenv-text/bin/pip install trafilatura lxml_html_clean`, then `--peer-python
+/work/benchenv-text/bin/python`, the default when that file exists), so its version is the
+one a user would install, not the project's pin; without one it runs in this interpreter.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import gzip
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -45,6 +50,13 @@ SETS = ("html", "aeb-dev")
 PRESET = CleanConfig.for_source("webtext", language="any")
 LIGHT = CleanConfig(language="any")
 # The preset's fields that are one rule each (the length floor is the light preset's).
+PEER_PYTHON = "/work/benchenv-text/bin/python"
+# Reads [html, ...] as JSON from the file argv[1], writes [[text, version], ...] to stdout.
+PEER = """
+import json, sys, trafilatura
+pages = json.load(open(sys.argv[1], encoding="utf-8"))
+print(json.dumps([[trafilatura.extract(html) or "", trafilatura.__version__] for html in pages]))
+"""
 RULES = tuple(
     field.name
     for field in dataclasses.fields(CleanConfig)
@@ -69,16 +81,33 @@ def cleaned(text: str, config: CleanConfig, extractor: str) -> Document | Reject
     return clean_document(Document("webtext:page", "webtext", text, meta=meta), config)
 
 
+def peer_texts(htmls: list[str], python: str) -> tuple[list[str], str]:
+    """trafilatura's texts (library defaults) for `htmls`, and its version, run by `python`."""
+    if not python:
+        return [trafilatura.extract(h) or "" for h in htmls], trafilatura.__version__
+    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as pages:
+        json.dump(htmls, pages)
+        pages.flush()
+        done = subprocess.run(
+            [python, "-c", PEER, pages.name], check=True, capture_output=True, text=True
+        )
+    results = json.loads(done.stdout)
+    return [text for text, _ in results], results[0][1] if results else "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="")
+    parser.add_argument(
+        "--peer-python", default=PEER_PYTHON if os.path.exists(PEER_PYTHON) else ""
+    )
     args = parser.parse_args()
     pages = load_pages()
+    htmls = [htmltext.decode_html(data)[0] for _, _, data, _ in pages]
+    peers, peer_version = peer_texts(htmls, args.peer_python)
     rows = []
-    for name, page_id, data, truth in pages:
-        html = htmltext.decode_html(data)[0]
+    for (name, page_id, _, truth), html, peer in zip(pages, htmls, peers):
         ours = htmltext.main_text(html, "trafilatura")
-        peer = trafilatura.extract(html) or ""
         kept = cleaned(ours, PRESET, "trafilatura")
         shard = kept.text if isinstance(kept, Document) else ""
         rows.append({
@@ -97,7 +126,7 @@ def main() -> None:
                 if isinstance(cleaned(ours, _only(rule), "trafilatura"), Reject)
             ],
         })  # fmt: skip
-    report = _report(rows)
+    report = _report(rows, peer_version, args.peer_python)
     print(report)
     if args.out:
         Path(args.out).write_text(report, encoding="utf-8")
@@ -111,13 +140,15 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _report(rows: list[dict]) -> str:
+def _report(rows: list[dict], peer_version: str, peer_python: str) -> str:
     n = len(rows)
+    where = f"its own venv, {peer_python}" if peer_python else "this interpreter"
     lines = [
         "# Web quality filters on real article pages",
         "",
         f"`python bench/bench_web_filters.py` on {platform.machine()}, Python "
-        f"{platform.python_version()}, trafilatura {trafilatura.__version__}; {n} pages "
+        f"{platform.python_version()}, trafilatura {trafilatura.__version__} (ours); peer:"
+        f" trafilatura {peer_version} in {where}; {n} pages "
         f"(../shared/corpora/web/html: {sum(r['set'] == 'html' for r in rows)}, "
         f"web/aeb-dev: {sum(r['set'] == 'aeb-dev' for r in rows)}), every one an article.",
         "",
