@@ -71,8 +71,8 @@ def test_cookie_banner_page():
 
 def test_slideshow_page_with_repeated_captions_at_gophers_and_the_measured_threshold():
     # 2.txt repeats its whole "England Ashes squad" slideshow caption block: its duplicate
-    # 5-grams cover 0.179 of it, over Gopher's 0.15 but under the 0.226 of a real police
-    # report (aeb-dev) whose quoted statements repeat; the measured 0.25 keeps both.
+    # 5-grams cover 0.179 of it, over Gopher's 0.15 but under the 0.226 of a real Black Friday
+    # deals article (aeb-dev) whose product lines repeat; the measured 0.25 keeps both.
     gopher = dataclasses.replace(
         WEB, max_duplicate_ngram_char_fraction=((5, 0.15), (6, 0.14), (7, 0.13))
     )
@@ -337,8 +337,9 @@ def test_the_web_preset_keeps_the_real_articles_of_the_shared_pages():
     """The 72 real article pages of ../shared/corpora/web (html/, aeb-dev/), extracted as the
     webtext source does, through the web preset with no language filter: every article
     reaches the shards but one standings table of numbers (alpha words 0.22), which is not
-    prose. Gopher's published thresholds dropped 10 of them (a police report for duplicate
-    5-grams 0.226 > 0.15, short news items of 2-4 sentences, interviews for "..." lines)."""
+    prose. Gopher's published thresholds dropped 10 of them (a deals article for duplicate
+    5-grams 0.226 > 0.15, short news items of 2-4 sentences, a WSJ article for "..." lines,
+    sports roundups full of scores for alpha words)."""
     import gzip
     import json
 

@@ -78,9 +78,10 @@ WEB_SOURCES = frozenset({"webtext"})
 _GOPHER_TOP_NGRAMS = ((2, 0.20), (3, 0.18), (4, 0.16))
 # Thresholds measured on the 72 real article pages with human-checked text in
 # ../shared/corpora/web (html/ and aeb-dev/; bench/bench_web_filters.py,
-# bench/results/web_filters.md), where Gopher's published values dropped 10 articles (a police
-# report whose quoted statements repeat 5-grams over 0.226 of its text, short news items of 2-4
-# sentences, interviews with several "..." lines, news with many numbers): each is set so that
+# bench/results/web_filters.md), where Gopher's published values dropped 10 articles (a Black
+# Friday deals article whose product lines repeat 5-grams over 0.226 of its text, short news
+# items of 2-4 sentences, a WSJ article and an essay with several "..." lines, sports roundups
+# full of scores): each is set so that
 # no article of the set is dropped by it, but for a standings table of numbers (alpha words
 # 0.22), which is not prose. Gopher's duplicate n-gram fractions (0.15 for 5-grams down to
 # 0.10 for 10-grams) are raised by 0.10 each.
