@@ -1,18 +1,24 @@
 """Leftover wiki markup in the text the Wikipedia source writes: ours against WikiExtractor.
 
-    python bench/bench_wiki_markup.py [--baseline-root DIR] [--out bench/results/wiki_markup.md]
+    python bench/bench_wiki_markup.py [--baseline-root DIR] [--peer-python PY] \
+        [--out bench/results/wiki_markup.md]
 
-Runs the extraction on the English and Greek dump samples in ../shared/corpora/wikipedia and
-counts, per MB of output text, the strings that are markup rather than prose: link and template
-brackets, the dump's own Category/File/Media namespace prefixes (from its <siteinfo>, plus the
-English names), image options, references, HTML entities that were not decoded, and headings
-of closing sections (a line that is only "References", "Παραπομπές", ...). The columns:
+Runs the extraction on every dump sample in ../shared/corpora/wikipedia (English, Simple
+English, Greek) and counts, per MB of output text, the strings that are markup rather than
+prose: link and template brackets, the dump's own Category/File/Media namespace prefixes (from
+its <siteinfo>, plus the English names), image options, references, HTML entities that were
+not decoded, table cell attributes (`style=`, `colspan=`, `data-sort-value=`, ...), and
+headings of closing sections (a line that is only "References", "Παραπομπές", ...). The
+columns:
 
 - ours: this checkout;
 - before (with --baseline-root): the same source from another checkout, e.g. a `git archive`
   of an older commit unpacked into a folder;
-- WikiExtractor 3 (`pip install wikiextractor`, `--no-templates`, as most pretraining corpora
-  ran it), when it is installed.
+- WikiExtractor 3.1.0 (what Megatron-LM's and NVIDIA's BERT data preparation run), with
+  `--no-templates` as most pretraining corpora ran it, in a venv of its own, never a project
+  dependency: `python3 -m venv /work/benchenv-text && /work/benchenv-text/bin/pip install
+  wikiextractor==3.1.0`, then `--peer-python /work/benchenv-text/bin/python` (the default
+  when that file exists); the column is left out when no such interpreter is given.
 
 Counts are exact string counts over the output, so the numbers are reproducible run to run.
 """
@@ -39,8 +45,15 @@ from pipelines.sources.wikipedia import wiki_sections  # noqa: E402
 CORPORA = ROOT.parent / "shared" / "corpora" / "wikipedia"
 DUMPS = {
     "English": CORPORA / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
+    "English (excerpt)": CORPORA / "enwiki-articles-partial.xml",
+    "Simple English": CORPORA / "simplewiki-sample.xml.bz2",
     "Greek": CORPORA / "elwiki-pages-articles-head933.xml.bz2",
 }
+PEER_PYTHON = "/work/benchenv-text/bin/python"
+TABLE_ATTRIBUTE = re.compile(
+    r"\b(?:style|colspan|rowspan|data-sort-value|align|valign|class|width|height|bgcolor|scope)"
+    r"\s*="
+)
 CLOSING = wiki_sections.closing_section_names()
 
 # Writes the text of every document the source at `root` gives for `dump`, one JSON per line.
@@ -65,14 +78,10 @@ def our_texts(root: str, dump: Path, scratch: str) -> list[str]:
         return [json.loads(line) for line in lines]
 
 
-def wikiextractor_texts(dump: Path, scratch: str) -> list[str] | None:
-    """WikiExtractor's article texts, or None when it is not installed."""
-    try:
-        import wikiextractor  # noqa: F401
-    except ImportError:
-        return None
-    out = os.path.join(scratch, "wikiextractor")
-    command = [sys.executable, "-m", "wikiextractor.WikiExtractor", "--json", "--no-templates",
+def wikiextractor_texts(dump: Path, scratch: str, python: str) -> list[str]:
+    """WikiExtractor's article texts, run by the interpreter `python` of its own venv."""
+    out = os.path.join(scratch, "wikiextractor", dump.name)
+    command = [python, "-m", "wikiextractor.WikiExtractor", "--json", "--no-templates",
                "--processes", "1", "-q", "-o", out, str(dump)]  # fmt: skip
     subprocess.run(command, check=True, capture_output=True)
     texts = []
@@ -84,7 +93,8 @@ def wikiextractor_texts(dump: Path, scratch: str) -> list[str] | None:
 
 def namespace_names(dump: Path) -> dict[int, str]:
     """The dump's own namespace names (key -> name) from its <siteinfo>."""
-    with bz2.open(dump, "rt", encoding="utf-8") as xml:
+    opener = bz2.open if dump.suffix == ".bz2" else open
+    with opener(dump, "rt", encoding="utf-8") as xml:
         head = xml.read(200_000)
     found = re.findall(r'<namespace key="(-?\d+)"[^>]*>([^<]*)</namespace>', head)
     return {int(key): name for key, name in found}
@@ -116,6 +126,9 @@ def markers(dump: Path) -> dict[str, Callable[[str], int]]:
             "&lt;", "&gt;", "&amp;", "&quot;", "&nbsp;"
         ),
         "`''` (bold/italic quotes)": substring("''"),
+        "table attributes (`style=` `colspan=` ...)": lambda text: len(
+            TABLE_ATTRIBUTE.findall(text)
+        ),
         "closing-section heading lines": closing_headings,
     }
 
@@ -129,6 +142,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline-root", default="")
     parser.add_argument("--out", default="")
+    parser.add_argument(
+        "--peer-python", default=PEER_PYTHON if os.path.exists(PEER_PYTHON) else ""
+    )
     args = parser.parse_args()
     sections = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -136,9 +152,8 @@ def main() -> None:
             columns = {"ours": our_texts(str(ROOT), dump, scratch)}
             if args.baseline_root:
                 columns["before"] = our_texts(args.baseline_root, dump, scratch)
-            extracted = wikiextractor_texts(dump, scratch)
-            if extracted is not None:
-                columns["WikiExtractor"] = extracted
+            if args.peer_python:
+                columns["WikiExtractor"] = wikiextractor_texts(dump, scratch, args.peer_python)
             header = "| leftover markup, per MB of output | " + " | ".join(columns) + " |"
             rows = [header, "|---|" + "---:|" * len(columns)]
             for label, count in markers(dump).items():
@@ -150,12 +165,13 @@ def main() -> None:
             )
             rows.append(f"| (output) | {sizes} |")
             sections.append(f"### {language}: `{dump.name}`\n\n" + "\n".join(rows) + "\n")
-    try:
-        from importlib.metadata import version
-
-        wikiextractor_version = f"wikiextractor {version('wikiextractor')}"
-    except Exception:  # noqa: BLE001 - any failure means: not installed
-        wikiextractor_version = "wikiextractor not installed"
+    wikiextractor_version = "no WikiExtractor"
+    if args.peer_python:
+        wikiextractor_version = "wikiextractor " + subprocess.run(
+            [args.peer_python, "-c", "from importlib.metadata import version as v; "
+             "print(v('wikiextractor'))"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
     report = "\n".join(
         [
             "# Leftover markup in Wikipedia text",

@@ -67,6 +67,8 @@ SourceRecord = Union[Document, Failure]
 # ("title_page 1, contents 1" for a book's front matter): the read stage counts such documents
 # and writes the note to the rejects audit.
 PARTS_REMOVED = "parts_removed"
+# The text those parts held: the read stage moves it from the document to the audit record.
+PARTS_REMOVED_TEXT = "parts_removed_text"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.document import PARTS_REMOVED, Document, ReadTask, Reject
-from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
+from pipelines.document import PARTS_REMOVED, Document, ReadTask
+from pipelines.sources.books.book_front_matter import is_prose, paragraphs, strip_front_matter
 from pipelines.sources.books.books import strip_gutenberg
 
 BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "books"
@@ -18,21 +18,33 @@ DEMO_BOOKS = Path(__file__).resolve().parents[1] / "demo" / "corpus" / "books"
 
 # book -> (the start of its first kept paragraph, what was cut)
 EXPECTED = {
-    "11-0.txt": ("Alice was beginning to get very tired of sitting by her sister",
+    "11-0.txt": ("CHAPTER I.\nDown the Rabbit-Hole\n\n\nAlice was beginning",
                  "title_page 1, contents 1, illustrations 1"),
     "1952-0.txt": ("It is very seldom that mere ordinary people like John and myself",
                    "title_page 1"),
-    "2701-0.txt": ("Call me Ishmael. Some years ago", "title_page 1, contents 1, preface 1"),
-    # No chapters: the tale opens on its epigraph, after the title page.
-    "41-0.txt": ("        A pleasing land of drowsy head it was,", "title_page 1"),
-    "46-0.txt": ("MARLEY was dead: to begin with.", "title_page 1, contents 1, preface 1"),
-    # Voltaire's own chapter summary opens chapter I; the editor's preface is cut.
-    "Candide-fr.txt": ("Comment Candide fut élevé dans un beau château",
-                       "title_page 1, imprint 2, notes 1"),
+    # Melville's Etymology and Extracts come before chapter 1, and are the book.
+    "2701-0.txt": ("  ETYMOLOGY.\n\n\n  (Supplied by a Late Consumptive Usher",
+                   "title_page 1, contents 1"),
+    # No chapters: the tale opens on its frame and epigraph, after the title page.
+    "41-0.txt": ("FOUND AMONG THE PAPERS OF THE LATE DIEDRICH KNICKERBOCKER.\n\n\n"
+                 "        A pleasing land of drowsy head it was,", "title_page 1"),
+    # Dickens's own preface is the book; the contents after it are not.
+    "46-0.txt": ("PREFACE\n\nI HAVE endeavoured in this Ghostly little book",
+                 "title_page 1, contents 1"),
+    # Voltaire's own chapter summary opens chapter I; the editor's preface is cut, and so are
+    # the two title pages and imprints of the 1829 edition (four title-page blocks between
+    # three imprints).
+    "Candide-fr.txt": ("CHAPITRE I.\n\nComment Candide fut élevé dans un beau château",
+                       "title_page 4, imprint 3, notes 1"),
     "pg1080.txt": ("It is a melancholy object to those, who walk through this great town",
                    "title_page 1, imprint 1"),
     "tinyshakespeare-input.txt": ("First Citizen:\nBefore we proceed any further", ""),
 }  # fmt: skip
+# The prose the cut may take, by book: an editor's preface (Beuchot's), a title page's subtitle.
+APPARATUS_PROSE = {
+    "Candide-fr.txt": "_Candide_ parut au plus tard en mars 1759",
+    "pg1080.txt": "For preventing the children of poor people in Ireland",
+}
 
 
 def _body(name: str, folder: Path = BOOKS) -> str:
@@ -44,25 +56,40 @@ def test_book_begins_at_the_first_chapters_prose_and_keeps_all_after(name: str):
     first, removed = EXPECTED[name]
     body = _body(name)
     front = strip_front_matter(body)
-    (start, end) = paragraphs(front.text)[0]
-    assert front.text[start:end].startswith(first)
+    assert front.text.startswith(first)
     assert front.summary() == removed
-    # No body text is lost: everything from the first kept paragraph on is the book's text,
-    # unchanged, to its last line.
-    assert body.endswith(front.text)
+    # No sentence of the work is lost: every prose paragraph of the book is kept, unchanged,
+    # but for the editor's or title page's prose named in APPARATUS_PROSE, which is cut whole.
+    lost = [
+        body[start:end]
+        for start, end in paragraphs(body)
+        if is_prose(body[start:end]) and body[start:end] not in front.text
+    ]
+    if name in APPARATUS_PROSE:
+        assert lost and any(APPARATUS_PROSE[name] in paragraph for paragraph in lost)
+        assert all(paragraph in front.removed_text for paragraph in lost)
+        lost = [p for p in lost if body.find(p) >= body.find(first[:40])]
+    assert lost == []
     assert len(front.text) > 0.9 * len(body)
 
 
-def test_what_is_cut_is_front_matter_only():
+def test_what_is_cut_is_apparatus_only():
     moby = strip_front_matter(_body("2701-0.txt"))
     assert moby.removed_text.startswith("MOBY-DICK;\n\nor, THE WHALE.")
     assert "CHAPTER 135. The Chase.—Third Day." in moby.removed_text  # the contents
-    assert "ETYMOLOGY." in moby.removed_text and "EXTRACTS" in moby.removed_text
-    assert "Call me Ishmael" not in moby.removed_text
+    assert moby.removed_text.rstrip().endswith("\n\nEpilogue")  # ... to its last entry
+    # The sections before chapter 1 that the contents name are the book: kept whole.
+    assert "The pale Usher" not in moby.removed_text
+    assert "While you take in hand to school others" in moby.text
+    assert "\n  EXTRACTS. (Supplied by a Sub-Sub-Librarian).\n" in moby.text
+    assert "Call me Ishmael" in moby.text
+    # Every chapter keeps its heading; only the contents' entries went.
+    assert moby.text.count("\nCHAPTER 135. The Chase.—Third Day.\n") == 1
     carol = strip_front_matter(_body("46-0.txt"))
-    assert "PREFACE\n\nI HAVE endeavoured" in carol.removed_text
+    assert "I HAVE endeavoured" not in carol.removed_text
     assert "Stave   I: Marley's Ghost" in carol.removed_text
-    assert carol.text.count("STAVE") == 4  # staves II to V keep their headings
+    assert "Stave   I" not in carol.text
+    assert carol.text.count("STAVE") == 5  # staves I to V keep their headings
     candide = strip_front_matter(_body("Candide-fr.txt"))
     assert "Préface de l'Éditeur" in candide.removed_text
     assert "CHEZ LEFÈVRE, LIBRAIRE," in candide.removed_text
@@ -99,7 +126,7 @@ def test_held_out_front_matter_classes_are_cut_and_counted():
     front = strip_front_matter(body.replace(byline, byline + HELD_OUT_FRONT, 1))
     assert front.text == expected.text
     assert front.removed == {
-        "title_page": 2, "imprint": 1, "contents": 1, "illustrations": 1, "notes": 1,
+        "title_page": 1, "imprint": 1, "contents": 1, "illustrations": 1, "notes": 1,
     }  # fmt: skip
     assert "GEORGE ALLEN, 156 CHARING CROSS ROAD" in front.removed_text
 
@@ -134,7 +161,7 @@ def test_page_markers_and_illustration_blocks_anywhere_are_cut():
     assert "Headless Horseman at the bridge]" in front.removed_text
 
 
-def test_books_source_counts_the_cut_in_meta_and_the_read_stage_audits_it():
+def test_books_source_counts_the_cut_in_meta_and_the_read_stage_audits_it_with_its_text():
     from pipelines.sources.transforms import ReadDoFn
 
     read = ReadDoFn("books", keep_failures=True, progress_dir=None)
@@ -143,10 +170,11 @@ def test_books_source_counts_the_cut_in_meta_and_the_read_stage_audits_it():
     task = ReadTask(source="books", path=str(BOOKS / "2701-0.txt"))
     out = list(read.process(task))
     (doc,) = [record for record in out if isinstance(record, Document)]
-    assert doc.text.startswith("Call me Ishmael.")
-    assert doc.meta[PARTS_REMOVED] == "title_page 1, contents 1, preface 1"
-    audits = [o.value for o in out if getattr(o, "tag", None) == "failures"]
-    assert audits == [Reject(doc.id, "books", PARTS_REMOVED, "title_page 1, contents 1, preface 1")]
+    assert doc.text.startswith("  ETYMOLOGY.")
+    assert doc.meta == {"encoding": "utf-8", PARTS_REMOVED: "title_page 1, contents 1"}
+    (audit,) = [o.value for o in out if getattr(o, "tag", None) == "failures"]
+    assert audit.reason == PARTS_REMOVED and audit.detail == "title_page 1, contents 1"
+    assert audit.text.startswith("MOBY-DICK;") and "CHAPTER 135. The Chase" in audit.text
     assert read.counts.drain()["docs_with_parts_removed"] == 1
 
 
@@ -166,13 +194,12 @@ def test_a_note_after_the_start_takes_only_itself():
 def test_braces_that_are_not_page_markers_stay():
     body = _body("1952-0.txt")
     expected = strip_front_matter(body).text
-    tex = "The ratio is x^{2} over \\frac{1}{2}, and {12}the next page begins"
+    tex = "The ratio is x^{2} over \\frac{1}{2} or \\sqrt{2}, and {12}the next page{13} begins"
     front = strip_front_matter(body + "\n\n" + tex)
-    assert (
-        front.text
-        == expected + "\n\nThe ratio is x^{2} over \\frac{1}{2}, and the next page begins"
+    assert front.text == (
+        expected + "\n\nThe ratio is x^{2} over \\frac{1}{2} or \\sqrt{2}, and the next page begins"
     )
-    assert front.removed["page_markers"] == 1
+    assert front.removed["page_markers"] == 2
 
 
 def test_contents_with_page_numbers_but_no_heading_are_cut():
@@ -184,7 +211,7 @@ def test_contents_with_page_numbers_but_no_heading_are_cut():
     )
     front = strip_front_matter(body.replace(byline, byline + contents, 1))
     assert front.text == expected.text
-    assert front.removed == {"title_page": 2, "contents": 1}  # before and after the contents
+    assert front.removed == {"title_page": 1, "contents": 1}
 
 
 def test_page_numbered_lines_in_the_text_under_no_heading_stay():
@@ -200,3 +227,94 @@ def test_a_text_that_is_all_front_matter_is_kept_whole():
     text = "THE YELLOW WALLPAPER\n\nBy Charlotte Perkins Gilman\n\n1892"
     front = strip_front_matter(text)
     assert front.text == text and front.removed == {}
+
+
+def test_contents_are_cut_by_structure_without_a_heading():
+    """Alice's and Moby-Dick's contents with their "Contents" heading gone: the entries are
+    still a contents list, because they reappear later as the chapters' headings; the
+    headings stay."""
+    for name, heading, entry in (
+        ("11-0.txt", "Contents\n\n", " CHAPTER VII.   A Mad Tea-Party\n"),
+        ("2701-0.txt", "CONTENTS\n\n", "CHAPTER 42. The Whiteness of the Whale.\n"),
+    ):
+        body = _body(name)
+        expected = strip_front_matter(body)
+        front = strip_front_matter(body.replace(heading, "", 1))
+        assert front.text == expected.text, name
+        assert entry in front.removed_text
+        assert front.removed["contents"] == 1
+
+
+def test_a_contents_run_is_cut_to_its_last_entry():
+    """The last entries of a contents list after a line that no entry rule knows ("VOLUME
+    II."): the run goes on while its entries name later headings."""
+    body = _body("11-0.txt")
+    expected = strip_front_matter(body)
+    entry = " CHAPTER X.     The Lobster Quadrille\n"
+    front = strip_front_matter(body.replace(entry, "\nVOLUME II.\n\n" + entry, 1))
+    assert front.text == expected.text
+    assert "CHAPTER XII.   Alice’s Evidence" in front.removed_text
+
+
+def test_illustration_credit_lines_are_cut():
+    body = _body("41-0.txt")
+    expected = strip_front_matter(body).text
+    spans = paragraphs(expected)
+    gap = expected[spans[30][1] : spans[31][0]]
+    plate = "[Illustration: The Headless Horseman]\n\n    [_Copyright 1894 by George Allen._]"
+    front = strip_front_matter(
+        body.replace(expected[spans[30][0] : spans[31][0]],
+                     expected[spans[30][0] : spans[30][1]] + gap + plate + gap, 1)
+    )  # fmt: skip
+    assert front.text == expected
+    assert front.removed["illustrations"] == 2
+    assert "[_Copyright 1894 by George Allen._]" in front.removed_text
+
+
+def test_upper_case_and_bracketed_page_markers_are_cut():
+    body = _body("1952-0.txt")
+    expected = strip_front_matter(body).text
+    texts = [expected[a:b] for a, b in paragraphs(expected)]
+    first = next(text for text in texts[3:] if ". " in text)
+    second = texts[30]
+    cut = first.find(". ") + 1
+    marked = body.replace(first, first[:cut] + " {XII}" + first[cut:], 1)
+    marked = marked.replace(second, "[Pg 13]\n" + second, 1)
+    front = strip_front_matter(marked)
+    assert front.text == expected
+    assert front.removed["page_markers"] == 2
+
+
+def test_contents_entries_with_page_numbers_after_one_space_are_found():
+    """Alice's contents as a printed book sets them, a page number after each title, and no
+    "Contents" heading: the entries still name the chapters' headings."""
+    body = _body("11-0.txt")
+    expected = strip_front_matter(body)
+    start = body.index(" CHAPTER I.     Down the Rabbit-Hole")
+    end = body.index(" CHAPTER XII.   Alice’s Evidence") + len(" CHAPTER XII.   Alice’s Evidence")
+    lines = body[start:end].split("\n")
+    numbered = "\n".join(f"{line.split('   ')[-1].strip()} {9 * i + 1}" for i, line in enumerate(lines))
+    front = strip_front_matter(body.replace("Contents\n\n", "", 1).replace(body[start:end], numbered, 1))
+    assert front.text == expected.text
+    assert "Down the Rabbit-Hole 1\n" in front.removed_text
+
+
+def test_a_caption_with_its_credit_inside_its_brackets_is_cut_whole():
+    """Gutenberg's illustrated editions nest the plate's credit in the caption:
+    "[Illustration:\\n\\n“He came down to see the place”\\n\\n[_Copyright 1894 by George
+    Allen._]]". The whole block goes, in the middle of the tale."""
+    body = _body("41-0.txt")
+    expected = strip_front_matter(body).text
+    spans = paragraphs(expected)
+    gap = expected[spans[40][1] : spans[41][0]]
+    plate = (
+        "                      [Illustration:\n\n           “He came down to see the place”\n\n"
+        "           [_Copyright 1894 by George Allen._]]"
+    )
+    front = strip_front_matter(
+        body.replace(expected[spans[40][0] : spans[41][0]],
+                     expected[spans[40][0] : spans[40][1]] + gap + plate + gap, 1)
+    )  # fmt: skip
+    assert front.text == expected
+    assert front.removed["illustrations"] == 1
+    assert "“He came down to see the place”" in front.removed_text

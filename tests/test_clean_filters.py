@@ -50,9 +50,12 @@ def test_cookie_banner_page():
     # 1.txt: two sentences of NFL news, then "ABOUT COOKIES" and a cookie-consent question.
     page = _webtext(1)
     result = clean_document(page, WEB)
-    # The heading goes (no end punctuation); what is left has 3 sentences, under C4's 5.
-    assert isinstance(result, Reject) and result.reason == "c4_too_few_sentences"
-    assert result.detail == "3 < 5 after removing 1 lines"
+    # The heading goes (no end punctuation); 48 words are left, under Gopher's 50.
+    assert isinstance(result, Reject) and result.reason == "too_few_words"
+    assert result.detail == "48 words < 50"
+    # C4's own sentence minimum would count 3 sentences, under its 5.
+    c4 = clean_document(page, dataclasses.replace(WEB, min_words=10, c4_min_sentences=5))
+    assert c4.reason == "c4_too_few_sentences" and c4.detail == "3 < 5 after removing 1 lines"
     # Without the sentence minimum the page is kept minus the heading; the consent question
     # ("accept cookies") is in none of C4's phrases, but a configured phrase removes it too.
     relaxed = CleanConfig.for_source("webtext", c4_min_sentences=None, min_words=0)
@@ -66,11 +69,17 @@ def test_cookie_banner_page():
     )
 
 
-def test_slideshow_page_with_repeated_captions_is_rejected():
-    # 2.txt repeats its whole "England Ashes squad" slideshow caption block.
-    result = clean_document(_webtext(2), WEB)
+def test_slideshow_page_with_repeated_captions_at_gophers_and_the_measured_threshold():
+    # 2.txt repeats its whole "England Ashes squad" slideshow caption block: its duplicate
+    # 5-grams cover 0.179 of it, over Gopher's 0.15 but under the 0.226 of a real Black Friday
+    # deals article (aeb-dev) whose product lines repeat; the measured 0.25 keeps both.
+    gopher = dataclasses.replace(
+        WEB, max_duplicate_ngram_char_fraction=((5, 0.15), (6, 0.14), (7, 0.13))
+    )
+    result = clean_document(_webtext(2), gopher)
     assert result.reason == "gopher_duplicate_ngrams"
-    assert result.detail.startswith("duplicate 5-grams cover 0.1")
+    assert result.detail == "duplicate 5-grams cover 0.179 > 0.15"
+    assert isinstance(clean_document(_webtext(2), WEB), Document)
 
 
 def test_books_are_not_subject_to_web_rules():
@@ -304,13 +313,14 @@ def test_c4_line_rules_know_other_scripts_sentence_ends():
     assert kept_lines("กรุงเทพมหานครเป็นเมืองหลวง\n(ภาพ)") == ["กรุงเทพมหานครเป็นเมืองหลวง"]
 
 
-def test_english_rules_and_thresholds_unchanged():
-    # Gopher's and C4's published thresholds, as before scripts were considered.
+def test_english_rules_and_thresholds():
+    # Gopher's and C4's published thresholds where they keep real articles; the rest measured
+    # on real article pages (test_the_web_preset_keeps_the_real_articles_of_the_shared_pages).
     assert (WEB.min_words, WEB.max_words, WEB.mean_word_length) == (50, 100_000, (3.0, 10.0))
     assert WEB.max_top_ngram_char_fraction == ((2, 0.20), (3, 0.18), (4, 0.16))
-    duplicate_limits = (0.15, 0.14, 0.13, 0.12, 0.11, 0.10)
+    duplicate_limits = (0.25, 0.24, 0.23, 0.22, 0.21, 0.20)
     assert WEB.max_duplicate_ngram_char_fraction == tuple(zip(range(5, 11), duplicate_limits))
-    assert (WEB.min_alpha_word_fraction, WEB.min_stop_words, WEB.c4_min_sentences) == (0.8, 2, 5)
+    assert (WEB.min_alpha_word_fraction, WEB.min_stop_words, WEB.c4_min_sentences) == (0.7, 2, 2)
     assert (WEB.c4_min_words_per_line, WEB.language) == (3, ("en",))
     # English words are whitespace tokens; real English pages skip no rule.
     for number in (3, 4, 6):
@@ -321,3 +331,32 @@ def test_english_rules_and_thresholds_unchanged():
     quoting = _prose() + "\n\nThe mountain is called 富士山 (Fuji-san) in Japanese."
     assert filters.unspaced_word_fractions(quoting)[0] < 0.05
     assert _reason(ADVERSARIAL["gopher_mean_word_length"](quoting)) == "gopher_mean_word_length"
+
+
+def test_the_web_preset_keeps_the_real_articles_of_the_shared_pages():
+    """The 72 real article pages of ../shared/corpora/web (html/, aeb-dev/), extracted as the
+    webtext source does, through the web preset with no language filter: every article
+    reaches the shards but one standings table of numbers (alpha words 0.22), which is not
+    prose. Gopher's published thresholds dropped 10 of them (a deals article for duplicate
+    5-grams 0.226 > 0.15, short news items of 2-4 sentences, a WSJ article for "..." lines,
+    sports roundups full of scores for alpha words)."""
+    import gzip
+    import json
+
+    from pipelines.sources.web import htmltext
+
+    web = CleanConfig.for_source("webtext", language="any")
+    dropped, pages = {}, 0
+    for folder in ("html", "aeb-dev"):
+        root = CORPORA / "web" / folder
+        truth = json.loads((root / "ground-truth.subset.json").read_text(encoding="utf-8"))
+        for page_id in sorted(truth):
+            data = gzip.decompress((root / "html" / f"{page_id}.html.gz").read_bytes())
+            text = htmltext.main_text(htmltext.decode_html(data)[0], "trafilatura")
+            meta = {"extractor": "trafilatura"}
+            result = clean_document(Document(page_id, "webtext", text, meta=meta), web)
+            pages += 1
+            if isinstance(result, Reject):
+                dropped[page_id[:12]] = (result.reason, result.detail)
+    assert pages == 72
+    assert dropped == {"11ea381ad92b": ("gopher_alpha_words", "0.220 < 0.7")}

@@ -124,7 +124,9 @@ def test_elwiki_greek_namespaces():
     # Without siteinfo's Greek names, the same pages would leak categories and image options.
     kept = [p for p in pages if classify_page(p.ns, p.title, p.text, p.is_redirect) is None]
     leaked = [wikipedia.wikimarkup.wikitext_to_text(p.text) for p in kept]
-    assert sum("Κατηγορία:" in t for t in leaked) > 100
+    # (89 of them: the category links that follow a closing section cut by structure go
+    # with it even so.)
+    assert sum("Κατηγορία:" in t for t in leaked) > 80
 
 
 def test_redirect_by_text_without_a_redirect_element(tmp_path: Path):

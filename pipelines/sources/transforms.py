@@ -3,13 +3,21 @@ planned, split and read on workers by the source module `--source` names."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 
 import apache_beam as beam
 from apache_beam import pvalue
 
-from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask, Reject
+from pipelines.document import (
+    PARTS_REMOVED,
+    PARTS_REMOVED_TEXT,
+    Document,
+    Failure,
+    ReadTask,
+    Reject,
+)
 from pipelines.runner import progress as progress_lib
 from pipelines.sources import get_source, input_bytes, split_task
 from pipelines.stage import CountingDoFn, stage_error
@@ -102,8 +110,12 @@ class ReadDoFn(_SourceTaskDoFn):
                     self.counts.inc("bytes_read", size)
                     if self.progress:
                         self.progress.add(docs_read=1, bytes_read=size)
+                    cut_text = record.meta.get(PARTS_REMOVED_TEXT, "")
+                    if cut_text:
+                        meta = {k: v for k, v in record.meta.items() if k != PARTS_REMOVED_TEXT}
+                        record = dataclasses.replace(record, meta=meta)
                     yield record
-                    yield from self._parts_removed(record)
+                    yield from self._parts_removed(record, cut_text)
                 else:
                     self.counts.inc("read_failures")
                     self.counts.inc(file_failure_key(task.path, record.reason))
@@ -126,15 +138,16 @@ class ReadDoFn(_SourceTaskDoFn):
         if self.progress:
             self.progress.add(tasks=1)
 
-    def _parts_removed(self, doc: Document) -> Iterator:
-        """A kept document the source cut parts of (a book's front matter): counted, and its
-        note written to the rejects audit when rejects are kept."""
+    def _parts_removed(self, doc: Document, cut_text: str) -> Iterator:
+        """A kept document the source cut parts of (a book's apparatus): counted, and its note
+        (the count by kind) with the cut text written to the rejects audit when rejects are
+        kept."""
         removed = doc.meta.get(PARTS_REMOVED)
         if removed:
             self.counts.inc("docs_with_parts_removed")
             if self.keep_failures:
                 yield pvalue.TaggedOutput(
-                    "failures", Reject(doc.id, doc.source, PARTS_REMOVED, removed)
+                    "failures", Reject(doc.id, doc.source, PARTS_REMOVED, removed, cut_text)
                 )
 
 

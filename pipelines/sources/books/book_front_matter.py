@@ -1,48 +1,68 @@
-"""A book's front matter, found and cut so that BooksCorpus-style text begins at the first
-chapter's prose: pure functions over the text `books.split_gutenberg` leaves (Project
-Gutenberg's header, footer and credits already gone).
+"""A book's publisher and transcriber apparatus before and around the work, found by structure
+and cut, so that BooksCorpus-style text is the work itself and all of it: pure functions over
+the text `books.split_gutenberg` leaves (Project Gutenberg's header, footer and credits already
+gone).
 
-`strip_front_matter(body)` removes, and counts by class (`FrontMatter.removed`):
+`strip_front_matter(body)` removes, and counts by kind (`FrontMatter.removed`):
 
-- page_markers: `{15}` / `{xv}` page numbers of the printed edition, anywhere in the book;
+- page_markers: `{15}` / `{xv}` / `[Pg 15]` page numbers of the printed edition, anywhere in
+  the book;
 - illustrations: `[Illustration]` / `[Illustration: caption ...]` blocks (a caption may run
-  over lines), anywhere in the book, and a "List of Illustrations" with its entries;
-- contents: a table of contents: a "Contents" heading and the entries after it (chapter
-  titles, "On Love.....15" with dotted leaders, titles ending in a page number);
+  over lines) and bracketed credit lines ("[_Copyright 1894 by George Allen._]"), anywhere in
+  the book, and a "List of Illustrations" with its entries;
+- contents: a table of contents. By structure: a run of short lines near the start whose
+  entries reappear later in the book as headings ("CHAPTER I. Down the Rabbit-Hole" before the
+  heading "CHAPTER I.\nDown the Rabbit-Hole"), with the "Contents" heading above it; the
+  headings themselves stay. Also entries with page numbers ("On Love.....15") under no heading;
 - imprint: a publisher's or printer's imprint ("GEORGE ALLEN, 156 CHARING CROSS ROAD", "DE
   L'IMPRIMERIE DE A. FIRMIN DIDOT, RUE JACOB"), a paragraph of short lines only;
 - notes: an editor's or an e-text's notes before the text (a "Préface de l'Éditeur", "Editor's
   note", "E-text note" section);
-- title_page: the title, byline and other short lines before the text;
-- preface: prose before the first chapter that is none of the above (a preface, an
-  introduction, a dedication): the book starts at its first chapter.
+- title_page: the title, byline and other short lines before the work.
 
-Where the book starts: after the first chapter heading ("CHAPTER I.", "Chapter 1", "STAVE I",
-"CHAPITRE PREMIER", "BOOK I", ...) that is followed by prose, within the first tenth of the book
-(a table of contents is followed by more entries, not prose, so its "CHAPTER I" never counts).
-A book without such a heading (an essay, a short story) starts at its first prose paragraph
-after the title page, and a byline ("by Jonathan Swift") ends the title page. Front matter after
-that start is still cut in the book's opening lines (a contents page after a preface).
-Everything cut is returned too, for the rejects audit.
+Everything else is the work. A preface, a prologue, letters, a dedication or an introduction
+before the first chapter are kept: they are written as part of the book (Frankenstein opens on
+four letters, Moby-Dick on its Etymology and Extracts), and only a heading that names an editor,
+a transcriber or the e-text marks a section as apparatus.
+
+Where the work starts: at its first prose paragraph that is not apparatus, after the title page
+(which a byline such as "by Jonathan Swift" ends, with up to three short lines after it),
+together with the headings right above that paragraph ("Letter 1", "_To Mrs. Saville,
+England._"; at most three, stopping at a first-chapter heading such as "CHAPTER I." or
+"CHAPITRE I."). Apparatus after that start is still cut in the book's opening tenth (a contents
+page after a preface). Everything cut is returned too, for the rejects audit; back matter at
+the end of a book is `book_back_matter`'s.
 """
+
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 # Classes in the order they are reported.
 CLASSES = (
-    "title_page", "imprint", "contents", "illustrations", "notes", "preface", "page_markers",
+    "title_page", "imprint", "contents", "illustrations", "notes", "page_markers",
+    "transcriber_notes",
 )  # fmt: skip
 
-_PAGE_MARKER_LINE = re.compile(r"^[ \t]*\{(?:\d{1,4}|[ivxlcdm]{1,8})\}[ \t]*\n", re.MULTILINE)
-# Not after a word, a brace or TeX's ^ _ \ $: "x^{2}", "\frac{1}{2}" in a mathematical book
-# are not page numbers.
-_PAGE_MARKER = re.compile(r"[ \t]*(?<![\w^_{}\\$])\{(?:\d{1,4}|[ivxlcdm]{1,8})\}")
+# A page number of the printed edition: "{15}", "{xv}", "{XV}", or "[Pg 15]" as Gutenberg's
+# HTML-made texts print it.
+_PAGE = r"(?:\{(?:\d{1,4}|[ivxlcdm]{1,8}|[IVXLCDM]{1,8})\}|\[Pg\.?\s*(?:\d{1,4}|[ivxlcdm]{1,8})\])"
+_PAGE_MARKER_LINE = re.compile(rf"^[ \t]*{_PAGE}[ \t]*\n", re.MULTILINE)
+# Not after a brace or TeX's ^ _ \ $, nor after a word that is a TeX command: "x^{2}",
+# "\frac{1}{2}", "\sqrt{2}" in a mathematical book are not page numbers; "upon the{7} table"
+# is one (the anchor of an HTML edition, set against the word before it).
+_PAGE_MARKER = re.compile(rf"[ \t]*(?<![\^_{{}}\\$]){_PAGE}")
+_TEX_COMMAND = re.compile(r"\\[A-Za-z]+$")
 # "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]".
+# A bracketed credit line under a plate ("[_Copyright 1894 by George Allen._]") goes with them,
+# inside the caption's brackets or after them.
 _ILLUSTRATION = re.compile(
-    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b[^\[\]]{0,2000}?\]", re.IGNORECASE
+    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b(?:[^\[\]]|\[[^\[\]\n]{0,200}\]){0,2000}?\]"
+    r"|\[_?(?:Copyright|Copyrighted)\b[^\[\]\n]{0,200}\]",
+    re.IGNORECASE,
 )
 
 # The words a chapter heading (and a contents entry naming one) starts with.
@@ -96,6 +116,22 @@ _NOTE_WORDS = re.compile(
     r"|scann|footnote|original\s+(?:text|book|printing)|hyphenat|italic",
     re.IGNORECASE,
 )
+_WORD = re.compile(r"\w+")
+_NOT_LETTER = re.compile(r"[\W\d_]+")
+# A contents entry's page number: after dotted leaders or a run of spaces ("On Love.....15").
+_ENTRY_PAGE = re.compile(r"(?:\.{2,}|\s{2,})\s*(?:\d{1,4}|[ivxlc]{1,6})\s*$", re.IGNORECASE)
+# The chapter label before an entry's title ("CHAPTER I.", "Stave III:", "IV.", "Letter 2").
+_TRAILING_NUMBER = re.compile(r"\s\d{1,4}\s*$")  # "Down the Rabbit-Hole 1", a page number
+_ENTRY_LABEL = re.compile(
+    rf"^\s*(?:(?:{_CHAPTER_WORDS}|letter)\s+)?(?:\d{{1,4}}|[ivxlc]{{1,8}})\b[.:]?\s*",
+    re.IGNORECASE,
+)
+# A heading is at most this many lines; a contents run names at least this many of them.
+_HEADING_LINES = 4
+_CONTENTS_MIN_ENTRIES = 3
+# A contents run starts in the book's first tenth and within this many lines (Moby-Dick's 136
+# entries, a blank line between each, end at line 290 of its text).
+_CONTENTS_LINES = 2000
 _SENTENCE_END = re.compile(r"[.!?;:][\"'”’)»]*(?:\s|$)")
 # The first chapter must start within this share of the book's lines (or this many lines).
 _FRONT_SHARE = 0.1
@@ -143,6 +179,9 @@ def paragraphs(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# The rules look at a paragraph and its neighbours, so the same paragraph is asked about a few
+# times in a row.
+@functools.lru_cache(maxsize=1024)
 def is_prose(paragraph: str) -> bool:
     """Running text: a dozen words or more, or two lines, mostly lower-case letters, a sentence
     end, and not a list of contents entries."""
@@ -150,9 +189,10 @@ def is_prose(paragraph: str) -> bool:
     words = paragraph.split()
     if len(words) < 12 and len(lines) < 2:
         return False
-    letters = [c for c in paragraph if c.isalpha()]
-    lower = sum(c.islower() for c in letters)
-    if not letters or lower < 0.6 * len(letters) or not _SENTENCE_END.search(paragraph):
+    if not _SENTENCE_END.search(paragraph):
+        return False
+    letters = _NOT_LETTER.sub("", paragraph)
+    if not letters or sum(map(str.islower, letters)) < 0.6 * len(letters):
         return False
     return sum(bool(_ENTRY.search(line)) for line in lines) * 2 < len(lines)
 
@@ -160,6 +200,27 @@ def is_prose(paragraph: str) -> bool:
 def _is_short(paragraph: str) -> bool:
     """Short lines only, as a title page, an imprint or a heading is set."""
     return all(len(line.strip()) <= 70 for line in paragraph.split("\n"))
+
+
+def _is_capitals(paragraph: str) -> bool:
+    """Set in capitals, as imprints are: nine letters in ten upper-case."""
+    letters = [c for c in paragraph if c.isalpha()]
+    return bool(letters) and sum(c.isupper() for c in letters) >= 0.9 * len(letters)
+
+
+def _is_imprint_lines(paragraph: str) -> bool:
+    """Short lines, not prose, half of them naming a press, a publisher, a place or a year."""
+    if not _is_short(paragraph) or is_prose(paragraph):
+        return False
+    lines = [line for line in paragraph.split("\n") if line.strip()]
+    imprint_lines = sum(bool(_IMPRINT.search(line) or _YEAR_LINE.match(line)) for line in lines)
+    return bool(imprint_lines) and imprint_lines * 2 >= len(lines)
+
+
+def is_imprint(paragraph: str) -> bool:
+    """A printer's or publisher's imprint wherever it stands: imprint lines set in capitals
+    (in the text, a sentence may name a London street)."""
+    return _is_imprint_lines(paragraph) and _is_capitals(paragraph)
 
 
 def _is_entries(paragraph: str) -> bool:
@@ -227,12 +288,8 @@ def _classify(text: str, spans: list[tuple[int, int]], end: int) -> dict[int, st
         lines = [line for line in paragraph.split("\n") if line.strip()]
         if _is_entries(paragraph) and sum(bool(_PAGE_NUMBERED.search(x)) for x in lines) >= 2:
             classes[i] = "contents"  # "On Love.....15" lines with no "Contents" above them
-        elif _is_short(paragraph) and not is_prose(paragraph):
-            imprint_lines = sum(
-                bool(_IMPRINT.search(line) or _YEAR_LINE.match(line)) for line in lines
-            )
-            if imprint_lines and imprint_lines * 2 >= len(lines):
-                classes[i] = "imprint"
+        elif _is_imprint_lines(paragraph):
+            classes[i] = "imprint"
         i += 1
     return classes
 
@@ -258,44 +315,163 @@ def _is_chapter_heading(paragraph: str) -> bool:
     return bool(_FIRST_NUMERAL.match(lines[0])) or any(_FIRST_CHAPTER.match(x) for x in lines)
 
 
-def _first_chapter_prose(text: str, spans: list[tuple[int, int]], end: int) -> int | None:
-    """The index of the first chapter's first prose paragraph, if a first chapter heading
-    starts before `end`."""
+def _key(line: str) -> str:
+    """A heading's or an entry's words, lower case, without punctuation: what is compared."""
+    return " ".join(_WORD.findall(line.lower()))
+
+
+def _entry_keys(line: str) -> set[str]:
+    """The keys a contents entry may reappear under as a heading: the entry without its page
+    number, and its title without its chapter label ("Down the Rabbit-Hole") and without a
+    number at its end."""
+    entry = _ENTRY_PAGE.sub("", line)
+    keys = {_key(entry), _key(_ENTRY_LABEL.sub("", entry, count=1))}
+    keys.add(_key(_ENTRY_LABEL.sub("", _TRAILING_NUMBER.sub("", entry), count=1)))
+    keys.discard("")
+    return keys
+
+
+def _heading_keys(
+    text: str, spans: list[tuple[int, int]], wanted: set[str]
+) -> dict[str, list[int]]:
+    """Key -> the indices of the heading paragraphs (a few short lines, not prose, that open
+    prose: a title page repeated for a second volume heads nothing) that hold it, as a line
+    or as its lines joined ("CHAPTER I.\nDown the Rabbit-Hole"), for the keys `wanted`."""
+    # First a count over all short paragraphs, which is cheap: a key found more than twice (an
+    # entry and its heading) is a speaker's name or a refrain, and needs no closer look.
+    found: dict[int, set[str]] = {}
+    count: dict[str, int] = {}
     for i, (start, stop) in enumerate(spans):
+        if stop - start > _HEADING_LINES * 71 or text.count("\n", start, stop) >= _HEADING_LINES:
+            continue
+        paragraph = text[start:stop]
+        keys = {*map(_key, paragraph.split("\n")), _key(paragraph)} & wanted
+        if keys:
+            found[i] = keys
+            for key in keys:
+                count[key] = count.get(key, 0) + 1
+    heads: dict[str, list[int]] = {}
+    for i, keys in found.items():
+        keys = {key for key in keys if count[key] <= 2}
+        paragraph = text[spans[i][0] : spans[i][1]]
+        if not keys or not _is_short(paragraph) or is_prose(paragraph):
+            continue
+        if _starts_prose(text, spans, i) is None:
+            continue
+        for key in keys:
+            heads.setdefault(key, []).append(i)
+    return heads
+
+
+def _names_one_heading(heads: dict[str, list[int]], key: str, index: int) -> bool:
+    """Whether `key` heads exactly one paragraph after `index`: an entry names one section (a
+    key heading many is a repeated "CHAPTER I", a speaker's name in a play)."""
+    return sum(i > index for i in heads.get(key, ())) == 1
+
+
+def _contents_runs(text: str, spans: list[tuple[int, int]], end: int) -> set[int]:
+    """Indices of the paragraphs, starting before `end`, that are a table of contents by
+    structure: a run of short-line paragraphs, most of whose lines name a heading that comes
+    later in the book, _CONTENTS_MIN_ENTRIES lines or more in all (one unmatched short
+    paragraph, a "VOLUME II" between entries, may stand inside the run), with a "Contents"
+    heading right above it."""
+    wanted: set[str] = set()
+    for start, stop in spans:
         if start >= end:
             break
-        if _is_chapter_heading(text[start:stop]):
-            found = _starts_prose(text, spans, i)
-            if found is not None:
-                return found
-    return None
+        paragraph = text[start:stop]
+        if _is_short(paragraph) and not is_prose(paragraph):
+            wanted.update(*map(_entry_keys, paragraph.split("\n")))
+    later = _heading_keys(text, spans, wanted - {""})
+    found: set[int] = set()
+    i = 0
+    while i < len(spans) and spans[i][0] < end:
+        run: list[int] = []
+        matched, gap, j = 0, None, i
+        while j < len(spans):
+            paragraph = text[spans[j][0] : spans[j][1]]
+            lines = [line for line in paragraph.split("\n") if line.strip()]
+            if not _is_short(paragraph) or is_prose(paragraph):
+                break
+            hits = sum(any(_names_one_heading(later, k, j) for k in _entry_keys(x)) for x in lines)
+            opens_text = j + 1 < len(spans) and is_prose(text[spans[j + 1][0] : spans[j + 1][1]])
+            if hits * 2 < len(lines) or opens_text:
+                if gap is not None or not run or len(lines) > 2 or opens_text:
+                    break
+                gap = j  # kept only if an entry follows it
+            else:
+                if gap is not None:
+                    run.append(gap)
+                    gap = None
+                run.append(j)
+                matched += hits
+            j += 1
+        if matched >= _CONTENTS_MIN_ENTRIES:
+            first = run[0]
+            if first > 0 and _CONTENTS_HEADING.match(
+                text[spans[first - 1][0] : spans[first - 1][1]].strip().split("\n")[0]
+            ):
+                found.add(first - 1)
+            found.update(run)
+            i = run[-1] + 1
+        else:
+            i += 1
+    return found
 
 
 def _title_page_end(text: str, spans: list[tuple[int, int]], classes: dict[int, str]) -> int:
-    """The index of the first paragraph after the title page of a book with no chapter
-    headings: the first after a byline ("by Jonathan Swift") and the short lines (a date) that
-    follow it, when the byline comes before any long paragraph; else the first prose
-    paragraph."""
+    """The index of the first paragraph after a title page that a byline ends ("by Jonathan
+    Swift", among the first _TITLE_PAGE_PARAGRAPHS paragraphs and before any long one), with
+    up to _AFTER_BYLINE short paragraphs right after the byline (a date, "THE MILLENNIUM
+    FULCRUM EDITION 3.0"); 0 when there is no such byline."""
     for i, (start, stop) in enumerate(spans[:_TITLE_PAGE_PARAGRAPHS]):
         paragraph = text[start:stop]
         if len(paragraph.split()) >= _TITLE_PAGE_WORDS:
             break
         if _BYLINE.match(paragraph) and _is_short(paragraph):
-            j, short_lines = i + 1, 0
-            while j < len(spans):
+            j = i + 1
+            while j < len(spans) and j - i <= _AFTER_BYLINE and j not in classes:
                 following = text[spans[j][0] : spans[j][1]]
-                if j not in classes:
-                    if is_prose(following) or not _is_short(following):
-                        break
-                    if short_lines == _AFTER_BYLINE:
-                        break
-                    short_lines += 1
+                if is_prose(following) or not _is_short(following):
+                    break
+                if j + 1 < len(spans) and is_prose(text[spans[j + 1][0] : spans[j + 1][1]]):
+                    break  # the heading of the text that follows
                 j += 1
             return j
-    for i, (start, stop) in enumerate(spans):
-        if i not in classes and is_prose(text[start:stop]):
-            return i
     return 0
+
+
+def _work_start(text: str, spans: list[tuple[int, int]], classes: dict[int, str]) -> int:
+    """The index of the work's first paragraph: its first prose paragraph that is not
+    apparatus, after the title page, with up to _HEADINGS_BEFORE_PROSE short headings right
+    above it (stopping at apparatus, at the title page's end, and after a first-chapter
+    heading). The first paragraph of a book is its title unless it is a chapter heading or
+    ends as a sentence does; with no prose at all, every paragraph (the caller keeps such a
+    text whole)."""
+    title_end = _title_page_end(text, spans, classes)
+    first = next(
+        (
+            i
+            for i in range(title_end, len(spans))
+            if i not in classes and is_prose(text[spans[i][0] : spans[i][1]])
+        ),
+        None,
+    )
+    if first is None:
+        return len(spans)  # no prose to start at: strip_front_matter keeps the text whole
+    start = first
+    while start - 1 >= max(title_end, 0) and first - (start - 1) <= _HEADINGS_BEFORE_PROSE:
+        above = text[spans[start - 1][0] : spans[start - 1][1]]
+        if start - 1 in classes or not _is_short(above) or is_prose(above):
+            break
+        if _BYLINE.match(above) or _YEAR_LINE.match(above.strip()):
+            break
+        if start - 1 == 0 and not (_is_chapter_heading(above) or _SENTENCE_END.search(above)):
+            break  # a book's first line is its title, unless it is a heading or a sentence
+        start -= 1
+        if _is_chapter_heading(above):
+            break
+    return start
 
 
 def _remove_inline(text: str) -> tuple[str, int, int, list[str]]:
@@ -305,6 +481,8 @@ def _remove_inline(text: str) -> tuple[str, int, int, list[str]]:
 
     def marker(match: re.Match[str]) -> str:
         nonlocal markers
+        if _TEX_COMMAND.search(match.string, max(0, match.start() - 40), match.start()):
+            return match.group()
         markers += 1
         cut.append(match.group().strip())
         # "end. {15}Next": the space before the marker stays between the words.
@@ -312,7 +490,7 @@ def _remove_inline(text: str) -> tuple[str, int, int, list[str]]:
         spaced = match.group()[:1] in (" ", "\t")
         return " " if spaced and following and not following.isspace() else ""
 
-    if "{" in text:
+    if "{" in text or "[Pg" in text:
         text = _PAGE_MARKER_LINE.sub(marker, text)
         text = _PAGE_MARKER.sub(marker, text)
     illustrations = 0
@@ -351,32 +529,30 @@ def strip_front_matter(body: str) -> FrontMatter:
     front_lines = max(_FRONT_MIN_LINES, int(line_count * _FRONT_SHARE))
     front_end = _offset_of_line(text, front_lines)
     classes = _classify(text, spans, front_end)
-    start = _first_chapter_prose(text, spans, front_end)
-    chapters = start is not None
-    if start is None:
-        start = _title_page_end(text, spans, classes)
-    dropped: dict[int, str] = {}
-    for i in reversed(range(start)):
-        paragraph = text[spans[i][0] : spans[i][1]]
-        name = classes.get(i, "title_page")
-        if i not in classes and chapters:
-            if is_prose(paragraph):
-                name = "preface"
-            elif dropped.get(i + 1, "title_page") != "title_page" and i + 1 < start:
-                name = dropped[i + 1]  # the heading of the section that follows
-        dropped[i] = name
-    # Front matter after the start (a contents page after a preface), within the front. An
-    # imprint there may be a line of the text, and so may page-numbered lines under no
-    # "Contents" heading; a notes section keeps only its heading and the paragraphs that talk
-    # about the edition, so a story under a note never goes with it.
+    contents = _contents_runs(text, spans, min(front_end, _offset_of_line(text, _CONTENTS_LINES)))
+    if contents:
+        # Short paragraphs after the run that _classify took for entries are the text's own
+        # headings ("ETYMOLOGY." after Moby-Dick's contents): the run ends the list.
+        for i in [i for i, name in classes.items() if name == "contents" and i > max(contents)]:
+            del classes[i]
+        classes.update(dict.fromkeys(contents, "contents"))
+    start = _work_start(text, spans, classes)
+    dropped = {i: classes.get(i, "title_page") for i in range(start)}
+    # Apparatus after the start (a contents page after a preface), within the front. An imprint
+    # there is cut only when set in capitals (a sentence of the text may name a London street),
+    # and page-numbered lines under no "Contents" heading only when their entries name later
+    # headings; a notes section keeps only its heading and the paragraphs that talk about the
+    # edition, so a story under a note never goes with it.
     for i, name in classes.items():
-        if i < start or name == "imprint":
+        if i < start:
             continue
         paragraph = text[spans[i][0] : spans[i][1]]
         heading = _is_section_heading(paragraph)
+        if name == "imprint" and not is_imprint(paragraph):
+            continue
         if name == "notes" and not (heading or _NOTE_WORDS.search(paragraph)):
             continue
-        if name == "contents" and not (heading or dropped.get(i - 1) == name):
+        if name == "contents" and not (i in contents or heading or dropped.get(i - 1) == name):
             continue  # page-numbered lines with no heading, in the text: a table, kept
         dropped[i] = name
     if illustration_blocks:

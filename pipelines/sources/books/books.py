@@ -9,11 +9,14 @@ compressed (gzip/bz2/xz/zstd, found by magic bytes), or tar archives of them (`.
 - title from the Project Gutenberg `Title:` header when there is one;
 - text with CRLF/CR as LF, the BOM removed, the Project Gutenberg header, footer and
   license stripped by `strip_gutenberg` (a file with no Gutenberg markers is kept whole), and
-  the book's front matter (title page, imprint, contents, lists of illustrations, editors'
-  notes, a preface before the first chapter, `{15}` page markers, `[Illustration]` blocks) cut
-  by `book_front_matter.strip_front_matter`, so the text begins at the first chapter's prose;
-- `meta["parts_removed"]` counting what that cut, by class ("title_page 1, contents 1"), which
-  the read stage writes to the rejects audit (--keep-rejects).
+  the publisher's and transcriber's apparatus (title page, imprint, contents, lists of
+  illustrations, editors' notes, `{15}` page markers, `[Illustration]` blocks and credit
+  lines: `book_front_matter.strip_front_matter`; a transcriber's correction list and a
+  printer's imprint at the end: `book_back_matter.strip_back_matter`) cut, so the text is the
+  work, a preface or letters before its first chapter included;
+- `meta["parts_removed"]` counting what that cut, by kind ("title_page 1, contents 1"), and
+  `meta["parts_removed_text"]` holding it, which the read stage takes off the document and
+  writes to the rejects audit (--keep-rejects).
 
 Option `max_document_bytes` (default 256 MiB) caps one book's decompressed size. An uncompressed
 tar bigger than `task_bytes` (default 64MiB) is read as ranges of whole members by several
@@ -27,7 +30,8 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask
+from pipelines.document import PARTS_REMOVED, PARTS_REMOVED_TEXT, Document, Failure, ReadTask
+from pipelines.sources.books.book_back_matter import TRANSCRIBER_NOTE, strip_back_matter
 from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
 from pipelines.sources.compression import open_decompressed
 from pipelines.sources.file_source import FileSource, task_name
@@ -81,13 +85,6 @@ _CREDIT = re.compile(
 # scans, OCR notes): checked so that a real first chapter after a credit is never dropped.
 _CREDIT_CONTINUATION = re.compile(
     r"e-?text|e-?book|transcri|proofread|\bOCR\b|\bwww\b|https?://|scann|gutenberg|thank|remerci",
-    re.IGNORECASE,
-)
-# A transcriber's or producer's note: "Transcriber's Note:", "[Transcriber’s Notes", "Original
-# Transcriber's Notes:", "Note from the transcriber", "Producer's note".
-_NOTE = re.compile(
-    r"^\W*(?:original\s+)?(?:transcriber|producer)(?:[’'`]?s)?[’'`]?\s+notes?\b"
-    r"|^\W*notes?\s+(?:from|by)\s+the\s+(?:transcriber|producer)",
     re.IGNORECASE,
 )
 # What a paragraph that continues a note talks about (besides the credit words).
@@ -187,7 +184,7 @@ def _without_trailing_blank_lines(body: str) -> str:
 def _without_front_matter(body: str) -> str:
     """`body` without Project Gutenberg's front matter in its first `_FRONT_NOTES_LINES` lines:
     "The Project Gutenberg Etext of X" banners, producers' credits and transcribers' notes
-    (a paragraph that opens one: `_GUTENBERG`, `_CREDIT`, `_NOTE`), the paragraphs that
+    (a paragraph that opens one: `_GUTENBERG`, `_CREDIT`, `TRANSCRIBER_NOTE`), the paragraphs that
     continue them (a bracketed note runs to its "]"; others while they talk about etexts,
     scans, spelling or errors, or are "***" rules), "***" rules before the text, and the blank
     lines after each."""
@@ -204,7 +201,11 @@ def _without_front_matter(body: str) -> str:
     before_text = True
     for start, end in paragraphs(body[:limit]):
         paragraph = body[start:end]
-        opens = _CREDIT.match(paragraph) or _NOTE.match(paragraph) or _GUTENBERG.search(paragraph)
+        opens = (
+            _CREDIT.match(paragraph)
+            or TRANSCRIBER_NOTE.match(paragraph)
+            or _GUTENBERG.search(paragraph)
+        )
         continues = (in_note or before_text) and _RULE.match(paragraph)
         continues = continues or (in_note and (
             open_bracket
@@ -277,10 +278,11 @@ def book_document(data: bytes, name: str, location: str) -> Iterator[Document | 
     if not body.strip():
         yield failure(location, "no_book_text", "nothing left after removing Gutenberg boilerplate")
         return
-    front = strip_front_matter(body)
+    front = strip_back_matter(strip_front_matter(body))
     meta = {"encoding": decoded.encoding}
     if front.removed:
         meta[PARTS_REMOVED] = front.summary()
+        meta[PARTS_REMOVED_TEXT] = front.removed_text
     yield Document(
         id=f"{NAME}:{name}",
         source=NAME,

@@ -4,10 +4,14 @@ paragraphs, with headings and closing sections decided.
 `wikimarkup.wikitext_to_text` calls `render_table` for each `{| ... |}` it finds and
 `format_blocks` last, once every inline construct (links, templates, tags) is gone.
 
-- A table keeps its text: its caption and each row become one line, the row's non-empty cells
-  joined by " | " (as trafilatura writes HTML tables as text), header cells included; cell
-  attributes (`style="..." |`) and row separators go. An article that is only a table (a list
-  of rivers, an election result) keeps its content instead of coming out empty.
+- A table that reads as text keeps it: its caption and each row become one line, the row's
+  non-empty cells joined by " | " (as trafilatura writes HTML tables as text), header cells
+  included; every cell's attributes (all before the cell's first single `|` outside a link,
+  as MediaWiki reads them, malformed ones included), cells that are attribute syntax only,
+  and row separators go. An article that is only a table (a list of rivers) keeps its content
+  instead of coming out empty. A table fewer than 40% of whose cells hold a letter (results,
+  statistics, data rows of numbers, dates and dashes) is not prose and is dropped whole, as
+  WikiExtractor drops every table.
 - List items (`*`, `#`, `:`, `;`) and table rows become one line each; other lines of a
   paragraph are joined with spaces, as a browser shows them; paragraphs are separated by one
   blank line, as WikiExtractor writes lists.
@@ -33,38 +37,74 @@ DROPPED_SECTIONS: frozenset[str] = wiki_sections.closing_section_names()
 ROW_MARK = "\ue000"
 ROW_SEPARATOR = " | "
 
-# `name="value"` / `name=value` attributes before a cell's single `|`: `style="x" | text`.
-_CELL_ATTRIBUTES = re.compile(
-    r"""\s*(?:[\w:-]+\s*=\s*(?:"[^"\n]*"|'[^'\n]*'|[^\s|"']+)\s*)+\|(?!\|)"""
+# A cell that is attribute syntax only (`colspan="2"` before a `||` that should have been one
+# `|`): no text of the table's.
+_ATTRIBUTES_ONLY = re.compile(
+    r"""(?:\s*[\w:-]+\s*=\s*(?:"[^"\n]*"?|'[^'\n]*'?|[^\s|"']+))+\s*[|"';]*\s*"""
 )
-_CELL_SPLIT = re.compile(r"\|\||!!")
 _BREAK = re.compile(r"<br\s*/?\s*>", re.IGNORECASE)
+_LETTER = re.compile(r"[^\W\d_]")
+# A table is kept as text when at least this share of its cells hold a letter; one whose cells
+# are mostly numbers, dates, scores or dashes (results, statistics, data rows) is dropped.
+_TEXT_CELL_SHARE = 0.4
+
+
+def _split_outside_links(line: str, separators: tuple[str, ...]) -> list[str]:
+    """`line` split at each of `separators` that stands outside `[[...]]` (a link's `|`)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(line):
+        if line.startswith("[[", i):
+            depth, i = depth + 1, i + 2
+        elif line.startswith("]]", i) and depth:
+            depth, i = depth - 1, i + 2
+        elif depth == 0 and line.startswith(separators, i):
+            width = next(len(sep) for sep in separators if line.startswith(sep, i))
+            parts.append(line[start:i])
+            start = i = i + width
+        else:
+            i += 1
+    parts.append(line[start:])
+    return parts
 
 
 def _cell_text(cell: str) -> str:
-    attributes = _CELL_ATTRIBUTES.match(cell)
-    if attributes:
-        cell = cell[attributes.end() :]
-    return " ".join(_BREAK.sub(" ", cell).split())
+    """A cell's text: what follows the first single `|` outside a link when there is one
+    (before it stand the cell's attributes, `style="..." |`, which MediaWiki never shows,
+    however malformed), nothing for a cell that is attribute syntax only."""
+    parts = _split_outside_links(cell, ("|",))
+    if len(parts) > 1:
+        cell = "|".join(parts[1:])
+    if _ATTRIBUTES_ONLY.fullmatch(cell):
+        return ""
+    return " ".join(_BREAK.sub(" ", cell).split()).strip("|").strip()
+
+
+def _reads_as_text(rows: list[list[str]]) -> bool:
+    cells = [cell for row in rows for cell in row]
+    with_letters = sum(bool(_LETTER.search(cell)) for cell in cells)
+    return with_letters >= _TEXT_CELL_SHARE * len(cells)
 
 
 def render_table(markup: str) -> str:
     """The text of one `{| ... |}` table (nested tables already rendered): a line per row and
-    caption, each starting with ROW_MARK; "" for a table with no text."""
-    rows: list[str] = []
+    caption, each starting with ROW_MARK; "" for a table with no text, or one that does not
+    read as text (fewer than _TEXT_CELL_SHARE of its cells hold a letter)."""
+    rows: list[list[str]] = []
+    nested: dict[int, str] = {}  # row index -> a nested table's row, kept as it came
     row: list[str] = []
 
     def flush() -> None:
         cells = [cell for cell in row if cell]
         if cells:
-            rows.append(ROW_MARK + ROW_SEPARATOR.join(cells))
+            rows.append(cells)
         row.clear()
 
     for line in markup.split("\n"):
         stripped = line.strip()
         if stripped.startswith(ROW_MARK):  # a row of a nested table: a row of its own
             flush()
-            rows.append(stripped)
+            nested[len(rows)] = stripped
+            rows.append(stripped[1:].split(ROW_SEPARATOR))
         elif stripped.startswith(("{|", "|}", "|-")):
             flush()
         elif stripped.startswith("|+"):
@@ -72,14 +112,18 @@ def render_table(markup: str) -> str:
             row.append(_cell_text(stripped[2:]))
             flush()
         elif stripped[:1] in ("|", "!"):
-            row.extend(_cell_text(cell) for cell in _CELL_SPLIT.split(stripped[1:]))
+            row.extend(_cell_text(cell) for cell in _split_outside_links(stripped[1:], ("||", "!!")))
         elif stripped:  # a cell's content going on over lines
             if row:
-                row[-1] = f"{row[-1]} {_cell_text(stripped)}".strip()
+                row[-1] = f"{row[-1]} {' '.join(_BREAK.sub(' ', stripped).split())}".strip()
             else:
                 row.append(_cell_text(stripped))
     flush()
-    return "\n".join(rows)
+    if not rows or not _reads_as_text(rows):
+        return ""
+    return "\n".join(
+        nested.get(i, ROW_MARK + ROW_SEPARATOR.join(cells)) for i, cells in enumerate(rows)
+    )
 
 
 _HEADING, _PARAGRAPH, _LIST = 0, 1, 2

@@ -22,9 +22,11 @@ of its own:
   siteinfo does not list) and interlanguage links `[[fr:...]]` vanish; `[[:Category:X]]` (a
   visible link) stays. External links `[http://x label]` -> label, `[http://x]` -> nothing.
 - Lines into paragraphs (`wiki_blocks.format_blocks`): headings become a paragraph of their
-  own; headings with no text under them are dropped, and so are the closing sections
-  ("References", "External links", "See also", ... in the languages of
-  `wiki_sections.CLOSING_SECTIONS`) at the article's top heading level. List items and table
+  own; headings with no text under them are dropped, and so are the closing sections at the
+  article's top heading level: the trailing sections whose body is mostly references, links,
+  citations, categories or navigation templates, in any language
+  (`wiki_back_matter.trailing_back_matter`), and those the titles of
+  `wiki_sections.CLOSING_SECTIONS` name ("References", "See also", ...). List items and table
   rows become one line each; other lines of a paragraph are joined with spaces, as a browser
   shows them; paragraphs are separated by one blank line. Rows of a table whose markup could
   not be paired are dropped, but a line starting with `|` that continues a paragraph is kept:
@@ -41,7 +43,7 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-from pipelines.sources.wikipedia import wiki_blocks
+from pipelines.sources.wikipedia import wiki_back_matter, wiki_blocks
 from pipelines.sources.wikipedia.wiki_blocks import DROPPED_SECTIONS
 
 # Names under which every wiki accepts its File/Media and Category namespaces, besides the
@@ -581,12 +583,13 @@ def convert_wikitext(wikitext: str, config: MarkupConfig = DEFAULT_CONFIG) -> wi
     text = strip_comments(text)
     text = strip_elements(text)
     text = strip_templates_and_tables(text)
+    back_matter = wiki_back_matter.trailing_back_matter(text, config.dropped_sections)
     text = replace_links(text, config)
     text = replace_external_links(text)
     text = strip_emphasis(text)
     text = strip_html_tags(text)
     text = strip_magic_words(text)
-    return wiki_blocks.format_blocks(text, config.dropped_sections)
+    return wiki_blocks.format_blocks(text, config.dropped_sections | back_matter)
 
 
 def wikitext_to_text(wikitext: str, config: MarkupConfig = DEFAULT_CONFIG) -> str:

@@ -1,0 +1,125 @@
+"""What the books source keeps of each shared book, and what apparatus it leaves: ours against
+another checkout.
+
+    python bench/bench_books.py [--baseline-root DIR] [--out bench/results/books.md]
+
+For each book in ../shared/corpora/books, the Project Gutenberg text (`strip_gutenberg`) goes
+through the books source's cut (`book_document`), and the table counts:
+
+- prose paragraphs lost: paragraphs of the Gutenberg text that `is_prose` calls running text and
+  that the kept text does not hold (the editor's preface of Candide and the subtitle of A
+  Modest Proposal are apparatus and count here too, so they show);
+- apparatus left in the kept text: `[Illustration` blocks, `{15}` page markers, lines of a
+  table of contents (lines of the first 300 that also stand later as a line of their own,
+  such as "CHAPTER 1. Loomings." before chapter 1), transcriber's note headings;
+- the cut, by kind, as `meta["parts_removed"]` reports it.
+
+The `before` column (with --baseline-root) runs the same on the source of another checkout,
+e.g. a `git archive` of an older commit unpacked into a folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOKS = ROOT.parent / "shared" / "corpora" / "books"
+
+# Writes {book: {"kept": text, "removed": summary, "body": Gutenberg text}} for the checkout.
+RUN = """
+import json, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from pipelines.sources.books.books import book_document, strip_gutenberg
+out = {{}}
+for path in sorted(Path({books!r}).glob("*.txt")):
+    data = path.read_bytes()
+    (doc,) = book_document(data, path.name, str(path))
+    body = strip_gutenberg(data.decode("utf-8-sig"))
+    out[path.name] = {{"kept": doc.text, "removed": doc.meta.get("parts_removed", ""),
+                       "body": body}}
+print(json.dumps(out))
+"""
+_PAGE_MARKER = re.compile(r"(?<![\w^_{{}}\\$])\{(?:\d{1,4}|[ivxlcdm]{1,8})\}")
+_TRANSCRIBER = re.compile(r"^\W*transcriber", re.IGNORECASE | re.MULTILINE)
+
+
+def run(root: str) -> dict[str, dict[str, str]]:
+    code = RUN.format(root=root, books=str(BOOKS))
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    return json.loads(done.stdout)
+
+
+def measures(book: dict[str, str]) -> dict[str, object]:
+    sys.path.insert(0, str(ROOT))
+    from pipelines.sources.books.book_front_matter import is_prose, paragraphs
+
+    body, kept = book["body"], book["kept"]
+    lost = [
+        body[a:b] for a, b in paragraphs(body)
+        if is_prose(body[a:b]) and body[a:b] not in kept
+    ]  # fmt: skip
+    lines = [line.strip() for line in kept.split("\n")]
+    standalone = [line for i, line in enumerate(lines) if line and i > 0 and not lines[i - 1]]
+    later = set(standalone[1:])
+    head = [line for line in lines[:300] if line]
+    contents = sum(
+        1 for i, line in enumerate(head)
+        if line in later and head.count(line) == 1 and lines.count(line) > 1
+    )  # fmt: skip
+    return {
+        "lost": f"{len(lost)} ({sum(len(p) for p in lost):,} chars)" if lost else "0",
+        "illustrations": kept.count("[Illustration"),
+        "page markers": len(_PAGE_MARKER.findall(kept)),
+        "contents lines": contents,
+        "transcriber notes": len(_TRANSCRIBER.findall(kept)),
+        "cut": book["removed"] or "-",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--baseline-root", default="")
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+    columns = {"ours": run(str(ROOT))}
+    if args.baseline_root:
+        columns["before"] = run(args.baseline_root)
+    labels = list(columns)
+    keys = ("lost", "illustrations", "page markers", "contents lines", "transcriber notes", "cut")
+    rows = [
+        "| book | " + " | ".join(keys) + " |",
+        "|---|" + "---:|" * (len(keys) - 1) + "---|",
+    ]
+    for name in sorted(columns["ours"]):
+        results = {label: measures(columns[label][name]) for label in labels}
+        cells = [" / ".join(str(results[label][key]) for label in labels) for key in keys]
+        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    report = "\n".join(
+        [
+            "# Books: the work kept, the apparatus cut",
+            "",
+            "`python bench/bench_books.py"
+            + (f" --baseline-root {args.baseline_root}" if args.baseline_root else "")
+            + "` on the books of ../shared/corpora/books; each cell is "
+            + " / ".join(columns)
+            + ". lost: prose paragraphs of the book not in the kept text; illustrations, page"
+            " markers, contents lines, transcriber notes: apparatus left in it; cut: what"
+            " `meta.parts_removed` reports.",
+            "",
+            *rows,
+            "",
+        ]
+    )
+    print(report)
+    if args.out:
+        Path(args.out).write_text(report, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
