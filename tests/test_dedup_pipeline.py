@@ -499,7 +499,13 @@ def test_one_and_two_worker_processes_give_identical_results(
     )
     for name in ("documents", "rejects", "clusters"):
         assert two[name] == default_run[name]
-    assert two["stats"]["counters"] == default_run["stats"]["counters"]
+    # The band hashes cross the LSH shuffle in batches (one element per band partition a batch
+    # touches), so that stage's bytes depend on where the runner cuts bundles by the elements'
+    # framing; what they carry (an 8-byte hash and a node per document and band) does not.
+    lsh_bytes = SHUFFLE_PREFIX + "lsh_buckets"
+    one, other = default_run["stats"]["counters"].copy(), two["stats"]["counters"].copy()
+    assert one.pop(lsh_bytes) == pytest.approx(other.pop(lsh_bytes), rel=0.25)
+    assert other == one
 
 
 def test_unreadable_input_fails_with_the_file_named(tmp_path, capsys):
