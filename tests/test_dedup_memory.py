@@ -153,8 +153,10 @@ def test_the_lsh_step_holds_one_band_partition_and_chains_a_hot_bucket():
         def run():
             fn.start_bundle()
             chunks = LazyGroup(
-                lambda c: (np.full(500, 7, dtype=np.uint64).tobytes(),
-                           [_node(500 * c + i) for i in range(500)]),
+                lambda c: (
+                    np.full(500, 7, dtype=np.uint64).tobytes(),
+                    [_node(500 * c + i) for i in range(500)],
+                ),
                 size // 500,
             )
             assert _drain(fn.process((b"\x00\x00\x00", chunks))) == size - 1

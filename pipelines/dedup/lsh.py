@@ -27,7 +27,6 @@ import numpy as np
 
 from pipelines.dedup.exact import Node
 
-
 # Partitions a band's buckets are split into: the LSH step's parallelism is bands x PARTITIONS
 # groups (224 by default), and a batch of documents sends at most that many elements.
 PARTITION_BITS = 4

@@ -499,9 +499,7 @@ class Deduplicate(beam.PTransform):
                 | f"{label}/KeepSmallest"
                 >> beam.ParDo(
                     _KeepSmallestFn(reason, similarity, cleared, later, cfg.batch_docs)
-                ).with_outputs(
-                    "decisions", "counts", *later, main="records"
-                )
+                ).with_outputs("decisions", "counts", *later, main="records")
             )
             counts.append(kept.counts)
             joined.append(kept.decisions)
