@@ -14,18 +14,21 @@ no step gathers documents, signatures or edges on one worker):
     URL:   GroupByKey(URL) of the records with a URL -> the smallest node's record goes on,
            the others are decided (records without a URL go on without a shuffle)
     exact: GroupByKey(text fingerprint) of the survivors -> the smallest node's record goes on
-    near:  survivors -> one key per LSH band -> GroupByKey(bucket) -> candidate edges (all
-           pairs, or chained to the smallest member in a hot bucket) -> Distinct
+    near:  survivors, in batches -> one element per LSH band partition a batch touches (the
+           hashes and their nodes: lsh.band_batches) -> GroupByKey(band partition) -> each
+           bucket's candidate edges (all pairs, or chained to the smallest member in a hot
+           bucket) -> Distinct
            -> [verify (verify.py): each edge's larger document sends its shingle set (packed
               exactly, ~25 bits a shingle: shingles.pack_set) to the smaller one;
               shingle sets are built, from the documents again, only for documents in an edge
-              (a side input says which); GroupByKey(smaller id) -> keep J >= threshold]
+              (the roles table, a dict side input, says which); GroupByKey(smaller id) -> keep
+              J >= threshold]
            -> ConnectedComponents (large-star/small-star) -> (member, smallest member)
     apply: GroupByKey(id) of documents with their decisions -> kept / Reject / ClusterMember
 
 The text crosses a shuffle once, in apply (zstd-compressed); the steps before it move ids,
-16-byte fingerprints and band hashes, and shingle sets only of documents in a candidate pair (a
-hot bucket's centre receives its members' sets and sends its own once).
+16-byte fingerprints and band hashes (batched), and shingle sets only of documents in a
+candidate pair (a hot bucket's centre receives its members' sets and sends its own once).
 `dedup_shuffle_bytes_<stage>` counts what each stage moves (bench/results/dedup.md: bytes
 shuffled per input byte); the step that sends it counts it (shuffle.py), as a separate counting
 step would cost a Beam transform for each shuffle.
