@@ -382,7 +382,9 @@ def render(rows, args, docs: int, planted: int, truth: int, mb: float, load) -> 
     lines = [
         "# Dedup at the cost of its compute: ours against datatrove's MinHash",
         "",
-        f"Run {datetime.date.today()} by `bench/bench_dedup_peers.py --workers {args.workers}` on "
+        f"Run {datetime.date.today()} by `bench/bench_dedup_peers.py --workers {args.workers}"
+        f"{' --dask' if args.dask else ''}{f' --scale-mb {args.scale_mb}' if args.scale_mb else ''}"
+        f"{' --profile' if args.profile else ''}` on "
         f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs (load average "
         f"{load[0]:.1f} at start, {load[1]:.1f} at end); Python {platform.python_version()}, "
         f"apache-beam {apache_beam.__version__}. Corpus: {docs:,} documents ({planted:,} planted "
