@@ -144,8 +144,9 @@ def watched(command: list[str], cwd: Path, extra: tuple[psutil.Process, ...] = (
     RSS, the launcher's peak RSS."""
     started = time.monotonic()
     extra_start = {p.pid: _cpu_s(p) for p in extra}
-    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     root = psutil.Process(proc.pid)
     cpu: dict[int, float] = {}
     peak_sum = peak_launcher = 0
@@ -170,13 +171,24 @@ def watched(command: list[str], cwd: Path, extra: tuple[psutil.Process, ...] = (
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"{command[:3]} failed ({proc.returncode}):\n{stderr[-3000:]}")
-    return {"wall_s": time.monotonic() - started, "cpu_s": sum(cpu.values()),
-            "peak_rss_mb": peak_sum / 1e6, "launcher_rss_mb": peak_launcher / 1e6,
-            "stdout": stdout, "stderr": stderr}
+    return {
+        "wall_s": time.monotonic() - started,
+        "cpu_s": sum(cpu.values()),
+        "peak_rss_mb": peak_sum / 1e6,
+        "launcher_rss_mb": peak_launcher / 1e6,
+        "stdout": stdout,
+        "stderr": stderr,
+    }
 
 
-def run_ours(corpus: Path, out: Path, workers: int, dedup: bool, ids: dict | None,
-             dask: tuple[str, tuple[psutil.Process, ...]] | None = None) -> dict:
+def run_ours(
+    corpus: Path,
+    out: Path,
+    workers: int,
+    dedup: bool,
+    ids: dict | None,
+    dask: tuple[str, tuple[psutil.Process, ...]] | None = None,
+) -> dict:
     """One preprocess run, watched; with `ids`, the duplicate pairs it found (clusters audit).
     `dask`: (scheduler address, its worker processes) to run on our DaskRunner instead of the
     FnApiRunner's multi_processing mode."""
@@ -184,11 +196,24 @@ def run_ours(corpus: Path, out: Path, workers: int, dedup: bool, ids: dict | Non
     runner = ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     if dask is not None:
         runner = ["--runner=DaskRunner", f"--dask_client_address={dask[0]}"]
-    run = watched([
-        sys.executable, "-m", "pipelines.preprocess", "--source=jsonl", f"--input={corpus}",
-        f"--output={out}", f"--tokenizer={GPT2}", "--append-eod", "--progress-interval=0",
-        "--keep-rejects", *runner, *([] if dedup else ["--no-dedup"]),
-    ], REPO, dask[1] if dask else ())
+    run = watched(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.preprocess",
+            "--source=jsonl",
+            f"--input={corpus}",
+            f"--output={out}",
+            f"--tokenizer={GPT2}",
+            "--append-eod",
+            "--progress-interval=0",
+            "--keep-rejects",
+            *runner,
+            *([] if dedup else ["--no-dedup"]),
+        ],
+        REPO,
+        dask[1] if dask else (),
+    )
     if ids is None:
         return run
     clusters, dropped = [], set()
@@ -196,11 +221,16 @@ def run_ours(corpus: Path, out: Path, workers: int, dedup: bool, ids: dict | Non
         for line in path.open(encoding="utf-8"):
             row = json.loads(line)
             if "kept_id" in row:
-                clusters.append({"kept_id": ids[row["kept_id"]], "removed_id": ids[row["removed_id"]]})
+                clusters.append(
+                    {"kept_id": ids[row["kept_id"]], "removed_id": ids[row["removed_id"]]}
+                )
             elif not str(row.get("reason", "")).endswith("duplicate"):
                 dropped.add(ids.get(row.get("doc_id") or row.get("id") or row.get("location"), ""))
-    run.update(found=found_pairs(clusters), dropped=dropped,
-               stats=json.loads((out / "stats.json").read_text()))
+    run.update(
+        found=found_pairs(clusters),
+        dropped=dropped,
+        stats=json.loads((out / "stats.json").read_text()),
+    )
     return run
 
 
@@ -248,12 +278,17 @@ def dask_runs(corpus: Path, workers: int, tmp: Path, ids: dict) -> tuple[dict, d
     here, counted with the run), dedup off and on."""
     from dask.distributed import LocalCluster
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster:
+    with LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
         procs = tuple(psutil.Process().children(recursive=True))
-        off = run_ours(corpus, tmp / "dask-off", workers, False, ids, (cluster.scheduler_address, procs))
+        off = run_ours(
+            corpus, tmp / "dask-off", workers, False, ids, (cluster.scheduler_address, procs)
+        )
         _progress("DaskRunner, --no-dedup", off)
-        on = run_ours(corpus, tmp / "dask-on", workers, True, ids, (cluster.scheduler_address, procs))
+        on = run_ours(
+            corpus, tmp / "dask-on", workers, True, ids, (cluster.scheduler_address, procs)
+        )
         _progress("DaskRunner, dedup", on)
     return off, on
 
@@ -271,8 +306,9 @@ def scale_runs(sizes_mb: list[float], workers: int, tmp: Path) -> list[dict]:
         _progress(f"{mb:g} MB, --no-dedup", off)
         on = run_ours(folder, tmp / "scale-on", workers, True, None)
         _progress(f"{mb:g} MB, dedup", on)
-        rows.append({"mb": info["text_bytes"] / 1e6, "documents": info["documents"],
-                     "off": off, "on": on})
+        rows.append(
+            {"mb": info["text_bytes"] / 1e6, "documents": info["documents"], "off": off, "on": on}
+        )
     return rows
 
 
@@ -293,11 +329,18 @@ def profile_dedup(corpus: Path, out: Path) -> list[tuple[str, float]]:
 
     profiler = cProfile.Profile()
     profiler.enable()
-    code = preprocess([
-        "--source=jsonl", f"--input={corpus}", f"--output={out}", f"--tokenizer={GPT2}",
-        "--append-eod", "--progress-interval=0", "--direct_running_mode=in_memory",
-        "--direct_num_workers=1",
-    ])
+    code = preprocess(
+        [
+            "--source=jsonl",
+            f"--input={corpus}",
+            f"--output={out}",
+            f"--tokenizer={GPT2}",
+            "--append-eod",
+            "--progress-interval=0",
+            "--direct_running_mode=in_memory",
+            "--direct_num_workers=1",
+        ]
+    )
     profiler.disable()
     if code != 0:
         raise SystemExit(f"profiled run failed ({code})")
@@ -323,8 +366,11 @@ def score(truth: set, found: set, dropped: set) -> tuple[float, float, float]:
 
 
 def _progress(name: str, run: dict) -> None:
-    print(f"{name}: wall {run['wall_s']:.1f} s, CPU {run['cpu_s']:.1f} s, "
-          f"summed peak RSS {run['peak_rss_mb']:.0f} MB", flush=True)
+    print(
+        f"{name}: wall {run['wall_s']:.1f} s, CPU {run['cpu_s']:.1f} s, "
+        f"summed peak RSS {run['peak_rss_mb']:.0f} MB",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -339,8 +385,10 @@ def main() -> None:
     docs, planted = planted_corpus()
     truth = set(ground_truth(docs, THRESHOLD))
     mb = sum(len(d.text.encode("utf-8")) for d in docs) / 1e6
-    print(f"{len(docs)} documents, {len(planted)} planted, {mb:.1f} MB, {len(truth)} true pairs",
-          flush=True)
+    print(
+        f"{len(docs)} documents, {len(planted)} planted, {mb:.1f} MB, {len(truth)} true pairs",
+        flush=True,
+    )
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp, "corpus")
@@ -360,14 +408,22 @@ def main() -> None:
     rows = [
         ("ours, --no-dedup", off, None, None),
         ("ours, dedup (default)", on, dedup_cpu, score(truth, on["found"], on["dropped"])),
-        ("datatrove 0.10.1 MinHash (4 stages)", peer, peer["cpu_s"],
-         score(truth, peer["found"], on["dropped"])),
+        (
+            "datatrove 0.10.1 MinHash (4 stages)",
+            peer,
+            peer["cpu_s"],
+            score(truth, peer["found"], on["dropped"]),
+        ),
     ]
     if dask:
         rows += [
             ("ours on the DaskRunner, --no-dedup", dask[0], None, None),
-            ("ours on the DaskRunner, dedup", dask[1], dask[1]["cpu_s"] - dask[0]["cpu_s"],
-             score(truth, dask[1]["found"], dask[1]["dropped"])),
+            (
+                "ours on the DaskRunner, dedup",
+                dask[1],
+                dask[1]["cpu_s"] - dask[0]["cpu_s"],
+                score(truth, dask[1]["found"], dask[1]["dropped"]),
+            ),
         ]
     text = render(rows, args, len(docs), len(planted), len(truth), mb, (load_start, load_end))
     text += render_scale(scale) + render_profile(profile)
@@ -398,16 +454,22 @@ def render(rows, args, docs: int, planted: int, truth: int, mb: float, load) -> 
         cpu = "-" if dedup_cpu is None else f"{dedup_cpu:.1f}"
         per_mb = "-" if dedup_cpu is None else f"{dedup_cpu / mb:.3f}"
         q = ["-"] * 3 if quality is None else [f"{x:.3f}" for x in quality]
-        lines.append(f"| {name} | {run['wall_s']:.1f} | {run['cpu_s']:.1f} | "
-                     f"{run['peak_rss_mb']:.0f} | {cpu} | {per_mb} | {' | '.join(q)} |")
+        lines.append(
+            f"| {name} | {run['wall_s']:.1f} | {run['cpu_s']:.1f} | "
+            f"{run['peak_rss_mb']:.0f} | {cpu} | {per_mb} | {' | '.join(q)} |"
+        )
     peer_cpu = rows[2][2]
     lines += [
         "",
         f"Ratios in this run: dedup on / off, CPU {on['cpu_s'] / off['cpu_s']:.2f}x, wall "
         f"{on['wall_s'] / off['wall_s']:.2f}x (target 1.5x each); datatrove's dedup CPU / ours "
         f"{peer_cpu / max(rows[1][2], 1e-9):.2f}x (target 3x)"
-        + (f"; on the DaskRunner, dedup on / off CPU {rows[4][1]['cpu_s'] / rows[3][1]['cpu_s']:.2f}x, "
-           f"wall {rows[4][1]['wall_s'] / rows[3][1]['wall_s']:.2f}x" if len(rows) > 3 else "")
+        + (
+            f"; on the DaskRunner, dedup on / off CPU {rows[4][1]['cpu_s'] / rows[3][1]['cpu_s']:.2f}x, "
+            f"wall {rows[4][1]['wall_s'] / rows[3][1]['wall_s']:.2f}x"
+            if len(rows) > 3
+            else ""
+        )
         + ". Ours' dedup CPU is the difference "
         "of the two runs of the whole pipeline; datatrove's is its whole MinHash run (reading "
         "the JSONL twice and writing the kept documents included).",
@@ -436,9 +498,12 @@ def render_scale(rows: list[dict]) -> str:
         )
     if len(rows) > 1:
         first, last = rows[0], rows[-1]
-        lines += ["", f"Summed peak RSS with dedup, {last['mb']:.0f} MB / {first['mb']:.0f} MB: "
-                  f"{last['on']['peak_rss_mb'] / first['on']['peak_rss_mb']:.2f}x (input "
-                  f"{last['mb'] / first['mb']:.1f}x; target 1.2x from 250 MB to 1 GB)."]
+        lines += [
+            "",
+            f"Summed peak RSS with dedup, {last['mb']:.0f} MB / {first['mb']:.0f} MB: "
+            f"{last['on']['peak_rss_mb'] / first['on']['peak_rss_mb']:.2f}x (input "
+            f"{last['mb'] / first['mb']:.1f}x; target 1.2x from 250 MB to 1 GB).",
+        ]
     return "\n".join(lines) + "\n\n"
 
 

@@ -229,7 +229,8 @@ class _KeepSmallestFn(SendingFn):
     for an id read twice), with `cleared` fields emptied, sent on to the first of
     `next_stages` that takes it (_Router; the main output without any); "decisions": (removed
     id, ("dec", _Decision)) for every other member, apply's input (counted). Two passes over
-    the group, which is never held."""
+    the group, which is never held. Records bound for the LSH step leave as band batches of
+    `batch_docs` records, the rest at the bundle's end."""
 
     def __init__(
         self,
