@@ -326,8 +326,8 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
         "URL / exact keep-smallest, one group of all": grouped(
             _KeepSmallestFn("exact_duplicate", 1.0, {"fingerprint": b""}), b"k", records.__getitem__
         ),
-        "LSH bucket edges, one hot bucket of all": grouped(
-            _BucketEdgesFn(100), b"k", nodes.__getitem__
+        "LSH bucket edges, one band partition holding a hot bucket of all": grouped(
+            _BucketEdgesFn(100), b"k", lambda i: (np.uint64(7).tobytes(), [nodes[i]])
         ),
         "verify, shingle sets of paired documents: every document": run_pair_shingles,
         "verify, Jaccard: one document paired with all": grouped(VerifyFn(0.8), "x", incoming),

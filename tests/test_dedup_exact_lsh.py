@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import gzip
 import json
 from pathlib import Path
@@ -83,11 +84,41 @@ def test_keep_smallest_uses_rank_then_id():
     assert exact.source_rank("webtext", ("wikipedia", "books")) == 2
 
 
-def test_bucket_keys_separate_scopes_and_bands():
-    h = np.array([5, 5, 7], dtype=np.uint64)
-    keys = lsh.bucket_keys("", h)
+def test_band_batches_separate_scopes_and_bands():
+    h = np.array([[5, 5, 7]], dtype=np.uint64)
+    keys = [key for key, _ in lsh.band_batches("", [(0, "d")], h)]
     assert len(set(keys)) == 3  # same hash in bands 0 and 1: different buckets
-    assert set(keys).isdisjoint(lsh.bucket_keys("books", h))
+    assert set(keys).isdisjoint(key for key, _ in lsh.band_batches("books", [(0, "d")], h))
+
+
+def test_band_batches_regroup_into_the_buckets_of_documents_sharing_a_band_hash():
+    # Real paragraphs, some with lightly edited copies, signed as Features signs them, sent in
+    # two batches: every bucket (band, hash) with two or more documents comes out of its band
+    # partition's group once, with exactly its members, and one element per band partition a
+    # batch touches crosses the shuffle, not one per band and document.
+    from pipelines.dedup.minhash import MinHasher, band_hashes
+    from pipelines.dedup.shingles import shingle_batch
+
+    text = (CORPORA / "books" / "2701-0.txt").read_text(encoding="utf-8-sig")
+    paragraphs = [p for p in text.replace("\r\n", "\n").split("\n\n") if len(p.split()) > 40]
+    texts = paragraphs[:300] + [p.replace(" the ", " a ", 1) for p in paragraphs[:300:3]]
+    nodes = [(i % 2, f"books:{i:04d}") for i in range(len(texts))]
+    bands = band_hashes(MinHasher(112, 1).signatures(shingle_batch(texts)), 14, 8)
+    expected = {}
+    for node, row in zip(nodes, bands):
+        for band, h in enumerate(row.tolist()):
+            expected.setdefault((band, h), set()).add(node)
+    expected = collections.Counter(frozenset(m) for m in expected.values() if len(m) > 1)
+    assert len(expected) >= 90  # nearly every copy shares a band with its original
+    groups = {}
+    half = len(texts) // 2
+    for batch in (slice(0, half), slice(half, None)):
+        sent = list(lsh.band_batches("", nodes[batch], bands[batch]))
+        assert len(sent) <= 14 * lsh.PARTITIONS < 14 * half
+        for key, chunk in sent:
+            groups.setdefault(key, []).append(chunk)
+    found = [frozenset(m) for chunks in groups.values() for m in lsh.bucket_members(chunks)]
+    assert collections.Counter(found) == expected
 
 
 def test_small_bucket_links_all_pairs():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipelines.dedup import DedupConfig
@@ -106,7 +107,6 @@ SHINGLES = pack_set(shingle_set(_paragraph_pool()[0][:400]))
     "make_fn, make_value",
     [
         (lambda: _KeepSmallestFn("exact_duplicate", 1.0, {"fingerprint": b""}), _record),
-        (lambda: _BucketEdgesFn(100), _node),
         (lambda: _StarStepFn(large_star, 1, False), lambda i: _node(i + 1)),
         (lambda: _StarStepFn(small_star, 1, True), _node),
         (lambda: _StarCheckFn(4), lambda i: _node(i + 10**6)),
@@ -118,7 +118,6 @@ SHINGLES = pack_set(shingle_set(_paragraph_pool()[0][:400]))
     ],
     ids=[
         "keep-smallest",
-        "hot-bucket",
         "large-star",
         "small-star",
         "star-check",
@@ -141,6 +140,33 @@ def test_grouped_steps_stream_their_group(make_fn, make_value):
     small, large = traced_peak(group(3_000)), traced_peak(group(12_000))
     # 12k members held at once would be ~1.5 MB; streamed, the peak does not grow.
     assert large < 1.25 * small + 256 * 1024, (small, large)
+
+
+def test_the_lsh_step_holds_one_band_partition_and_chains_a_hot_bucket():
+    # A group of the LSH step is one band partition: its entries (8 bytes of hash and a node
+    # each) are held, sorted by hash, so its peak grows with the partition, by well under
+    # 200 bytes an entry; a hot bucket among them (every member one hash) is chained to its
+    # smallest member, n - 1 edges, never the n(n - 1)/2 pairs.
+    fn = _BucketEdgesFn(100)
+
+    def partition(size: int):
+        def run():
+            fn.start_bundle()
+            chunks = LazyGroup(
+                lambda c: (
+                    np.full(500, 7, dtype=np.uint64).tobytes(),
+                    [_node(500 * c + i) for i in range(500)],
+                ),
+                size // 500,
+            )
+            assert _drain(fn.process((b"\x00\x00\x00", chunks))) == size - 1
+
+        return run
+
+    partition(500)()
+    small, large = traced_peak(partition(3_000)), traced_peak(partition(12_000))
+    assert large - small < 200 * 9_000, (small, large)
+    assert fn._counts.drain()["dedup_hot_buckets"] == 1
 
 
 def test_the_check_would_catch_a_step_that_materialises_its_group():

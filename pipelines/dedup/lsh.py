@@ -8,6 +8,14 @@ and the same connected component, because every member is linked to one common n
 exact-Jaccard verification a chained member is only checked against that node, so a hot
 bucket can miss pairs that are similar to each other but not to its smallest member; the
 counter `dedup_hot_buckets` says how often that happens.
+
+What crosses the LSH shuffle: not one element per document and band (~15 a document, each
+paying the runner's per-element cost on the data plane), but one per band *partition* per
+batch of documents (`band_batches`): a band's buckets are split into PARTITIONS by the top bits
+of their hash, and a batch sends each (band, partition) it touches one element, the packed
+hashes and the nodes that have them. The grouping step (`bucket_members`) sorts a partition's
+hashes and yields each bucket's members: a group holds one band partition's entries (an 8-byte
+hash and a node each, 1 / PARTITIONS of the documents), not one bucket's.
 """
 
 from __future__ import annotations
@@ -19,14 +27,53 @@ import numpy as np
 
 from pipelines.dedup.exact import Node
 
+# Partitions a band's buckets are split into: the LSH step's parallelism is bands x PARTITIONS
+# groups (224 by default), and a batch of documents sends at most that many elements.
+PARTITION_BITS = 4
+PARTITIONS = 1 << PARTITION_BITS
 
-def bucket_keys(scope: str, band_hashes: np.ndarray) -> list[bytes]:
-    """One GroupByKey key per band: scope, band index, band hash (bytes are a deterministic
-    key on every runner). `scope` is "" when dedup runs across all sources, else the source."""
-    prefix = scope.encode("utf-8") + b"\x00"
-    return [
-        prefix + bytes((band,)) + int(h).to_bytes(8, "little") for band, h in enumerate(band_hashes)
-    ]
+
+def partition_key(scope: str, band: int, partition: int) -> bytes:
+    """The GroupByKey key of one band partition: scope, band index, partition (bytes are a
+    deterministic key on every runner). `scope` is "" when dedup runs across all sources, else
+    the source."""
+    return scope.encode("utf-8", "surrogatepass") + b"\x00" + bytes((band, partition))
+
+
+def band_batches(
+    scope: str, nodes: list[Node], hashes: np.ndarray
+) -> Iterator[tuple[bytes, tuple[bytes, list[Node]]]]:
+    """(partition key, (packed uint64 hashes, their nodes)) for every band partition that the
+    documents `nodes` (one row of band hashes each in `hashes`, shape (len(nodes), bands)) touch."""
+    hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
+    partitions = (hashes >> np.uint64(64 - PARTITION_BITS)).astype(np.uint8)
+    for band in range(hashes.shape[1]):
+        column, parts = hashes[:, band], partitions[:, band]
+        order = np.argsort(parts, kind="stable")
+        bounds = np.flatnonzero(np.diff(parts[order])) + 1
+        for run in np.split(order, bounds):
+            if len(run):
+                key = partition_key(scope, band, int(parts[run[0]]))
+                yield key, (column[run].tobytes(), [nodes[i] for i in run])
+
+
+def bucket_members(chunks: Iterable[tuple[bytes, list[Node]]]) -> Iterator[list[Node]]:
+    """The members of every bucket of one band partition with two or more members, from the
+    partition's (packed hashes, nodes) chunks (band_batches)."""
+    hashes, nodes = [], []
+    for packed, chunk_nodes in chunks:
+        hashes.append(np.frombuffer(packed, dtype=np.uint64))
+        nodes += chunk_nodes
+    if not nodes:
+        return
+    hashes = np.concatenate(hashes)
+    order = np.argsort(hashes, kind="stable")
+    sorted_hashes = hashes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_hashes[1:] != sorted_hashes[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        if end - start > 1:
+            yield [nodes[i] for i in order[start:end]]
 
 
 def bucket_edges(

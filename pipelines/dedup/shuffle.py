@@ -6,11 +6,11 @@ Every step that sends elements to a grouping step of `Deduplicate` counts them w
 receives its input through `counted`, a pass-through step that does the same. The size is the
 length of the element encoded with the coder Beam picks for that PCollection, which is the
 coder the runner uses to write the GroupByKey's input; the runner's own framing (window,
-timestamp, key hash) is not counted. For a combine (Distinct, CombinePerKey) the input is counted before any combiner lifting, an upper
-bound on what it shuffles (for a Distinct, the element, before it is paired with None); the
-verification's roles side input (stage verify_roles) is counted like a GroupByKey input, since
-the runner materialises it much as it would a shuffle. Several steps may send to one stage
-(apply's four inputs): the stage's counter is their sum.
+timestamp, key hash) is not counted. For a combine (Distinct, CombinePerKey) the input is
+counted before any combiner lifting, an upper bound on what it shuffles (for a Distinct, the
+element, before it is paired with None; the verification's roles, stage verify_roles, enter the
+roles table's combine). Several steps may send to one stage (apply's four inputs): the stage's
+counter is their sum.
 
 The counter `dedup_input_bytes` holds the UTF-8 bytes of the text entering dedup, so
 `shuffle_ratio` (pipelines.stats.shuffle_summary, the stats.json section) is the bytes shuffled
@@ -90,7 +90,7 @@ def counted(pcoll: beam.PCollection, label: str, stage: str, counts: list) -> be
     return out.main
 
 
-# What each step sends to a GroupByKey (or to the roles side input), typed as Beam inferred it
+# What each step sends to a GroupByKey (or a combine), typed as Beam inferred it
 # when a separate `counted` step sat between them, so that the coder the runner writes it with
 # and every dedup_shuffle_bytes_* figure stay the same.
 ANY = typehints.Any
@@ -109,10 +109,10 @@ class CountingFn(beam.DoFn):
 
 
 class SendingFn(CountingFn):
-    """A step whose output goes to a GroupByKey of `stage` (a combine's, or the roles side
-    input): it counts the bytes it sends there itself (ShuffleBytes, tag "counts"),
-    one transform fewer than a separate `counted` step (~7 ms of CPU each to build and start,
-    whatever the data). Its other counts go to Beam metrics only, as before."""
+    """A step whose output goes to a GroupByKey (or a combine) of `stage`: it counts the bytes
+    it sends there itself (ShuffleBytes, tag "counts"), one transform fewer than a separate
+    `counted` step (~7 ms of CPU each to build and start, whatever the data). Its other counts
+    go to Beam metrics only."""
 
     def __init__(self, stage: str, sent_type) -> None:
         self._bytes = ShuffleBytes(stage, coders.registry.get_coder(sent_type))

@@ -14,18 +14,21 @@ no step gathers documents, signatures or edges on one worker):
     URL:   GroupByKey(URL) of the records with a URL -> the smallest node's record goes on,
            the others are decided (records without a URL go on without a shuffle)
     exact: GroupByKey(text fingerprint) of the survivors -> the smallest node's record goes on
-    near:  survivors -> one key per LSH band -> GroupByKey(bucket) -> candidate edges (all
-           pairs, or chained to the smallest member in a hot bucket) -> Distinct
+    near:  survivors, in batches -> one element per LSH band partition a batch touches (the
+           hashes and their nodes: lsh.band_batches) -> GroupByKey(band partition) -> each
+           bucket's candidate edges (all pairs, or chained to the smallest member in a hot
+           bucket) -> Distinct
            -> [verify (verify.py): each edge's larger document sends its shingle set (packed
               exactly, ~25 bits a shingle: shingles.pack_set) to the smaller one;
               shingle sets are built, from the documents again, only for documents in an edge
-              (a side input says which); GroupByKey(smaller id) -> keep J >= threshold]
+              (the roles table, a dict side input, says which); GroupByKey(smaller id) -> keep
+              J >= threshold]
            -> ConnectedComponents (large-star/small-star) -> (member, smallest member)
     apply: GroupByKey(id) of documents with their decisions -> kept / Reject / ClusterMember
 
 The text crosses a shuffle once, in apply (zstd-compressed); the steps before it move ids,
-16-byte fingerprints and band hashes, and shingle sets only of documents in a candidate pair (a
-hot bucket's centre receives its members' sets and sends its own once).
+16-byte fingerprints and band hashes (batched), and shingle sets only of documents in a
+candidate pair (a hot bucket's centre receives its members' sets and sends its own once).
 `dedup_shuffle_bytes_<stage>` counts what each stage moves (bench/results/dedup.md: bytes
 shuffled per input byte); the step that sends it counts it (shuffle.py), as a separate counting
 step would cost a Beam transform for each shuffle.
@@ -46,7 +49,7 @@ import numpy as np
 from apache_beam import coders, pvalue
 
 from pipelines.dedup import exact, lsh
-from pipelines.dedup.batching import DocBatcher
+from pipelines.dedup.batching import DocBatcher, emit_windowed
 from pipelines.dedup.components import ConnectedComponents
 from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.decontaminate import CONTAMINATION, Decontaminate
@@ -157,6 +160,7 @@ class _FeaturesFn(DocBatcher):
                 bands=bands[i].tobytes() if has_shingles else b"",
             )
             yield from self._router.send_on(tuple(record))
+        yield from self._router.flush()
 
 
 URL_STAGE, EXACT_STAGE, BUCKETS_STAGE, APPLY_STAGE = "url", "exact", "lsh_buckets", "apply"
@@ -166,10 +170,12 @@ class _Router:
     """Sends a _Record tuple on to the first of `stages` that takes it, as the output tagged
     with that stage, counting what it sends (ShuffleBytes): URL_STAGE and EXACT_STAGE take
     (_url_key or _fingerprint_key) (key, record) where the key function gives one (a record
-    without a URL skips the URL step); BUCKETS_STAGE takes (bucket key, node) for each LSH band,
-    or nothing for a document without shingles. A record no stage is left for is the main
-    output. The step that makes or keeps a record routes it itself: a keying step in front of
-    each GroupByKey would be one more Beam transform each (~7 ms of CPU to build and start)."""
+    without a URL skips the URL step); BUCKETS_STAGE takes the record's band hashes, which wait
+    until `flush` sends the waiting records' as band batches (lsh.band_batches: one element per
+    band partition a batch touches, not one per band and document); a document without shingles
+    goes to no bucket. A record no stage is left for is the main output. The step that makes or
+    keeps a record routes it itself: a keying step in front of each GroupByKey would be one more
+    Beam transform each (~7 ms of CPU to build and start)."""
 
     def __init__(self, stages: tuple[str, ...]) -> None:
         self._stages = tuple(stages)
@@ -177,16 +183,20 @@ class _Router:
             stage: ShuffleBytes(stage, coders.registry.get_coder(_SENT_TYPES[stage]))
             for stage in self._stages
         }
+        self._waiting: list[_Record] = []  # records whose band hashes flush sends
 
     def start_bundle(self, counts: BundleCounts) -> None:
         """`counts`: the DoFn's BundleCounts that it emits as data."""
         for sent in self._bytes.values():
             sent.start_bundle(counts)
+        self._waiting = []
 
     def send_on(self, record: tuple):
         for stage in self._stages:
             if stage == BUCKETS_STAGE:
-                yield from self._to_buckets(record)
+                record = _Record._make(record)
+                if record.bands:
+                    self._waiting.append(record)
                 return
             keyed = _KEY_FNS[stage](record)
             if keyed is not None:
@@ -195,14 +205,23 @@ class _Router:
                 return
         yield record
 
-    def _to_buckets(self, record: tuple):
-        record = _Record._make(record)
-        if not record.bands:
-            return
-        sent = self._bytes[BUCKETS_STAGE]
-        for key in lsh.bucket_keys(record.scope, np.frombuffer(record.bands, dtype=np.uint64)):
-            sent.add((key, record.node))
-            yield pvalue.TaggedOutput(BUCKETS_STAGE, (key, record.node))
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def flush(self):
+        """The band batches of the waiting records, scope by scope."""
+        waiting, self._waiting = self._waiting, []
+        by_scope: dict[str, list[_Record]] = {}
+        for record in waiting:
+            by_scope.setdefault(record.scope, []).append(record)
+        sent = self._bytes.get(BUCKETS_STAGE)
+        for scope, records in sorted(by_scope.items()):
+            packed = b"".join(record.bands for record in records)
+            hashes = np.frombuffer(packed, dtype=np.uint64).reshape(len(records), -1)
+            for element in lsh.band_batches(scope, [r.node for r in records], hashes):
+                sent.add(element)
+                yield pvalue.TaggedOutput(BUCKETS_STAGE, element)
 
 
 class _KeepSmallestFn(SendingFn):
@@ -210,7 +229,8 @@ class _KeepSmallestFn(SendingFn):
     for an id read twice), with `cleared` fields emptied, sent on to the first of
     `next_stages` that takes it (_Router; the main output without any); "decisions": (removed
     id, ("dec", _Decision)) for every other member, apply's input (counted). Two passes over
-    the group, which is never held."""
+    the group, which is never held. Records bound for the LSH step leave as band batches of
+    `batch_docs` records, the rest at the bundle's end."""
 
     def __init__(
         self,
@@ -218,16 +238,22 @@ class _KeepSmallestFn(SendingFn):
         similarity: float | None,
         cleared: dict,
         next_stages: tuple[str, ...] = (),
+        batch_docs: int = DedupConfig.batch_docs,
     ) -> None:
         super().__init__(APPLY_STAGE, ANY)
         self._reason = reason
         self._similarity = similarity
         self._cleared = cleared
         self._router = _Router(next_stages)
+        self._batch_docs = batch_docs
 
     def start_bundle(self) -> None:
         super().start_bundle()
         self._router.start_bundle(self._sent)
+
+    def finish_bundle(self):
+        yield from emit_windowed(self._router.flush())
+        yield from super().finish_bundle()
 
     def process(self, element):
         _, records = element
@@ -241,23 +267,27 @@ class _KeepSmallestFn(SendingFn):
             else:
                 decision = _Decision(self._reason, kept[1], kept[1], self._similarity)
                 yield pvalue.TaggedOutput("decisions", self._send((node[1], ("dec", decision))))
+        if self._router.waiting >= self._batch_docs:  # band batches of batch_docs documents
+            yield from self._router.flush()
 
 
 class _BucketEdgesFn(SendingFn):
-    """(bucket key, members) -> (candidate edge, None), the input of Beam's Distinct's combine;
-    the edge is what is counted, as it was when Distinct's own step made the pair."""
+    """(band partition key, its (hashes, nodes) chunks) -> (candidate edge, None) for the
+    members of each bucket (lsh.bucket_members), the input of Beam's Distinct's combine; the
+    edge is what is counted, as it was when Distinct's own step made the pair."""
 
     def __init__(self, max_pairs_members: int) -> None:
         super().__init__("candidate_edges", ANY)
         self._max_pairs_members = max_pairs_members
 
     def process(self, element):
-        _, members = element
-        hot, edges = lsh.bucket_edges(members, self._max_pairs_members)
-        self._counts.inc("dedup_hot_buckets", int(hot))
-        for edge in edges:
-            self._counts.inc("dedup_candidate_edges")
-            yield self._send(edge), None
+        _, chunks = element
+        for members in lsh.bucket_members(chunks):
+            hot, edges = lsh.bucket_edges(members, self._max_pairs_members)
+            self._counts.inc("dedup_hot_buckets", int(hot))
+            for edge in edges:
+                self._counts.inc("dedup_candidate_edges")
+                yield self._send(edge), None
 
 
 # Texts of this many characters or more cross apply's shuffle zstd-compressed (level 1, through
@@ -471,9 +501,9 @@ class Deduplicate(beam.PTransform):
                 keyed
                 | f"{label}/Group" >> beam.GroupByKey()
                 | f"{label}/KeepSmallest"
-                >> beam.ParDo(_KeepSmallestFn(reason, similarity, cleared, later)).with_outputs(
-                    "decisions", "counts", *later, main="records"
-                )
+                >> beam.ParDo(
+                    _KeepSmallestFn(reason, similarity, cleared, later, cfg.batch_docs)
+                ).with_outputs("decisions", "counts", *later, main="records")
             )
             counts.append(kept.counts)
             joined.append(kept.decisions)

@@ -1,13 +1,20 @@
 """Near duplicates, exact-Jaccard verification of the candidate pairs: each pair's larger
 document sends its shingle set (packed exactly, shingles.pack_set) to the smaller one, which
 keeps the pairs at or above the threshold. Shingle sets are built, from the documents again,
-only for the documents in a pair: a multimap side input, the roles, says which document sends
-to which.
+only for the documents in a pair: a side input, the roles table, says which document sends to
+which.
 
     (candidate edge, None) once per edge (a Distinct's combine's output)
-      -> Roles: each edge's sender -> its receiver; each receiver once (Distinct)
-      -> PairShingles (documents, roles side input) -> GroupByKey(receiver id)
+      -> Roles: each edge's sender -> its receiver, and the receiver -> RECEIVES
+      -> RolesTable (a combine): document id -> its roles, each once
+      -> PairShingles (documents, the table as a dict side input) -> GroupByKey(receiver id)
       -> Jaccard: "edges" (u, v) at or above the threshold, and each end's candidate best match
+
+The table is a dict side input (read once per bundle and worker), not a multimap looked up per
+document: the Python SDK's state cache weighs every multimap value it loads (objsize walks the
+value's references, ~2 ms a lookup), which cost more than all of dedup's other work together
+(profile in bench/results/dedup_peers.md). A worker holds the table: an id and a node or two
+for each document in a candidate pair.
 """
 
 from __future__ import annotations
@@ -21,12 +28,10 @@ from pipelines.dedup import exact
 from pipelines.dedup.batching import DocBatcher
 from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.shingles import jaccard, pack_set, shingle_batch, unpack_set
-from pipelines.dedup.shuffle import ANY, PAIR, TO_DISTINCT, SendingFn, ShuffleBytes, sending
+from pipelines.dedup.shuffle import ANY, PAIR, SendingFn, ShuffleBytes, sending
 from pipelines.document import Document
 
 MATCH = typehints.Tuple[typehints.Any, typehints.Tuple[float, typehints.Any]]
-RECEIVER = typehints.Tuple[typehints.Any, str]
-ROLE = typehints.Union[RECEIVER, PAIR]
 
 
 def edge_roles(edge):
@@ -39,37 +44,50 @@ RECEIVES = "receives"  # the side-input entry of a document that other documents
 
 
 class RolesFn(SendingFn):
-    """(distinct candidate edge (u, v), None) -> "senders": edge_roles; main: (u id, None),
-    for the distinct receivers. Both are the roles side input's (stage verify_roles); a
-    receiver id is counted as it was before it was paired for Distinct."""
+    """(distinct candidate edge (u, v), None) -> edge_roles, and (u id, RECEIVES), to the roles
+    table's combine (stage verify_roles)."""
 
     def __init__(self) -> None:
-        super().__init__("verify_roles", ANY)
+        super().__init__("verify_roles", PAIR)
 
     def process(self, element):
         edge, _ = element
         for role in edge_roles(edge):
-            yield pvalue.TaggedOutput("senders", self._send(role))
-        yield self._send(edge[0][1]), None
+            yield self._send(role)
+        yield self._send((edge[0][1], RECEIVES))
 
 
-class ReceiversFn(SendingFn):
-    """(distinct receiver id, None) -> (id, RECEIVES), for the roles side input."""
+def _role_order(entry):
+    return (0, ()) if entry == RECEIVES else (1, entry)
 
-    def __init__(self) -> None:
-        super().__init__("verify_roles", ANY)
 
-    def process(self, element):
-        yield self._send((element[0], RECEIVES))
+class RolesTableFn(beam.CombineFn):
+    """A document's roles, each once (a receiver of many edges is RECEIVES once), sorted."""
+
+    def create_accumulator(self):
+        return set()
+
+    def add_input(self, accumulator, entry):
+        accumulator.add(entry)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        merged = set()
+        for accumulator in accumulators:
+            merged |= accumulator
+        return merged
+
+    def extract_output(self, accumulator):
+        return tuple(sorted(accumulator, key=_role_order))
 
 
 class PairShinglesFn(DocBatcher):
     """Documents -> shingle sets (packed, shingles.pack_set) of the documents in a candidate
     edge, keyed by the receiver:
     (own id, ("own", (node, set))) for a document others send to, (u id, ("in", (node, set)))
-    for each smaller neighbour u it sends to. `roles` (a multimap side input) holds, per
-    document in an edge, RECEIVES and/or the nodes it sends to; other documents cost one
-    lookup and are not shingled. It counts the bytes it sends to Verify's GroupByKey with its
+    for each smaller neighbour u it sends to. `roles` (the roles table, a dict side input) holds,
+    per document in an edge, RECEIVES and/or the nodes it sends to; other documents cost one
+    dict lookup and are not shingled. It counts the bytes it sends to Verify's GroupByKey with its
     other counts (one "counts" dict a bundle)."""
 
     def __init__(self, config: DedupConfig) -> None:
@@ -81,7 +99,10 @@ class PairShinglesFn(DocBatcher):
         self._bytes.start_bundle(self._counts)
 
     def process(self, doc: Document, roles):
-        entries = list(roles[doc.id])  # at most bands x bucket cap entries
+        try:
+            entries = roles[doc.id]  # at most bands x bucket cap entries
+        except KeyError:  # in no candidate pair
+            return
         if entries:
             yield from self._add(doc, entries)
 
@@ -136,21 +157,10 @@ class VerifyFn(SendingFn):
 def verified(distinct, docs, cfg: DedupConfig, counts):
     """(candidate edge, None) once per edge -> main: each end's candidate best match;
     "edges": (u, v) for the pairs at or above the threshold (VerifyFn)."""
-    roles = sending(distinct, "Verify/Roles", RolesFn(), TO_DISTINCT, counts, "senders")
-    distinct_receivers = roles.sent | "Verify/DistinctReceivers" >> beam.CombinePerKey(
-        lambda vs: None
-    )
-    receivers = sending(
-        distinct_receivers, "Verify/Receivers", ReceiversFn(), RECEIVER, counts
-    ).sent
-    # typed as the roles were typed when a `counted` step made them, so that the side
-    # input's coder is the same
-    all_roles = (
-        roles.senders,
-        receivers,
-    ) | "Verify/AllRoles" >> beam.Flatten().with_output_types(ROLE)
+    roles = sending(distinct, "Verify/Roles", RolesFn(), PAIR, counts).sent
+    table = roles | "Verify/RolesTable" >> beam.CombinePerKey(RolesTableFn())
     shingles = docs | "Verify/PairShingles" >> beam.ParDo(
-        PairShinglesFn(cfg), beam.pvalue.AsMultiMap(all_roles)
+        PairShinglesFn(cfg), beam.pvalue.AsDict(table)
     ).with_output_types(ANY).with_outputs("counts", main="shingles")
     counts.append(shingles.counts)
     grouped = shingles.shingles | "Verify/Group" >> beam.GroupByKey()
