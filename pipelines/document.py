@@ -1,7 +1,9 @@
 """The record types that travel through every pipeline stage.
 
 A source yields `Document`s, or `Failure`s for records it could not parse; every stage after it
-takes and returns `Document`s, so each stage can be tested alone and on the DirectRunner.
+takes and returns `Document`s, so each stage can be tested alone and on the DirectRunner. What
+leaves the path goes to the audit as a `Reject` (dropped), a `Failure` (not readable) or, for a
+removed duplicate, a `ClusterMember`.
 """
 
 from __future__ import annotations
@@ -81,6 +83,24 @@ class Reject:
     reason: str  # e.g. "too_short", "language", "gopher_symbol_ratio", "exact_duplicate"
     detail: str = ""
     text: str = ""  # the text as it was when rejected, for the audit file
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterMember:
+    """One removed document of a duplicate group (the --keep-rejects audit row).
+
+    kept_id is the group's kept document; matched_id the document this one was found to
+    duplicate (for near-duplicates, its most similar verified neighbour, which may itself be a
+    removed member of the same component); jaccard their exact similarity (1.0 for exact
+    copies; None where it was not computed: URL duplicates, or --dedup-no-verify).
+    """
+
+    kept_id: str
+    removed_id: str
+    removed_source: str
+    reason: str
+    matched_id: str
+    jaccard: float | None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,7 +39,6 @@ favour of one that an earlier step had already removed.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from typing import NamedTuple
@@ -65,7 +64,7 @@ from pipelines.dedup.shuffle import (
     sending,
 )
 from pipelines.dedup.verify import verified
-from pipelines.document import Document, Reject
+from pipelines.document import ClusterMember, Document, Reject
 from pipelines.stats import DEDUP_INPUT_BYTES, BundleCounts
 
 URL_DUPLICATE = "url_duplicate"
@@ -83,24 +82,6 @@ REMOVAL_COUNTERS = {
 REASONS = tuple(REMOVAL_COUNTERS)
 _STEP_ORDER = (URL_DUPLICATE, EXACT_DUPLICATE, NEAR_DUPLICATE)
 LOG = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterMember:
-    """One removed document of a duplicate group (the --keep-rejects audit row).
-
-    kept_id is the group's kept document; matched_id the document this one was found to
-    duplicate (for near-duplicates, its most similar verified neighbour, which may itself be a
-    removed member of the same component); jaccard their exact similarity (1.0 for exact
-    copies; None where it was not computed: URL duplicates, or --dedup-no-verify).
-    """
-
-    kept_id: str
-    removed_id: str
-    removed_source: str
-    reason: str
-    matched_id: str
-    jaccard: float | None
 
 
 class _Record(NamedTuple):

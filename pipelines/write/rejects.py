@@ -9,8 +9,7 @@ from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
 
-from pipelines.dedup.transforms import ClusterMember
-from pipelines.document import Failure, Reject
+from pipelines.document import ClusterMember, Failure, Reject
 from pipelines.write.output import REJECTS_DIR, OutputDir, normalize_output
 from pipelines.write.spill import bucket_of
 
