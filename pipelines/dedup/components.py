@@ -26,14 +26,14 @@ random sparse graphs; n = 2 .. 2^14): a path with sorted labels is the slowest, 
 round, ceil(log2 n) rounds; none needs more than n.bit_length() = floor(log2 n) + 1 (a random
 search found an 8-node tree that needs 4). `rounds_for(n)` gives that plus ROUNDS_MARGIN, for
 graphs slower than any tried (the proven bound is O(log^2 n)). It grows without limit (1 TB
-of text in documents of 50 characters: 37), but the launcher unrolls at most the former fixed
-16 (DedupConfig: the bound from bytes is loose); a bigger component fails the run loudly.
+of text in documents of 50 characters: 37), but the launcher unrolls at most
+FALLBACK_CC_ROUNDS, 16 (DedupConfig: the bound from bytes is loose); a bigger component fails the run loudly.
 
 Finished components leave the loop: after each round that is a power of two (1, 2, 4, 8, ...;
 `settles_after`) and is not the last, a settle pass (two GroupByKeys) finds every component
 that is already a star around its smallest node, emits its members and keeps only the other
 edges for the rounds after; the answer is the same (a finished star is never changed by another
-round), but the edges of the usual small components no longer cross all the unrolled rounds'
+round), and the edges of the usual small components do not cross all the unrolled rounds'
 shuffles. After the last round there is nothing left to save, so no pass runs there.
 
 Every step streams its group twice at most (GroupByKey values can be re-iterated), so a node

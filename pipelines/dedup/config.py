@@ -19,11 +19,10 @@ the fewest characters a document needs to get there (preprocess: its cleaning's 
 a JSONL file's lines, or a Parquet file's rows (`pipelines.dedup.sizing`), and a component has
 at most that many. Where the input gives no
 bound (a remote listing without sizes, no expansion limit on compressed input) it is
-FALLBACK_CC_ROUNDS, the former fixed default, which is also the most it is sized to: the bound
-from bytes is loose (a compressed dump is bounded by its expansion limit; a plain book file,
-which is one document, is counted as one), so without the cap a small real input unrolled more
-rounds than before (the demo's Wikipedia dump 25), and a component too big for 16 rounds
-still fails the run loudly, naming the --dedup-cc-rounds to use. `--dedup-cc-rounds N` sets
+FALLBACK_CC_ROUNDS (16), which is also the most it is sized to: the bound from bytes is loose
+(a compressed dump is bounded by its expansion limit; a plain book file, which is one document,
+is counted as one), so without the cap a small real input would unroll more rounds than that
+(the demo's Wikipedia dump 25), and a component too big for 16 rounds fails the run loudly, naming the --dedup-cc-rounds to use. `--dedup-cc-rounds N` sets
 it outright.
 """
 
