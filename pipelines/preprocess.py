@@ -72,7 +72,7 @@ LOG = logging.getLogger("pipelines.preprocess")
 
 
 # -- the launcher -----------------------------------------------------------------------------
-def _parser(option_classes) -> argparse.ArgumentParser:
+def build_parser(option_classes) -> argparse.ArgumentParser:
     return beam_parser(
         option_classes,
         prog="python -m pipelines.preprocess",
@@ -242,7 +242,7 @@ def _main(argv: list[str], verbose: bool) -> int:
     from pipelines.tokenize.tokenizer import load_tokenizer
 
     if "-h" in argv or "--help" in argv:
-        _parser([PreprocessOptions]).print_help()
+        build_parser([PreprocessOptions]).print_help()
         return 0
     options = PipelineOptions(argv)
     run_id = uuid.uuid4().hex[:12]

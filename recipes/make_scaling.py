@@ -351,7 +351,7 @@ def _f(value: float, digits: int = 2) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _sig(value: float) -> str:
+def significant(value: float) -> str:
     """Three significant figures, grouped: 1,234,567 -> '1,230,000'; 0.01234 -> '0.0123'."""
     if value == 0:
         return "0"
@@ -393,12 +393,12 @@ def preprocessing_section(results: Path) -> list[str]:
             scale = f" x {_f(beam_factor.value)}" if step.beam else ""
             out.append(
                 f"| {source} | {step.stage} | {step.work} | {step.times} | "
-                f"{_sig(step.seconds_per_mb.value)}{scale} | {_sig(cost)} | "
+                f"{significant(step.seconds_per_mb.value)}{scale} | {significant(cost)} | "
                 f"{step.seconds_per_mb.source} |"
             )
         totals[source] = total
         out.append(
-            f"| **{source}** | | **total** | | | **{_sig(total)}** | sum of the rows above |"
+            f"| **{source}** | | **total** | | | **{significant(total)}** | sum of the rows above |"
         )
     out += [
         "",
@@ -410,8 +410,8 @@ def preprocessing_section(results: Path) -> list[str]:
         size = CORPUS_GB[source]
         bound = " (lower bound)" if source in missing else ""
         out.append(
-            f"| {source} | {_sig(per_gb)}{bound} | {_f(size.value, 0)} | {size.source} | "
-            f"{_sig(per_gb * size.value)}{bound} |"
+            f"| {source} | {significant(per_gb)}{bound} | {_f(size.value, 0)} | {size.source} | "
+            f"{significant(per_gb * size.value)}{bound} |"
         )
     pipeline = cell(
         results, "preprocess.md", "Beam pipeline (FnApiRunner multi_processing)", "MB per CPU-s"
@@ -424,12 +424,12 @@ def preprocessing_section(results: Path) -> list[str]:
             for source, works in missing.items()
         )
         + ". Web text read from HTML or WARC pages (not OpenWebText's text files) also pays the "
-        f"main-text extraction, {_sig(1.0 / cell(results, 'extract.md', 'trafilatura (ours, default)', 'pages/s').value)} "
+        f"main-text extraction, {significant(1.0 / cell(results, 'extract.md', 'trafilatura (ours, default)', 'pages/s').value)} "
         f"CPU-s per page ({cell(results, 'extract.md', 'trafilatura (ours, default)', 'pages/s').source}).",
         "",
         f"Cross-check: one end-to-end clean + tokenize pass of the pipeline over mixed books, "
         f"Wikipedia and web JSONL ran at {_f(pipeline.value)} MB per CPU-second "
-        f"({pipeline.source}), i.e. {_sig(MB_PER_GB / pipeline.value / SECONDS_PER_HOUR)} "
+        f"({pipeline.source}), i.e. {significant(MB_PER_GB / pipeline.value / SECONDS_PER_HOUR)} "
         "CPU-hours per GB for steps 1 or 3 alone.",
         "",
     ]
@@ -471,7 +471,7 @@ def training_section(results: Path) -> list[str]:
     ]
     for run in RUNS:
         hours = [gpu_hours(flops[run.name], peaks[gpu], ASSUMED_MFU.value) for gpu, _ in GPUS]
-        out.append(f"| {run.name} | " + " | ".join(_sig(h) for h in hours) + " |")
+        out.append(f"| {run.name} | " + " | ".join(significant(h) for h in hours) + " |")
 
     out += [
         "",
@@ -516,7 +516,7 @@ def training_section(results: Path) -> list[str]:
                 hours = gpu_hours(flops[run.name], row.peak_tflops, row.mfu.value)
                 out.append(
                     f"| {run.name} | {row.device} | {row.peak_tflops:g} | "
-                    f"{row.mfu.value:.1%} ({row.mfu.source}) | {_sig(hours)} |"
+                    f"{row.mfu.value:.1%} ({row.mfu.source}) | {significant(hours)} |"
                 )
         out += [
             "",
@@ -534,7 +534,7 @@ def training_section(results: Path) -> list[str]:
         "",
         f"The 8.3B run took {MEGATRON_GPUS} V100s {MEGATRON_DAYS} days and "
         f"{MEGATRON_ZFLOPS:g} ZettaFLOPs (Shoeybi et al. 2019, abstract): "
-        f"{_sig(paper_gpu_hours)} GPU-hours. Our count of the same run is "
+        f"{significant(paper_gpu_hours)} GPU-hours. Our count of the same run is "
         f"{flops[megatron.name] / 1e21:.2f} ZettaFLOPs of model FLOPs "
         f"({flops[megatron.name] * 4 / 3 / 1e21:.2f} with the forward pass that activation "
         "checkpointing recomputes, nearer the paper's figure: it seems to count that pass). In "

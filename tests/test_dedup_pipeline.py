@@ -441,8 +441,8 @@ def test_each_shuffle_counter_is_the_encoded_size_of_what_enters_its_shuffle(cor
 def test_apply_rows_carry_long_texts_compressed_and_give_each_document_back(corpus):
     short = Document("wiki:1", "wikipedia", "Zürich – 東京", "https://x", "Zürich", {"lang": "de"})
     for doc in [*corpus.docs, short]:
-        row = transforms._doc_row(doc)
-        assert transforms._row_doc(doc.id, row) == doc
+        row = transforms.doc_row(doc)
+        assert transforms.row_doc(doc.id, row) == doc
         assert isinstance(row[1], tuple) == (len(doc.text) >= transforms.COMPRESS_MIN_CHARS)
 
 

@@ -109,7 +109,7 @@ def test_kv_cache_gives_the_full_forward_and_the_same_generation() -> None:
         pieces.append(model(ids[:, 26:31], cache=cache)[0])
         torch.testing.assert_close(torch.cat(pieces, dim=1), model(ids[:, :31])[0], **TOL)
     # the cache keeps the un-repeated key/value heads: 2 of them, not 4
-    assert next(iter(cache._keys_values.values()))[0].shape[1] == model.config.n_kv_head
+    assert next(iter(cache.keys_values.values()))[0].shape[1] == model.config.n_kv_head
     prompt = ids[0, :20].tolist()
     greedy = Sampling(max_new_tokens=12, temperature=0.0)
     cached = list(generate_tokens(model, prompt, greedy))

@@ -25,7 +25,7 @@ from torch.distributed.run import get_args_parser as torchrun_parser
 from pipelines.dedup.__main__ import build_parser as dedup_parser
 from pipelines.dedup.config import DedupConfig
 from pipelines.options import PreprocessConfig, PreprocessOptions
-from pipelines.preprocess import _parser as beam_parser
+from pipelines.preprocess import build_parser as beam_parser
 from pipelines.preprocess import unknown_arguments
 from tests.conftest import REPO
 from train.build import model_positions, resolve_config
@@ -278,7 +278,7 @@ def test_measured_gpu_mfu_is_used_when_gpu_md_exists(results_copy):
     hours = flops / (0.44 * 989e12) / 3600
     (line,) = [x for x in sheet.splitlines() if x.startswith("| GPT-2 345M | NVIDIA H100")]
     assert "| 989 | 44.0% ([gpu.md:" in line
-    assert line.endswith(f"| {make_scaling._sig(hours)} |")
+    assert line.endswith(f"| {make_scaling.significant(hours)} |")
 
 
 @pytest.mark.parametrize("mode", MODES)

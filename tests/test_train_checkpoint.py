@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from dataset_format import file_sha256
 from train import checkpoint as ckpt
 from train.models.presets import build_model
 from train.optim import build_optimizer
@@ -147,7 +148,7 @@ def test_unsafe_pickle_is_refused(tmp_path):
     meta = json.loads(open(meta_path).read())
     meta["files"]["trainer.pt"] = {
         "bytes": os.path.getsize(target),
-        "sha256": ckpt._sha256(target),
+        "sha256": file_sha256(target),
     }
     with open(meta_path, "w") as f:
         json.dump(meta, f)

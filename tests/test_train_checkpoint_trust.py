@@ -22,6 +22,7 @@ import torch
 from torch.distributed.checkpoint import filesystem as dcp_filesystem
 
 from common.safe_io import UnsafeInputError
+from dataset_format import file_sha256
 from tests.test_train_checkpoint import _save, _state, _trained
 from train import checkpoint as ckpt
 from train import checkpoint_io
@@ -47,7 +48,7 @@ def _rehash(path: str, name: str) -> None:
     with open(meta_path) as f:
         meta = json.load(f)
     file_path = os.path.join(path, name)
-    meta["files"][name] = {"bytes": os.path.getsize(file_path), "sha256": ckpt._sha256(file_path)}
+    meta["files"][name] = {"bytes": os.path.getsize(file_path), "sha256": file_sha256(file_path)}
     with open(meta_path, "w") as f:
         json.dump(meta, f)
 

@@ -28,7 +28,6 @@ a regular file of the recorded size and sha256, ``trainer.pt`` is loaded with
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import random
@@ -55,6 +54,7 @@ from common.safe_io import (
     load_json_capped,
     require_regular_file,
 )
+from dataset_format import file_sha256
 from train import checkpoint_io
 
 FORMAT = "shardsmith-checkpoint"
@@ -146,14 +146,6 @@ def restore_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -239,7 +231,7 @@ class PendingSave:
             file_path = os.path.join(self.tmp, name)
             with open(file_path, "rb") as f:
                 os.fsync(f.fileno())
-            records[name] = {"bytes": os.path.getsize(file_path), "sha256": _sha256(file_path)}
+            records[name] = {"bytes": os.path.getsize(file_path), "sha256": file_sha256(file_path)}
         return records
 
 
@@ -426,7 +418,7 @@ def _file_fault(path: str, name: str, record: dict, hash_it: bool) -> str | None
         return str(e)
     if size != record["bytes"]:
         return f"{file_path}: {size} bytes, meta.json says {record['bytes']} (cut or replaced)"
-    if hash_it and _sha256(file_path) != record["sha256"]:
+    if hash_it and file_sha256(file_path) != record["sha256"]:
         return f"{file_path}: sha256 differs from meta.json (corrupted)"
     return None
 

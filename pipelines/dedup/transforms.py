@@ -286,7 +286,7 @@ def _zstd():
     return pyarrow.Codec("zstd", compression_level=1)
 
 
-def _doc_row(doc: Document) -> tuple:
+def doc_row(doc: Document) -> tuple:
     """A Document as a plain tuple for the apply shuffle, less its id, which is the key (a
     dataclass would be pickled with its class and field names, ~130 bytes a document); a long
     text as (UTF-8 size, zstd bytes), a short one as the str."""
@@ -297,8 +297,8 @@ def _doc_row(doc: Document) -> tuple:
     return doc.source, text, doc.url, doc.title, dict(doc.meta)
 
 
-def _row_doc(doc_id: str, row: tuple) -> Document:
-    """_doc_row's inverse."""
+def row_doc(doc_id: str, row: tuple) -> Document:
+    """doc_row's inverse."""
     source, text, *rest = row
     if isinstance(text, tuple):
         size, packed = text
@@ -307,7 +307,7 @@ def _row_doc(doc_id: str, row: tuple) -> Document:
 
 
 class _ApplyFn(CountingFn):
-    """(id, [("doc", _doc_row), ("dec", _Decision), ("rej", Reject), ("match", (J, id))])
+    """(id, [("doc", doc_row), ("dec", _Decision), ("rej", Reject), ("match", (J, id))])
     -> main: Document | "rejects": Reject | "clusters": ClusterMember."""
 
     def process(self, element):
@@ -315,7 +315,7 @@ class _ApplyFn(CountingFn):
         docs, decisions, rejects, match = [], {}, [], None
         for tag, value in values:
             if tag == "doc":
-                docs.append(_row_doc(doc_id, value))
+                docs.append(row_doc(doc_id, value))
             elif tag == "dec":
                 decisions[value.reason] = value
             elif tag == "rej":
@@ -384,7 +384,7 @@ class _ApplyInputFn(SendingFn):
 
 
 def _keyed_doc(doc: Document):
-    return doc.id, _doc_row(doc)
+    return doc.id, doc_row(doc)
 
 
 def _keyed_reject(reject: Reject):

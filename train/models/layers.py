@@ -42,17 +42,18 @@ class KVCache:
     """
 
     def __init__(self) -> None:
-        self._keys_values: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
+        # per attention layer, its keys and values so far ([B, H_kv, T, D]: un-repeated heads)
+        self.keys_values: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
         self.length = 0
 
     def extend(
         self, layer: nn.Module, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append this call's [B, H, T, D] keys/values for ``layer``; return all of them."""
-        if layer in self._keys_values:
-            past_k, past_v = self._keys_values[layer]
+        if layer in self.keys_values:
+            past_k, past_v = self.keys_values[layer]
             k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
-        self._keys_values[layer] = (k, v)
+        self.keys_values[layer] = (k, v)
         return k, v
 
     def mask(self, seq_len: int, device: torch.device) -> torch.Tensor | None:
