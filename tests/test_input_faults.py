@@ -20,6 +20,8 @@ import lzma
 import os
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import zstandard
 
@@ -168,6 +170,30 @@ def test_a_wrong_content_length_halfway_costs_one_record(tmp_path: Path, capsys)
     assert stats["documents_read"] == 3
     assert stats["failed_by_file"] == [{"file": str(path), "reason": "corrupt_input", "records": 1}]
     assert stats["input_bytes_lost"] == 0
+
+
+def test_a_corrupt_parquet_row_group_counts_its_rows_as_lost(tmp_path: Path, capsys):
+    """Issue 27.1: one row group of 250 rows is corrupt among a book's paragraphs; its rows
+    never reached a stage, so they count as failed records, and the run fails (it used to pass
+    with one failure among the records read)."""
+    paragraphs = book_paragraphs()
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    path = inputs / "moby.parquet"
+    pq.write_table(pa.table({"text": list(paragraphs)}), path, row_group_size=250)
+    offset = pq.ParquetFile(path).metadata.row_group(2).column(0).data_page_offset
+    data = bytearray(path.read_bytes())
+    data[offset:offset + 64] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    code, err, stats = preprocess(capsys, path, tmp_path / "out", "parquet")
+    assert code == 1 and stats["status"] == "failed"
+    assert stats["input_rows_lost"] == 250 and stats["failed"] == {"corrupt_input": 1}
+    assert stats["failure_rate"] == pytest.approx(251 / (len(paragraphs) + 1))
+    assert "250 rows the input promised were lost" in _failed_line(err)
+    # the same loss is accepted when the rate allows it, and stats.json still says so
+    code, _, stats = preprocess(capsys, path, tmp_path / "out2", "parquet",
+                                "--max-failure-rate=0.2")
+    assert code == 0 and stats["input_rows_lost"] == 250
 
 
 def test_a_fifo_input_is_refused_not_opened(tmp_path: Path, capsys):
