@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.stats import DEFAULT_MAX_FAILURE_RATE
+from pipelines.stats import DEFAULT_MAX_DROP_SHARE, DEFAULT_MAX_FAILURE_RATE
 from pipelines.write import DEFAULT_SHARD_TOKENS
 
 # Megatron's OpenWebText cleanup drops web documents under 128 GPT-2 tokens; curated sources
@@ -99,6 +99,14 @@ class PreprocessOptions(PipelineOptions):
             f"{DEFAULT_MAX_FAILURE_RATE})",
         )
         group.add_argument(
+            "--max-drop-share",
+            type=float,
+            default=DEFAULT_MAX_DROP_SHARE,
+            help="fail the run when one reason (a filter, dedup) drops at least this share of "
+            "the documents read: a broken filter or model drops everything and must not pass "
+            f"as a run (default {DEFAULT_MAX_DROP_SHARE}: all of them; 0: no bound)",
+        )
+        group.add_argument(
             "--keep-rejects",
             action="store_true",
             help="write every dropped document and failed record to OUTPUT/rejects/*.jsonl",
@@ -179,6 +187,7 @@ class PreprocessConfig:
     shard_tokens: int = DEFAULT_SHARD_TOKENS
     num_buckets: int | None = None
     max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE
+    max_drop_share: float = DEFAULT_MAX_DROP_SHARE
     keep_rejects: bool = False
     write_cleaned: str | None = None
     dedup: bool = True
@@ -213,6 +222,8 @@ class PreprocessConfig:
             raise ValueError(f"max_expansion must be >= 0, got {self.max_expansion}")
         if not (0.0 <= self.max_failure_rate <= 1.0) or math.isnan(self.max_failure_rate):
             raise ValueError(f"max_failure_rate must be in [0, 1], got {self.max_failure_rate}")
+        if not 0.0 <= self.max_drop_share <= 1.0:  # also refuses NaN
+            raise ValueError(f"max_drop_share must be in [0, 1], got {self.max_drop_share}")
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> PreprocessConfig:
@@ -242,6 +253,7 @@ class PreprocessConfig:
             shard_tokens=view.shard_tokens,
             num_buckets=view.num_buckets,
             max_failure_rate=view.max_failure_rate,
+            max_drop_share=view.max_drop_share,
             keep_rejects=view.keep_rejects,
             write_cleaned=view.write_cleaned,
             dedup=view.dedup,

@@ -61,6 +61,10 @@ MAX_FILES_LISTED = 100
 # and the odd bad record are normal in web-scale inputs; more than 1% usually means a wrong
 # --source or a broken input, which must not pass quietly.
 DEFAULT_MAX_FAILURE_RATE = 0.01
+# Share of the documents read that one drop reason may take before the run fails (0: no bound).
+# All of them by default: a filter whose model is broken (every document "not English") or a
+# wrong --language drops everything under one reason, and an empty shard set must not pass.
+DEFAULT_MAX_DROP_SHARE = 1.0
 
 
 class AccountError(RuntimeError):
@@ -176,6 +180,7 @@ def build_stats(
     counts: Mapping[str, int],
     *,
     max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE,
+    max_drop_share: float = DEFAULT_MAX_DROP_SHARE,
     extra: Mapping[str, object] | None = None,
 ) -> dict:
     """The `stats.json` document from the run's merged counts (pure; see `check_stats`)."""
@@ -200,6 +205,7 @@ def build_stats(
         # rows lost never reached a stage: they fail beside the records that were read
         "failure_rate": ((failed_total + rows_lost) / (read + rows_lost)) if read else 0.0,
         "max_failure_rate": max_failure_rate,
+        "max_drop_share": max_drop_share,
         "input_bytes": input_bytes,
         "input_bytes_lost": input_bytes_lost,
         "input_loss_rate": (input_bytes_lost / input_bytes) if input_bytes else 0.0,
@@ -253,6 +259,7 @@ def check_stats(stats: Mapping) -> None:
             f"{stats['max_failure_rate']:.2%}). Replace those files, or raise --max-failure-rate "
             "to accept the loss"
         )
+    _check_drop_share(stats)
     if stats["failure_rate"] > stats["max_failure_rate"]:
         worst = sorted(stats["failed"].items(), key=lambda kv: -kv[1])[:3]
         rows_lost = stats.get("input_rows_lost", 0)
@@ -263,6 +270,21 @@ def check_stats(stats: Mapping) -> None:
             f"most common: {', '.join(f'{k}={v}' for k, v in worst)}{_most_in(stats)}. The logs "
             "name each failed record's location; --keep-rejects writes them to OUTPUT/rejects/"
         )
+
+
+def _check_drop_share(stats: Mapping) -> None:
+    """AccountError when one reason dropped at least --max-drop-share of the documents read."""
+    share, read = stats.get("max_drop_share", 0.0), stats["documents_read"]
+    if not share or not read:
+        return
+    for reason, dropped in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]):
+        if dropped >= share * read:
+            raise AccountError(
+                f"{dropped:,} of {read:,} documents read were dropped as {reason!r} "
+                f"({dropped / read:.2%} >= --max-drop-share {share:.2%}): a filter or model that "
+                "drops this much is likely broken (a wrong --language, a damaged model cache). "
+                "Check the input and options, or raise --max-drop-share (0: no bound)"
+            )
 
 
 def _most_in(stats: Mapping) -> str:

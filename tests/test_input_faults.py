@@ -196,6 +196,56 @@ def test_a_corrupt_parquet_row_group_counts_its_rows_as_lost(tmp_path: Path, cap
     assert code == 0 and stats["input_rows_lost"] == 250
 
 
+@pytest.fixture
+def damaged_model_cache(monkeypatch, tmp_path):
+    """The language model's cache built under tmp_path/cache, then its widened feature table
+    zeroed (same shape and dtype); the process's loaded model forgotten before and after."""
+    import numpy as np
+
+    from pipelines.clean import language
+
+    monkeypatch.setenv(language.CACHE_ENV, str(tmp_path / "cache"))
+    loaded = (language.decompressed_model, language._identifier, language.supported_languages)
+    for function in loaded:
+        function.cache_clear()
+    directory = language.decompressed_model()
+    table = np.load(directory / "ptc32.npy", mmap_mode="r")
+    np.save(directory / "ptc32.npy", np.zeros(table.shape, table.dtype))
+    for function in loaded:
+        function.cache_clear()
+    yield directory
+    for function in loaded:
+        function.cache_clear()
+
+
+def test_a_damaged_language_model_cache_is_rebuilt_not_trusted(tmp_path: Path, capsys,
+                                                               damaged_model_cache):
+    """Issue 27.2: with the cache's feature table zeroed every document used to drop as
+    "language" and the run passed with an empty set; now the cache is rebuilt first."""
+    inputs = tmp_path / "run" / "in"
+    inputs.mkdir(parents=True)
+    (inputs / "book.jsonl").write_bytes(_book_jsonl(200))
+    code, err, stats = preprocess(capsys, inputs, tmp_path / "run" / "out", "jsonl")
+    assert code == 0, err
+    assert f"language model cache {damaged_model_cache}: ptc32.npy changed" in err
+    assert stats["written"] > 150 and stats["dropped"].get("language", 0) < 5
+
+
+def test_one_reason_dropping_every_document_fails_the_run(tmp_path: Path, capsys):
+    """Issue 27.2: an English book run with --language=el drops all of it as "language"; that
+    used to be a successful run with an empty shard set."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "book.jsonl").write_bytes(_book_jsonl(100))
+    code, err, stats = preprocess(capsys, inputs, tmp_path / "out", "jsonl", "--language=el")
+    assert code == 1 and stats["status"] == "failed"
+    assert "100 of 100 documents read were dropped as 'language'" in _failed_line(err)
+    # a lower bound fails a run that drops less than all (here: the too-short paragraphs)
+    code, err, stats = preprocess(capsys, inputs, tmp_path / "out2", "jsonl", "--language=en",
+                                  "--max-drop-share=0.0001")
+    assert code == (1 if stats["dropped"] else 0)
+
+
 def test_a_fifo_input_is_refused_not_opened(tmp_path: Path, capsys):
     inputs = tmp_path / "in"
     inputs.mkdir()

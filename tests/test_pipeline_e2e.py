@@ -532,7 +532,9 @@ def test_an_input_with_no_records_is_a_clear_error(tmp_path, capsys):
 
 def test_a_run_that_keeps_no_document_still_finishes_an_empty_set(tmp_path, capsys):
     # Chapter headings of a real book: each too short for the clean stage. The finishing step
-    # runs once whatever reaches it (its shards and counts are side inputs, empty here).
+    # runs once whatever reaches it (its shards and counts are side inputs, empty here). One
+    # reason dropping every document fails the run by default (--max-drop-share); with the
+    # bound off, the empty set is finished.
     lines = (CORPORA / "books" / "11-0.txt").read_text(encoding="utf-8-sig").splitlines()
     headings = [line for line in lines if line.startswith("CHAPTER ")][:3]
     (tmp_path / "headings.jsonl").write_text(
@@ -546,6 +548,20 @@ def test_a_run_that_keeps_no_document_still_finishes_an_empty_set(tmp_path, caps
         f"--output={out}",
         f"--tokenizer={GPT2}",
         "--append-eod",
+        *IN_PROCESS,
+    )
+    assert code == 1
+    assert "3 of 3 documents read were dropped as 'too_short'" in err
+    assert json.loads((out / "stats.json").read_text())["status"] == "failed"
+    out = tmp_path / "out2"
+    code, report, err = preprocess(
+        capsys,
+        "--source=jsonl",
+        f"--input={tmp_path / 'headings.jsonl'}",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--max-drop-share=0",
         *IN_PROCESS,
     )
     assert code == 0, err
