@@ -181,7 +181,7 @@ def test_the_restricted_unpickler_reads_real_metadata_and_refuses_the_rest(gpt_c
     for data, fault in [
         (pickle.dumps(_RunsCode("/nonexistent/x")), "posix.system"),
         (on_class, "sets attributes on a class"),
-        (b"\x80\x04\x8c\x01x\x94Q.", "persistent id"),
+        (b"\x80\x04\x8c\x01x\x94Q.", "BINPERSID opcode"),
         (pickle.dumps([1, 2]), "holds a list"),
         (real[: len(real) // 2], "not DCP metadata"),
     ]:
