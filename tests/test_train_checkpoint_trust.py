@@ -299,6 +299,33 @@ def test_hf_export_writes_only_a_folder_of_its_own(gpt_checkpoint, tmp_path, cap
     assert export_main(["hf", gpt_checkpoint, str(out), "--overwrite"]) == 0
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("edit, fault", [
+    ({"n_layer": 100_000}, "n_layer=100,000"),
+    ({"n_embd": 1 << 20, "n_head": 1}, "n_embd=1,048,576"),
+    ({"vocab_size": 10**12}, "vocab_size=1,000,000,000,000"),
+    ({"n_positions": 10**9}, "n_positions=1,000,000,000"),
+    ({"n_head": 7}, "n_head 7 does not divide n_embd 64"),
+    ({"n_layer": "many"}, "n_layer is 'many', not a positive integer"),
+])
+def test_an_hf_config_larger_than_its_weights_is_refused_before_building(
+    gpt_checkpoint, tmp_path, edit, fault
+):
+    """Issue 27.5: config.json asking for 100,000 layers beside a real model's weights kept
+    evaluate and generate building a model for minutes; it is one line before anything is
+    built."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "hf"
+    assert export_main(["hf", gpt_checkpoint, str(out)]) == 0
+    assert load_model(str(out), torch.device("cpu")).kind == "gpt"
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, **edit}))
+    with pytest.raises(LoadError) as caught:
+        load_model(str(out), torch.device("cpu"))
+    message = str(caught.value)
+    assert "\n" not in message and fault in message and "config.json" in message
+
+
 def test_a_run_start_sweeps_the_saves_a_killed_run_left(tmp_path, capsys):
     """The trainer's --out claim (rank 0, at start) removes .tmp-step-* left by a SIGKILL."""
     from train.config import parse_args
