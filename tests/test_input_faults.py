@@ -246,6 +246,26 @@ def test_one_reason_dropping_every_document_fails_the_run(tmp_path: Path, capsys
     assert code == (1 if stats["dropped"] else 0)
 
 
+def test_a_flood_of_unreadable_records_logs_the_first_of_each_reason_then_counts(
+        tmp_path: Path, capsys):
+    """Issue 27.6: a real book's JSONL with 100,000 `{}` lines appended used to log one WARNING
+    per line; now the first of each reason, then a line per doubling; stats.json counts all."""
+    from pipelines.reason_log import FIRST
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "book.jsonl").write_bytes(_book_jsonl(100) + b"{}\n" * 100_000)
+    code, err, stats = preprocess(capsys, inputs, tmp_path / "out", "jsonl",
+                                  "--max-failure-rate=1")
+    assert code == 0, err[-2000:]
+    assert stats["failed"] == {"missing_text": 100_000} and stats["written"] > 0
+    lines = err.splitlines()
+    # per reason and logger: FIRST lines, then one per doubling up to 100,000 (13 of them)
+    assert len([line for line in lines if "missing_text" in line]) <= 2 * (FIRST + 13)
+    assert len(lines) < 200
+    assert any("65536 records skipped as missing_text" in line for line in lines)
+
+
 def test_a_fifo_input_is_refused_not_opened(tmp_path: Path, capsys):
     inputs = tmp_path / "in"
     inputs.mkdir()
