@@ -25,6 +25,9 @@ DEFAULT_TOKENIZE_BATCH_BYTES = 4 << 20
 # Text of real corpora compresses 3-10x (zstd on repetitive web text up to ~30x); far past that
 # is a decompression bomb (1 MB of .zst holding gigabytes of lines).
 DEFAULT_MAX_EXPANSION = 100.0
+# Seconds without progress after which a local run is ended: generous, since one document or
+# one task of a slow format may keep a worker busy for minutes without moving a counter.
+DEFAULT_STALL_TIMEOUT = 1800.0
 
 
 def _source_names() -> list[str]:
@@ -156,6 +159,14 @@ class PreprocessOptions(PipelineOptions):
             default=5.0,
             help="seconds between progress lines of a local run (0: none)",
         )
+        parser.add_argument(
+            "--stall-timeout",
+            type=float,
+            default=DEFAULT_STALL_TIMEOUT,
+            help="end a local run whose workers make no progress for this many seconds, with "
+            "one line naming the stage (a stopped or hung worker); the progress line shows how "
+            f"long it has been idle (default {DEFAULT_STALL_TIMEOUT:g}; 0: no limit)",
+        )
         from pipelines.dedup import add_dedup_arguments
 
         add_dedup_arguments(parser)  # its own group, with --no-dedup
@@ -196,6 +207,7 @@ class PreprocessConfig:
     tokenize_batch_docs: int = DEFAULT_TOKENIZE_BATCH_DOCS
     tokenize_batch_bytes: int = DEFAULT_TOKENIZE_BATCH_BYTES
     progress_interval: float = 5.0
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
     overwrite: bool = False
     max_expansion: float = DEFAULT_MAX_EXPANSION
     verbose: bool = False
@@ -222,6 +234,8 @@ class PreprocessConfig:
             raise ValueError(f"max_expansion must be >= 0, got {self.max_expansion}")
         if not (0.0 <= self.max_failure_rate <= 1.0) or math.isnan(self.max_failure_rate):
             raise ValueError(f"max_failure_rate must be in [0, 1], got {self.max_failure_rate}")
+        if not self.stall_timeout >= 0:  # also refuses NaN
+            raise ValueError(f"stall_timeout must be >= 0, got {self.stall_timeout}")
         if not 0.0 <= self.max_drop_share <= 1.0:  # also refuses NaN
             raise ValueError(f"max_drop_share must be in [0, 1], got {self.max_drop_share}")
 
@@ -261,6 +275,7 @@ class PreprocessConfig:
             source_options=parse_source_options(view.source_option),
             tokenize_batch_docs=view.tokenize_batch_docs,
             progress_interval=view.progress_interval,
+            stall_timeout=view.stall_timeout,
             overwrite=view.overwrite,
             max_expansion=view.max_expansion,
             verbose=view.verbose,

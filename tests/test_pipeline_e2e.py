@@ -7,6 +7,7 @@ Every run here is a real Beam pipeline, hence `slow`.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import errno
 import io
 import json
@@ -317,6 +318,7 @@ def test_sigkill_leaves_no_whole_looking_partial_shard_and_rerun_equals_clean_ru
     [
         (signal.SIGTERM, False, "terminated (SIGTERM)"),  # the launcher only: a job scheduler
         (signal.SIGINT, True, "interrupted"),  # every process of the group: Ctrl-C at a terminal
+        (signal.SIGHUP, False, "hung up (SIGHUP)"),  # the terminal or ssh session went away
     ],
 )
 def test_a_stopping_signal_is_one_line_and_leaves_no_temporary_directories_or_work_area(
@@ -352,6 +354,53 @@ def test_a_stopping_signal_is_one_line_and_leaves_no_temporary_directories_or_wo
     assert process.returncode == 128 + signum, err
     lines = [line for line in err.splitlines() if not line.startswith("INFO pipelines.")]
     assert lines == [f"preprocess: {said}; no shard set was finished"], err
+    assert os.listdir(temp) == []
+    assert not (out / "_work").exists() and not (out / "manifest.json").exists()
+
+
+def test_a_stopped_worker_ends_the_run_after_the_stall_timeout_with_one_line(tmp_path):
+    """Issue 27.5: a SIGSTOPped worker used to freeze the run with no timeout. The workers
+    writing progress files are stopped; after --stall-timeout seconds without progress the run
+    ends in one line naming the stage, and leaves no temporary directory."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAYON_NUM_THREADS": "1", "TMPDIR": str(temp)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.preprocess", "--source=books",
+         f"--input={CORPORA / 'books'}/*.txt", f"--output={out}", f"--tokenizer={GPT2}",
+         "--no-dedup", "--language=any", "--progress-interval=1", "--stall-timeout=6",
+         *TWO_PROCESSES],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    stopped: set[int] = set()
+    try:
+        deadline = time.monotonic() + 300
+        while not stopped:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline
+            for heartbeat in temp.glob("shardsmith-run-*/progress/*.json"):
+                pid = int(heartbeat.name.split("-", 1)[0])
+                os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+            time.sleep(0.02)
+        started = time.monotonic()
+        _, err = process.communicate(timeout=120)
+        waited = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 1, err
+    failed = [line for line in err.splitlines() if line.startswith("preprocess: FAILED")]
+    assert len(failed) == 1 and "no progress for" in failed[0], err
+    assert "stage (--stall-timeout 6s)" in failed[0] and "Traceback" not in err
+    assert "idle " in err  # the progress line shows the idle time against the timeout
+    assert 5 < waited < 60
     assert os.listdir(temp) == []
     assert not (out / "_work").exists() and not (out / "manifest.json").exists()
 
