@@ -44,6 +44,7 @@ from apache_beam.options.pipeline_options import (  # noqa: E402
 
 from pipelines.beam_worker import (  # noqa: E402
     STANDBY_DIR_ENV,
+    STANDBY_PREFIX,
     VERBOSE_ENV,
     StandbyWorkers,
     add_stderr_handler,
@@ -121,8 +122,9 @@ def make_run_tmp(parent: str | None = None) -> tuple[str, int]:
 
 
 def sweep_stale_run_tmps(parent: str | None = None) -> list[str]:
-    """Delete the temporary directories of runs that were killed (SIGKILL, a crash): those no
-    live process holds the lock of. Returns what was deleted."""
+    """Delete the temporary directories of runs that were killed (SIGKILL, a crash), their
+    standby workers' socket folders included: those no live process holds the lock of.
+    Returns what was deleted."""
     parent = parent or tempfile.gettempdir()
     swept = []
     try:
@@ -130,7 +132,8 @@ def sweep_stale_run_tmps(parent: str | None = None) -> list[str]:
     except OSError:
         return swept
     for entry in entries:
-        if not entry.name.startswith(RUN_TMP_PREFIX) or not entry.is_dir(follow_symlinks=False):
+        if (not entry.name.startswith((RUN_TMP_PREFIX, STANDBY_PREFIX))
+                or not entry.is_dir(follow_symlinks=False)):
             continue
         try:
             if time.time() - entry.stat(follow_symlinks=False).st_mtime < _SWEEP_MIN_AGE_S:
