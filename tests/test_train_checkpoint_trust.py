@@ -250,6 +250,33 @@ def test_a_full_disk_while_committing_is_one_line_and_keeps_the_last_checkpoint(
     assert ckpt.load_checkpoint(first, *_trained(seed=1))["step"] == 1
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 200 kB filesystem (tmpfs), where a checkpoint save runs out of space; skipped
+    where this process may not mount one."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip()})")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_save_onto_a_really_full_disk_says_so_in_one_line(small_disk):
+    """Issue 27.7: on a real full disk torch's writer fails with "[enforce fail at
+    inline_container.cc] unexpected pos", not ENOSPC; the line now names the full disk."""
+    model, optimizer = _trained()
+    with pytest.raises(ckpt.CheckpointError) as caught:
+        _save(small_disk / "run", 1, model, optimizer)
+    message = str(caught.value)
+    assert "\n" not in message and "step 1 not saved (no space left on device" in message
+    assert os.listdir(small_disk / "run" / "checkpoints") == []
+
+
 def test_stale_temporary_directories_are_swept(tmp_path):
     model, optimizer = _trained()
     stale = tmp_path / "checkpoints" / ".tmp-step-00000005"
