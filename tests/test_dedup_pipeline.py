@@ -10,6 +10,8 @@ import os
 import random
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import apache_beam as beam
@@ -500,6 +502,24 @@ def test_one_and_two_worker_processes_give_identical_results(
     for name in ("documents", "rejects", "clusters"):
         assert two[name] == default_run[name]
     assert two["stats"]["counters"] == default_run["stats"]["counters"]
+
+
+def test_the_command_writes_nothing_under_home(corpus, default_run, tmp_path):
+    """Issue 27.7: `python -m pipelines.dedup` used to make ~/.apache_beam/cache/prism/bin (Beam's
+    DirectRunner trying its Prism runner first); a run leaves HOME as it was."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.dedup", "--input",
+         _write_input(corpus.docs, tmp_path / "in"), "--output", str(tmp_path / "out")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert list(home.rglob("*")) == []
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["counters"] == default_run["stats"]["counters"]
 
 
 def test_unreadable_input_fails_with_the_file_named(tmp_path, capsys):
