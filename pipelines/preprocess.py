@@ -171,11 +171,11 @@ _STOP_SIGNALS = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGINT: "interru
 
 
 class _StallAlarm:
-    """The progress watch's on_stall: keeps the line naming the stage, and kills the run's
-    worker processes (this process's children), a stopped one included. The runner then fails
-    the run, and _run reports the stall instead of the runner's error. (A signal to this
-    process would not do: the main thread waits inside the runner where a signal that another
-    thread raises never wakes it.)"""
+    """The progress watch's on_stall: keeps the line naming the stage, kills the run's worker
+    processes (this process's children, a stopped one included) and sends SIGTERM to the main
+    thread itself (a process-wide signal raised by this thread is taken by this thread, and
+    the main thread, waiting inside the runner, would never wake). _run then reports the
+    stall instead of the signal."""
 
     def __init__(self) -> None:
         self.line = ""
@@ -185,6 +185,7 @@ class _StallAlarm:
         for pid in _children(os.getpid()):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
 
 
 def _runner_thread_error(args: threading.ExceptHookArgs) -> None:
