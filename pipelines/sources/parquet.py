@@ -137,6 +137,11 @@ def _values(column: pa.Array) -> list:
         return column.view(binary).to_pylist()
 
 
+def _one_line(error: Exception) -> str:
+    """An Arrow error on one line (its messages span lines)."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
 def _string_value(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
@@ -190,8 +195,7 @@ def _read_row_group(parquet_file: pq.ParquetFile, row_group: int, first_row: int
         yield from _row_group_documents(parquet_file, row_group, first_row, columns, name,
                                         location, batch_rows, limit, delivered)
     except (OSError, pa.ArrowException) as error:
-        message = " ".join(str(error).split())  # Arrow's messages span lines
-        yield failure(where, "corrupt_input", f"{type(error).__name__}: {message}; "
+        yield failure(where, "corrupt_input", f"{_one_line(error)}; "
                       f"{promised - delivered.rows} of {promised} rows lost",
                       rows_lost=max(promised - delivered.rows, 0))
         return
@@ -223,5 +227,4 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
                                            task.path, batch_rows, limit)
                 first_row += metadata.row_group(row_group).num_rows
     except (OSError, pa.ArrowException) as error:
-        yield failure(task.path, "unreadable_file", f"{type(error).__name__}: {error}",
-                      lost_from=0)
+        yield failure(task.path, "unreadable_file", _one_line(error), lost_from=0)
