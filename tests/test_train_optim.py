@@ -184,6 +184,55 @@ def max_difference(a: nn.Module, b: nn.Module) -> float:
     return max((x - y).abs().max().item() for x, y in zip(a.parameters(), b.parameters()))
 
 
+def test_lamb_without_clipping_matches_fused_lamb_on_large_gradients():
+    """max_grad_norm=0 turns clipping off: gradients with a global norm far above 1 move the
+    weights as the unclipped reference does, not as the clipped one."""
+    torch.manual_seed(1)
+    shapes, decays = [(8, 6), (6,)], [0.01, 0.0]
+    weights = [torch.randn(s) for s in shapes]
+    grads_per_step = [[torch.randn(s) * 5.0 for s in shapes] for _ in range(5)]
+    params = [nn.Parameter(w.clone()) for w in weights]
+    hyper = dict(lr=0.02, betas=(0.9, 0.999), eps=1e-6, max_grad_norm=0.0, nvlamb=False)
+    optimizer = Lamb([{"params": [p], "weight_decay": wd} for p, wd in zip(params, decays)],
+                     **hyper)
+    for grads in grads_per_step:
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        optimizer.step()
+    unclipped = fused_lamb_reference(weights, grads_per_step, decays, **hyper)
+    clipped = fused_lamb_reference(weights, grads_per_step, decays, **{**hyper,
+                                                                       "max_grad_norm": 1.0})
+    for p, u, c in zip(params, unclipped, clipped):
+        torch.testing.assert_close(p.detach().double(), u, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(params[1].detach().double(), clipped[1], atol=1e-4)
+
+
+def test_lamb_step_without_gradients_changes_nothing():
+    weight = nn.Parameter(torch.tensor([1.0, -2.0, 3.0]))
+    other = nn.Parameter(torch.tensor([0.5]))
+    optimizer = Lamb([weight, other], lr=0.1)
+    assert optimizer.step(lambda: torch.tensor(7.0)) == torch.tensor(7.0)  # the closure's loss
+    assert weight.tolist() == [1.0, -2.0, 3.0] and optimizer.state == {}
+    other.grad = torch.tensor([1.0])  # only the parameter with a gradient moves
+    optimizer.step()
+    assert weight.tolist() == [1.0, -2.0, 3.0] and other.item() != 0.5
+    assert list(optimizer.state) == [other]
+
+
+@pytest.mark.parametrize("bad, fault", [
+    ({"lr": 0.0}, "invalid LAMB hyper-parameters"),
+    ({"lr": -1e-3}, "invalid LAMB hyper-parameters"),
+    ({"eps": 0.0}, "invalid LAMB hyper-parameters"),
+    ({"betas": (1.0, 0.999)}, "invalid LAMB hyper-parameters"),
+    ({"betas": (0.9, -0.1)}, "invalid LAMB hyper-parameters"),
+    ({"max_grad_norm": -1.0}, "max_grad_norm must be >= 0"),
+])
+def test_lamb_refuses_bad_hyper_parameters(bad, fault):
+    with pytest.raises(ValueError, match=fault):
+        Lamb([nn.Parameter(torch.ones(2))], **bad)
+    Lamb([nn.Parameter(torch.ones(2))], betas=(0.0, 0.0), max_grad_norm=0.0)  # edges allowed
+
+
 def test_lamb_trust_ratio_is_one_for_zero_weights():
     weight = nn.Parameter(torch.zeros(3))
     weight.grad = torch.tensor([1.0, -2.0, 0.5])
