@@ -143,6 +143,26 @@ def test_signatures_match_the_formula_and_skip_empty_sets():
     assert (sig[-1] == minhash.EMPTY).all()
 
 
+def test_signatures_of_a_batch_past_one_chunk_match_the_formula():
+    """Issue 27 (a mutation survivor): the chunked path, a batch of more shingles than one
+    chunk holds, with documents straddling the chunk borders, an empty set among them and a
+    document alone longer than a chunk (a whole book)."""
+    sets = [shingles.shingle_set(p) for p in paragraphs("2701-0.txt", 30)[:60]]
+    sets.insert(20, np.empty(0, np.uint32))
+    sets.append(shingles.shingle_set(book("11-0.txt")))
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sets])])
+    assert offsets[-1] > 3 * minhash._CHUNK and len(sets[-1]) > minhash._CHUNK
+    batch = shingles.ShingleBatch(np.concatenate(sets), offsets)
+    sig = MinHasher(16, seed=3).signatures(batch)
+    a, b = minhash.permutation_parameters(16, 3)
+    for i, s in enumerate(sets):
+        if len(s) == 0:
+            assert (sig[i] == minhash.EMPTY).all()
+            continue
+        expected = ((a[:, None].astype(np.uint64) * s + b[:, None]) % (1 << 32)).min(axis=1)
+        assert np.array_equal(sig[i], expected), i
+
+
 def test_estimates_track_exact_jaccard_on_edited_real_text():
     hasher = MinHasher(112, seed=1)
     errors = []
