@@ -473,6 +473,43 @@ def test_a_hot_bucket_centre_sends_its_shingle_set_once():
     assert [tag for _, (tag, _) in sent].count("own") == 1
 
 
+def test_verification_pairs_each_receiver_with_its_senders_never_with_itself():
+    """Issue 27 (mutation survivor): a receiver's own set in its verify group must not be taken
+    for a sender's. A real paragraph receives from two edited copies of itself and from three
+    other paragraphs; only the copies are similar, each pair is emitted once with its exact
+    Jaccard, and no document is paired with itself."""
+    paragraphs = _paragraphs("2701-0.txt")
+    centre = next(p for p in paragraphs if len(p.split()) > 200)
+    others = [p for p in paragraphs if p != centre][:3]
+    texts = [centre, _edit(centre, 0.01, 1), _edit(centre, 0.02, 2), *others]
+    docs = [Document(f"books:v:{i}", "books", t) for i, t in enumerate(texts)]
+    nodes = [(0, d.id) for d in docs]
+    roles = collections.defaultdict(list)
+    for edge in [(nodes[0], leaf) for leaf in nodes[1:]]:
+        for doc_id, entry in verify.edge_roles(edge):
+            roles[doc_id].append(entry)
+    roles[nodes[0][1]].append(verify.RECEIVES)
+    pair_fn = verify.PairShinglesFn(DedupConfig(batch_docs=8))
+    pair_fn.start_bundle()
+    sent = [o for d in docs for o in pair_fn.process(d, roles)]
+    sent += [o.value for o in pair_fn.finish_bundle() if not isinstance(o, pvalue.TaggedOutput)]
+    values = [value for _, value in sent if isinstance(value, tuple)]
+    fn = verify.VerifyFn(0.7)
+    fn.start_bundle()
+    out = list(fn.process((docs[0].id, values)))
+    edges = [o.value for o in out if isinstance(o, pvalue.TaggedOutput) and o.tag == "edges"]
+    matches = [o for o in out if not isinstance(o, pvalue.TaggedOutput)]
+    assert edges == [(nodes[0], nodes[1]), (nodes[0], nodes[2])]
+    sets = [shingles.shingle_set(t) for t in texts]
+    expected = [shingles.jaccard(sets[i], sets[0]) for i in (1, 2)]
+    assert all(j >= 0.7 for j in expected)
+    assert matches == [
+        (docs[0].id, (expected[0], docs[1].id)), (docs[1].id, (expected[0], docs[0].id)),
+        (docs[0].id, (expected[1], docs[2].id)), (docs[2].id, (expected[1], docs[0].id)),
+    ]
+    assert all(a != b for a, (_, b) in matches)
+
+
 @pytest.mark.slow
 def test_source_priority_keeps_wikipedia_and_source_scope_keeps_cross_source_copies(
     corpus, tmp_path
