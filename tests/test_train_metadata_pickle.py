@@ -14,7 +14,7 @@ import torch
 
 from dataset_format.safe_io import UnsafeInputError
 from tests.test_train_checkpoint import _trained
-from tests.test_train_checkpoint_trust import _rehash, _every_load_path, gpt_checkpoint  # noqa: F401
+from tests.test_train_checkpoint_trust import _every_load_path, _rehash, gpt_checkpoint  # noqa: F401
 from train import checkpoint as ckpt
 from train import checkpoint_io, metadata_pickle
 from train.export import main as export_main
@@ -62,8 +62,8 @@ def test_real_metadata_is_read_within_every_budget(gpt_checkpoint):  # noqa: F81
     assert 0 < metadata_pickle.MAX_OPCODES - unpickler.opcodes_left < len(real)
 
 
-def test_a_setattr_on_an_allowed_function_is_refused_everywhere(  # noqa: F811
-    gpt_checkpoint, tmp_path, capsys
+def test_a_setattr_on_an_allowed_function_is_refused_everywhere(
+    gpt_checkpoint, tmp_path, capsys  # noqa: F811
 ):
     """Issue 27.4: BUILD on torch.serialization._get_layout ahead of real metadata used to be
     accepted by resume, evaluation and export, and left _get_layout('torch.strided') returning

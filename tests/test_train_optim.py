@@ -202,7 +202,7 @@ def test_lamb_without_clipping_matches_fused_lamb_on_large_gradients():
     unclipped = fused_lamb_reference(weights, grads_per_step, decays, **hyper)
     clipped = fused_lamb_reference(weights, grads_per_step, decays, **{**hyper,
                                                                        "max_grad_norm": 1.0})
-    for p, u, c in zip(params, unclipped, clipped):
+    for p, u in zip(params, unclipped):
         torch.testing.assert_close(p.detach().double(), u, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(params[1].detach().double(), clipped[1], atol=1e-4)
 
