@@ -21,6 +21,7 @@ import dataclasses
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -194,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="a note for the results, e.g. 'before'")
     parser.add_argument("--results", help="a markdown file the result is appended to")
     args = parser.parse_args(argv)
+    # a SIGTERM unwinds like an exception, so that the private copy is deleted
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     result = run(args.module, args.tests, args.limit, args.seed)
     text = _markdown(result, args.label or time.strftime("%Y-%m-%d"))
     print(text)
