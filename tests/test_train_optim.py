@@ -225,6 +225,7 @@ def test_lamb_step_without_gradients_changes_nothing():
     ({"eps": 0.0}, "invalid LAMB hyper-parameters"),
     ({"betas": (1.0, 0.999)}, "invalid LAMB hyper-parameters"),
     ({"betas": (0.9, -0.1)}, "invalid LAMB hyper-parameters"),
+    ({"betas": (0.9, 1.0)}, "invalid LAMB hyper-parameters"),
     ({"max_grad_norm": -1.0}, "max_grad_norm must be >= 0"),
 ])
 def test_lamb_refuses_bad_hyper_parameters(bad, fault):
@@ -255,6 +256,28 @@ def test_lamb_defaults_are_the_bert_records():
                          "--weight-decay", "0"])  # fmt: skip
     chosen = resolve_config(chosen, runtime, model_positions)
     assert (chosen.beta2, chosen.eps, chosen.weight_decay) == (0.98, 1e-6, 0.0)
+
+
+def test_a_zero_clip_norm_leaves_gradients_alone_and_a_norm_at_the_bound_is_not_scaled():
+    torch.manual_seed(0)
+    params = [nn.Parameter(torch.randn(4, 3)), nn.Parameter(torch.randn(3))]
+    for p in params:
+        p.grad = torch.randn_like(p) * 3
+    before = [p.grad.clone() for p in params]
+    total = grad_norm(params)
+    clip_grads_(params, 0.0, total)  # 0: no clipping, never a zero scale
+    assert all(torch.equal(p.grad, b) for p, b in zip(params, before))
+    clip_grads_(params, total, total)  # already at the bound: left as it is
+    assert all(torch.equal(p.grad, b) for p, b in zip(params, before))
+    clip_grads_(params, total / 2, total)
+    assert grad_norm(params) == pytest.approx(total / 2, rel=1e-5)
+
+
+def test_schedule_warmup_may_last_until_the_decay_ends():
+    schedule = LRSchedule(1.0, 0.1, warmup_steps=4, decay_steps=4, decay="cosine")
+    assert [schedule(s) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 0.1, 0.1]
+    with pytest.raises(ValueError, match="must not exceed"):
+        LRSchedule(1.0, 0.1, warmup_steps=5, decay_steps=4, decay="cosine")
 
 
 def test_build_optimizer_kinds():
