@@ -280,6 +280,20 @@ def test_schedule_warmup_may_last_until_the_decay_ends():
         LRSchedule(1.0, 0.1, warmup_steps=5, decay_steps=4, decay="cosine")
 
 
+def test_lamb_and_build_optimizer_leave_undecayed_parameters_unscaled_by_default():
+    """The BERT records' LAMB applies the trust ratio to decayed parameters only (nvlamb off)."""
+    def step(**kwargs) -> torch.Tensor:
+        bias = nn.Parameter(torch.tensor([3.0, -4.0]))
+        bias.grad = torch.tensor([0.5, 0.25])
+        Lamb([{"params": [bias], "weight_decay": 0.0}], lr=0.1, **kwargs).step()
+        return bias.detach()
+
+    torch.testing.assert_close(step(), step(nvlamb=False))
+    assert not torch.allclose(step(), step(nvlamb=True))
+    model = build_model("gpt-tiny", vocab_size=256)
+    assert build_optimizer(model, "lamb", 1e-3, 0.1, (0.9, 0.999), 1e-6).nvlamb is False
+
+
 def test_build_optimizer_kinds():
     model = build_model("gpt-tiny", vocab_size=256)
     adamw = build_optimizer(model, "adamw", 1e-3, 0.1, (0.9, 0.95), 1e-8)
