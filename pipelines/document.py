@@ -44,6 +44,10 @@ class Failure:
     # after which nothing was read (0 when the whole input counts as lost, as for a stream cut
     # short, whose missing tail cannot be measured). None: one record failed, reading went on.
     lost_from: int | None = None
+    # Records the input promised here and never delivered (a Parquet row group whose pages are
+    # corrupt, or a footer that counts more rows than its pages hold): each counts as a failed
+    # record in the run's failure rate (stats.py), though only this one Failure stands for them.
+    rows_lost: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -95,6 +95,7 @@ def shard_set_spec(
         dtype=str(np.dtype(dtype_for_vocab(tokenizer_ref.vocab_size))),
         sequence_unit="sentence" if config.split_sentences else "document",
         max_failure_rate=config.max_failure_rate,
+        max_drop_share=config.max_drop_share,
         source={
             "name": config.source,
             "input": config.input,

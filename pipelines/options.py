@@ -25,7 +25,7 @@ from common.option_fields import (
 )
 from pipelines.dedup.config import FLAG_GROUP as DEDUP_GROUP
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
-from pipelines.stats import DEFAULT_MAX_FAILURE_RATE
+from pipelines.stats import DEFAULT_MAX_DROP_SHARE, DEFAULT_MAX_FAILURE_RATE
 from pipelines.write import DEFAULT_SHARD_TOKENS
 
 DEFAULT_TOKENIZE_BATCH_DOCS = 256
@@ -33,6 +33,12 @@ DEFAULT_TOKENIZE_BATCH_BYTES = 4 << 20
 # Text of real corpora compresses 3-10x (zstd on repetitive web text up to ~30x); far past that
 # is a decompression bomb (1 MB of .zst holding gigabytes of lines).
 DEFAULT_MAX_EXPANSION = 100.0
+# Seconds without progress after which a local run is ended: generous, since one document or
+# one task of a slow format may keep a worker busy for minutes without moving a counter.
+DEFAULT_STALL_TIMEOUT = 1800.0
+# Seconds without progress after which a local run is ended: generous, since one document or
+# one task of a slow format may keep a worker busy for minutes without moving a counter.
+DEFAULT_STALL_TIMEOUT = 1800.0
 
 
 def _source_names() -> list[str]:
@@ -118,6 +124,13 @@ class PreprocessConfig:
         "of input bytes is lost to files that broke off (a truncated or corrupt "
         "compressed stream; see stats.json files_broken_off) (default %(default)s)",
     )
+    max_drop_share: float = option(
+        DEFAULT_MAX_DROP_SHARE,
+        check=within(0, 1),
+        help="fail the run when one reason (a filter, dedup) drops at least this share of "
+        "the documents read: a broken filter or model drops everything and must not pass "
+        f"as a run (default {DEFAULT_MAX_DROP_SHARE}: all of them; 0: no bound)",
+    )
     keep_rejects: bool = option(
         False, help="write every dropped document and failed record to OUTPUT/rejects/*.jsonl"
     )
@@ -155,6 +168,13 @@ class PreprocessConfig:
     verbose: bool = option(False, help="also show Beam's own log messages (hidden in a normal run)")
     progress_interval: float = option(
         5.0, help="seconds between progress lines of a local run (0: none)"
+    )
+    stall_timeout: float = option(
+        DEFAULT_STALL_TIMEOUT,
+        check=NON_NEGATIVE,
+        help="end a local run whose workers make no progress for this many seconds, with "
+        "one line naming the stage (a stopped or hung worker); the progress line shows how "
+        f"long it has been idle (default {DEFAULT_STALL_TIMEOUT:g}; 0: no limit)",
     )
     dedup: bool = option(
         True, flag="--no-dedup", group=DEDUP_GROUP, help="skip deduplication entirely"

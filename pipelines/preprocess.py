@@ -12,6 +12,7 @@ explicitly: Beam's "DirectRunner" would first try to fetch and start the Prism r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Sequence
 
@@ -44,6 +46,7 @@ from pipelines.graph import build_pipeline, plan_run, prepare  # noqa: E402
 from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
 from pipelines.runner.beam_worker import (  # noqa: E402
     STANDBY_DIR_ENV,
+    STANDBY_PREFIX,
     VERBOSE_ENV,
     StandbyWorkers,
     add_stderr_handler,
@@ -119,8 +122,9 @@ def make_run_tmp(parent: str | None = None) -> tuple[str, int]:
 
 
 def sweep_stale_run_tmps(parent: str | None = None) -> list[str]:
-    """Delete the temporary directories of runs that were killed (SIGKILL, a crash): those no
-    live process holds the lock of. Returns what was deleted."""
+    """Delete the temporary directories of runs that were killed (SIGKILL, a crash), their
+    standby workers' socket folders included: those no live process holds the lock of.
+    Returns what was deleted."""
     parent = parent or tempfile.gettempdir()
     swept = []
     try:
@@ -128,7 +132,8 @@ def sweep_stale_run_tmps(parent: str | None = None) -> list[str]:
     except OSError:
         return swept
     for entry in entries:
-        if not entry.name.startswith(RUN_TMP_PREFIX) or not entry.is_dir(follow_symlinks=False):
+        if (not entry.name.startswith((RUN_TMP_PREFIX, STANDBY_PREFIX))
+                or not entry.is_dir(follow_symlinks=False)):
             continue
         try:
             if time.time() - entry.stat(follow_symlinks=False).st_mtime < SWEEP_MIN_AGE_S:
@@ -159,8 +164,55 @@ def _raise_terminated(signum, frame):
     raise Terminated(signum)
 
 
-# What each stopping signal is called in the run's one line: SIGINT is a user's Ctrl-C.
-_STOP_SIGNALS = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGINT: "interrupted"}
+# What each stopping signal is called in the run's one line: SIGINT is a user's Ctrl-C, SIGHUP
+# the terminal (or the ssh session) the run was started from going away.
+_STOP_SIGNALS = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGINT: "interrupted",
+                 signal.SIGHUP: "hung up (SIGHUP)"}
+
+
+class _StallAlarm:
+    """The progress watch's on_stall: keeps the line naming the stage, kills the run's worker
+    processes (this process's children, a stopped one included) and sends SIGTERM to the main
+    thread itself (a process-wide signal raised by this thread is taken by this thread, and
+    the main thread, waiting inside the runner, would never wake). _run then reports the
+    stall instead of the signal."""
+
+    def __init__(self) -> None:
+        self.line = ""
+
+    def __call__(self, line: str) -> None:
+        self.line = line
+        for pid in _children(os.getpid()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+
+
+def _runner_thread_error(args: threading.ExceptHookArgs) -> None:
+    """threading.excepthook while a run goes: an uncaught error of one of the runner's own
+    threads (Beam's worker handlers, gRPC's streams) when a worker dies or the run is stopped
+    is logged at DEBUG; the main thread reports the run's end in one line. Any other thread's
+    error goes to the hook that was there before."""
+    frames = traceback.extract_tb(args.exc_traceback) if args.exc_traceback else []
+    if frames and any(f"{os.sep}{package}{os.sep}" in frames[-1].filename
+                      for package in ("apache_beam", "grpc")):
+        LOG.debug("runner thread %s: %s: %s", args.thread.name if args.thread else "?",
+                  args.exc_type.__name__, args.exc_value)
+        return
+    _PREVIOUS_EXCEPTHOOK(args)
+
+
+_PREVIOUS_EXCEPTHOOK = threading.excepthook
+
+
+def _children(parent: int) -> list[int]:
+    """The ids of `parent`'s child processes (Linux's /proc; none elsewhere)."""
+    children = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{parent}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{parent}/task/{task}/children") as f:
+                children += [int(pid) for pid in f.read().split()]
+    return children
 
 
 def _stopped_line(signum: int) -> str:
@@ -317,10 +369,15 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
     previous_handlers = {}
     display = None
     result = None
+    alarm = None
     try:
+        # left in place after the run: a runner thread may raise while the process exits
+        threading.excepthook = _runner_thread_error
         if threading.current_thread() is threading.main_thread():
             for signum in _STOP_SIGNALS:
                 previous_handlers[signum] = signal.signal(signum, _raise_terminated)
+            if config.stall_timeout > 0:
+                alarm = _StallAlarm()
         if local:
             sweep_stale_run_tmps()
             run_tmp, lock_fd = make_run_tmp()
@@ -339,8 +396,10 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
             os.mkdir(progress_dir)
         p = beam.Pipeline(runner=runner, options=options)
         build_pipeline(p, plan, tokenizer_ref, progress_dir=progress_dir, run_info=run_info)
-        if progress_dir and config.progress_interval > 0:
-            display = ProgressDisplay(progress_dir, None, config.progress_interval)
+        if progress_dir and (config.progress_interval > 0 or alarm):
+            display = ProgressDisplay(progress_dir, None, config.progress_interval,
+                                      stall_timeout=config.stall_timeout if alarm else 0.0,
+                                      on_stall=alarm)
             display.start()
         result = p.run()
         result.wait_until_finish()
@@ -349,6 +408,9 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
             display.stop()
             display = None
         _remove_work_area(config.output)
+        if alarm and alarm.line:
+            print(f"preprocess: FAILED: {alarm.line}; no shard set was finished", file=sys.stderr)
+            return 1
         if isinstance(e, Terminated):
             print(_stopped_line(e.signum), file=sys.stderr)
             return 128 + e.signum

@@ -15,7 +15,6 @@ the record becomes a Failure named after the stage, counted and logged with its 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 
 import apache_beam as beam
@@ -23,36 +22,13 @@ from apache_beam import pvalue
 from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.document import Failure, Reject
+from pipelines.reason_log import ReasonLog
 from pipelines.stats import DROPPED, FAILED, BundleCounts
 
 LOG = logging.getLogger(__name__)
-# Every failure is counted; the first ones of each process are logged one by one, then one
-# line per this many, so a corpus of broken files does not flood the log.
-_LOG_EACH_FIRST = 50
-_LOG_EVERY = 1000
-
-
-class _FailureLog:
-    def __init__(self) -> None:
-        self.seen = 0
-        self.lock = threading.Lock()
-
-    def log(self, failure: Failure) -> None:
-        with self.lock:
-            self.seen += 1
-            seen = self.seen
-        if seen <= _LOG_EACH_FIRST:
-            LOG.warning("skipped %s: %s %s", failure.location, failure.reason, failure.detail)
-        elif seen % _LOG_EVERY == 0:
-            LOG.warning(
-                "%d records failed so far in this worker (latest: %s: %s)",
-                seen,
-                failure.location,
-                failure.reason,
-            )
-
-
-_FAILURES = _FailureLog()
+# Every failure is counted; per reason, the first ones of each process are logged one by one,
+# then one line each time the count doubles, so a corpus of broken files does not flood the log.
+_FAILURES = ReasonLog(LOG)
 
 
 def windowed(output):
@@ -78,7 +54,8 @@ class CountingDoFn(beam.DoFn):
         self.counts = BundleCounts()
 
     def _fail(self, failure: Failure, keep: bool) -> Iterator:
-        _FAILURES.log(failure)
+        _FAILURES.warning(failure.reason, "skipped %s: %s %s", failure.location, failure.reason,
+                          failure.detail)
         self.counts.inc(FAILED + failure.reason)
         if keep:
             yield pvalue.TaggedOutput("failures", failure)

@@ -12,6 +12,8 @@ Counter names:
     input_bytes, input_bytes_lost,
     input_bytes_lost<TAB><reason><TAB><location>        input read, and lost where a file broke
                                                         off (`input_loss_counts`)
+    input_rows_lost                                     rows a Parquet footer promised and its
+                                                        pages did not deliver (Failure.rows_lost)
     records_failed_in<TAB><reason><TAB><file>           records failed per input file
                                                         (`file_failure_key`)
 Keys holding a TAB carry a file's name: they travel as data only, never as a Beam metric.
@@ -26,7 +28,9 @@ The identity checked at the end (`read` counts documents plus records that could
 
 A record count cannot see what a file that broke off would have held (a gzip cut in half is one
 failure, whatever followed the cut), so `--max-failure-rate` also bounds the share of input
-bytes lost: those after a fault no reader could get past (`Failure.lost_from`).
+bytes lost: those after a fault no reader could get past (`Failure.lost_from`). A format that
+says how many records it holds (Parquet's footer) can count what one failure lost in records:
+those rows count as failed records in `failure_rate`, out of the records read plus them.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ SHUFFLE_PREFIX = "dedup_shuffle_bytes_"
 DEDUP_INPUT_BYTES = "dedup_input_bytes"
 INPUT_BYTES = "input_bytes"
 INPUT_BYTES_LOST = "input_bytes_lost"
+INPUT_ROWS_LOST = "input_rows_lost"
 _LOST_IN = INPUT_BYTES_LOST + "\t"  # + reason + "\t" + location: one key per broken file
 # + reason + "\t" + file: records failed per file and reason (not "failed_...": that prefix is
 # the per-reason totals)
@@ -56,6 +61,10 @@ MAX_FILES_LISTED = 100
 # and the odd bad record are normal in web-scale inputs; more than 1% usually means a wrong
 # --source or a broken input, which must not pass quietly.
 DEFAULT_MAX_FAILURE_RATE = 0.01
+# Share of the documents read that one drop reason may take before the run fails (0: no bound).
+# All of them by default: a filter whose model is broken (every document "not English") or a
+# wrong --language drops everything under one reason, and an empty shard set must not pass.
+DEFAULT_MAX_DROP_SHARE = 1.0
 
 
 class AccountError(RuntimeError):
@@ -118,12 +127,15 @@ class MergeCounts(beam.CombineFn):
 
 
 def input_loss_counts(failure: Failure, task_input_bytes: int) -> dict[str, int]:
-    """The counts of input bytes a Failure lost: those of its task after `lost_from`, in all and
-    under the failed file's name and reason (none for the failure of one record)."""
+    """The counts of input a Failure lost: the bytes of its task after `lost_from`, in all and
+    under the failed file's name and reason (none for the failure of one record), and the rows
+    it stands for (`rows_lost`)."""
+    counts = {INPUT_ROWS_LOST: failure.rows_lost} if failure.rows_lost else {}
     if failure.lost_from is None:
-        return {}
+        return counts
     lost = max(task_input_bytes - failure.lost_from, 0)
-    return {INPUT_BYTES_LOST: lost, f"{_LOST_IN}{failure.reason}\t{failure.location}": lost}
+    return {**counts, INPUT_BYTES_LOST: lost,
+            f"{_LOST_IN}{failure.reason}\t{failure.location}": lost}
 
 
 def file_failure_key(path: str, reason: str) -> str:
@@ -168,6 +180,7 @@ def build_stats(
     counts: Mapping[str, int],
     *,
     max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE,
+    max_drop_share: float = DEFAULT_MAX_DROP_SHARE,
     extra: Mapping[str, object] | None = None,
 ) -> dict:
     """The `stats.json` document from the run's merged counts (pure; see `check_stats`)."""
@@ -178,6 +191,7 @@ def build_stats(
     written = int(counts.get("docs_written", 0))
     input_bytes = int(counts.get(INPUT_BYTES, 0))
     input_bytes_lost = int(counts.get(INPUT_BYTES_LOST, 0))
+    rows_lost = int(counts.get(INPUT_ROWS_LOST, 0))
     failed_by_file = _per_file(counts, _FAILED_IN, "records")
     dropped_total, failed_total = sum(dropped.values()), sum(failed.values())
     stats = {
@@ -188,11 +202,14 @@ def build_stats(
         "balanced": read == written + dropped_total + failed_total,
         "dropped": dropped,
         "failed": failed,
-        "failure_rate": (failed_total / read) if read else 0.0,
+        # rows lost never reached a stage: they fail beside the records that were read
+        "failure_rate": ((failed_total + rows_lost) / (read + rows_lost)) if read else 0.0,
         "max_failure_rate": max_failure_rate,
+        "max_drop_share": max_drop_share,
         "input_bytes": input_bytes,
         "input_bytes_lost": input_bytes_lost,
         "input_loss_rate": (input_bytes_lost / input_bytes) if input_bytes else 0.0,
+        "input_rows_lost": rows_lost,
         "files_broken_off": broken_files(counts),
         "files_with_failures": len({f["file"] for f in failed_by_file}),
         "failed_by_file": failed_by_file[:MAX_FILES_LISTED],
@@ -242,14 +259,32 @@ def check_stats(stats: Mapping) -> None:
             f"{stats['max_failure_rate']:.2%}). Replace those files, or raise --max-failure-rate "
             "to accept the loss"
         )
+    _check_drop_share(stats)
     if stats["failure_rate"] > stats["max_failure_rate"]:
         worst = sorted(stats["failed"].items(), key=lambda kv: -kv[1])[:3]
+        rows_lost = stats.get("input_rows_lost", 0)
+        lost = f" (and {rows_lost:,} rows the input promised were lost)" if rows_lost else ""
         raise AccountError(
-            f"{stats['failed_total']} of {stats['read']} records failed "
+            f"{stats['failed_total']} of {stats['read']} records failed{lost} "
             f"({stats['failure_rate']:.2%} > --max-failure-rate {stats['max_failure_rate']:.2%}); "
             f"most common: {', '.join(f'{k}={v}' for k, v in worst)}{_most_in(stats)}. The logs "
             "name each failed record's location; --keep-rejects writes them to OUTPUT/rejects/"
         )
+
+
+def _check_drop_share(stats: Mapping) -> None:
+    """AccountError when one reason dropped at least --max-drop-share of the documents read."""
+    share, read = stats.get("max_drop_share", 0.0), stats["documents_read"]
+    if not share or not read:
+        return
+    for reason, dropped in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]):
+        if dropped >= share * read:
+            raise AccountError(
+                f"{dropped:,} of {read:,} documents read were dropped as {reason!r} "
+                f"({dropped / read:.2%} >= --max-drop-share {share:.2%}): a filter or model that "
+                "drops this much is likely broken (a wrong --language, a damaged model cache). "
+                "Check the input and options, or raise --max-drop-share (0: no bound)"
+            )
 
 
 def _most_in(stats: Mapping) -> str:

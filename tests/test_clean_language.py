@@ -152,3 +152,51 @@ def test_an_unwritable_cache_falls_back_to_the_packaged_model(fresh_model_cache)
     assert language.decompressed_model() is None
     assert "en" in language.supported_languages()
     assert identify_language("This is plainly a sentence written in English.")[0] == "en"
+
+
+def _corrupt_zeroed_ptc32(directory):
+    import numpy as np
+
+    table = np.load(directory / "ptc32.npy", mmap_mode="r")
+    np.save(directory / "ptc32.npy", np.zeros(table.shape, table.dtype))
+
+
+def _corrupt_reversed_classes(directory):
+    import numpy as np
+
+    classes = np.load(directory / "classes.npy")
+    np.save(directory / "classes.npy", classes[::-1].copy())
+
+
+@pytest.mark.parametrize("corrupt", [_corrupt_zeroed_ptc32, _corrupt_reversed_classes])
+def test_a_cache_changed_after_it_was_built_is_rebuilt(fresh_model_cache, caplog, corrupt):
+    """Issue 27.2: an array of the cached model overwritten with one of the same shape and dtype
+    (zeros; the class list reversed) used to classify every document wrongly; the content
+    digest written when the cache was built finds it, and the cache is rebuilt with one line."""
+    language, cache = fresh_model_cache
+    english = "It was the best of times, it was the worst of times, it was the age of wisdom."
+    greek = greek_wiki_paragraphs(1)[0]
+    directory = language.decompressed_model()
+    assert language.cache_mismatch(directory) is None
+    corrupt(directory)
+    assert "changed since it was built" in language.cache_mismatch(directory)
+    for function in (language.decompressed_model, language._identifier,
+                     language.supported_languages):
+        function.cache_clear()
+    with caplog.at_level("WARNING", logger=language.__name__):
+        assert identify_language(english)[0] == "en"
+        assert identify_language(greek)[0] == "el"
+    (line,) = [r.getMessage() for r in caplog.records if "rebuilding" in r.getMessage()]
+    assert str(directory) in line and "changed since it was built" in line
+    assert language.cache_mismatch(directory) is None
+    assert [p.name for p in directory.parent.iterdir()] == [directory.name]
+
+
+def test_a_cache_without_its_digest_is_rebuilt(fresh_model_cache):
+    language, _ = fresh_model_cache
+    directory = language.decompressed_model()
+    (directory / "content.sha256").unlink()
+    assert language.cache_mismatch(directory).startswith("no content digest")
+    language.decompressed_model.cache_clear()
+    assert language.decompressed_model() == directory
+    assert language.cache_mismatch(directory) is None

@@ -51,6 +51,23 @@ def test_control_and_invisible_characters_removed():
     assert normalize_text(raw) == "bell null del zerowidth softhyphen bom end"
 
 
+def test_control_characters_in_ascii_only_text_are_removed():
+    """Issue 27 (mutation survivors): ASCII-only text takes its own path; every C0 control but
+    the line breaks and tab, and DEL, are removed from a real paragraph, tab becomes a space,
+    vertical tab and form feed line breaks, and a clean ASCII paragraph is left as it is."""
+    paragraph = next(p for p in (" ".join(q.split()) for q in _book("2701-0.txt").split("\n\n"))
+                     if p.isascii() and len(p) > 200)
+    assert normalize_text(paragraph) == paragraph
+    words = paragraph.split(" ")
+    removed = [chr(c) for c in range(0x20) if chr(c) not in "\t\n\x0b\x0c\r"] + ["\x7f"]
+    dirty = " ".join(w + removed[i % len(removed)] for i, w in enumerate(words))
+    assert dirty.isascii()
+    assert normalize_text(dirty) == paragraph
+    assert normalize_text(f"{words[0]}\t{words[1]}\x0b{words[2]}\x0c{words[3]}") == (
+        f"{words[0]} {words[1]}\n{words[2]}\n{words[3]}")
+    assert normalize_text(words[0] + "\x1f") == words[0] and normalize_text("\x7f") == ""
+
+
 def test_c1_controls_are_read_as_windows_1252():
     # C1 controls in text are Windows-1252 punctuation decoded as Latin-1 (ftfy's rule).
     assert normalize_text("\x93quoted\x94 \x96 dash") == "“quoted” – dash"

@@ -47,6 +47,27 @@ def write_pair(prefix, documents, dtype=np.uint16):
     return str(prefix)
 
 
+def test_token_ids_are_checked_against_the_vocabulary_at_its_boundary(tmp_path, book_documents):
+    """Issue 27 (mutation survivors): the vocabulary check of real GPT-2 ids. The largest id
+    (EOD, 50256) is inside a vocabulary of 50257 and outside one of 50256, which names the first
+    document holding it; the writer refuses an id one past its dtype, and takes the last one."""
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "alice", [[doc] for doc in ids])
+    dataset = IndexedDataset(prefix)
+    dataset.verify(vocab_size=50257)
+    with pytest.raises(FormatError) as caught:
+        dataset.verify(vocab_size=50256)
+    position = len(ids[0]) - 1  # the first EOD: the last token of the first document
+    assert f"token id 50256 (document 0, token {position}) is outside the vocabulary of 50256" \
+        in str(caught.value)
+    signed = write_pair(tmp_path / "signed", [[np.array([5, -1, 7])]], np.int32)
+    with pytest.raises(FormatError, match="token id -1"):
+        IndexedDataset(signed).verify(vocab_size=50257)
+    write_pair(tmp_path / "edge", [[np.array([0, 65535])]])  # the last uint16 id fits
+    with pytest.raises(ValueError, match=r"token ids \[0, 65536\] do not fit uint16"):
+        write_pair(tmp_path / "past", [[np.array([0, 65536])]])
+
+
 def read_megatron_pair(prefix: str):
     """An independent reader written from the MMIDIDX byte layout alone (not from our code)."""
     with open(prefix + ".idx", "rb") as f:

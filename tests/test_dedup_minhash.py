@@ -143,6 +143,60 @@ def test_signatures_match_the_formula_and_skip_empty_sets():
     assert (sig[-1] == minhash.EMPTY).all()
 
 
+def test_signatures_of_a_batch_past_one_chunk_match_the_formula():
+    """Issue 27 (a mutation survivor): the chunked path, a batch of more shingles than one
+    chunk holds, with documents straddling the chunk borders, an empty set among them and a
+    document alone longer than a chunk (a whole book)."""
+    sets = [shingles.shingle_set(p) for p in paragraphs("2701-0.txt", 30)[:60]]
+    sets.insert(20, np.empty(0, np.uint32))
+    sets.append(shingles.shingle_set(book("11-0.txt")))
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sets])])
+    assert offsets[-1] > 3 * minhash._CHUNK and len(sets[-1]) > minhash._CHUNK
+    batch = shingles.ShingleBatch(np.concatenate(sets), offsets)
+    sig = MinHasher(16, seed=3).signatures(batch)
+    a, b = minhash.permutation_parameters(16, 3)
+    for i, s in enumerate(sets):
+        if len(s) == 0:
+            assert (sig[i] == minhash.EMPTY).all()
+            continue
+        expected = ((a[:, None].astype(np.uint64) * s + b[:, None]) % (1 << 32)).min(axis=1)
+        assert np.array_equal(sig[i], expected), i
+
+
+def test_one_permutation_is_the_fewest():
+    one = MinHasher(1, seed=3).signatures(shingles.shingle_batch([book("1952-0.txt")[:2000]]))
+    assert one.shape == (1, 1) and one[0, 0] != minhash.EMPTY
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="num_perm must be >= 1"):
+            MinHasher(bad, seed=3)
+
+
+def _splitmix64_finaliser(h: int) -> int:
+    """splitmix64's finaliser (Steele et al.), on a Python int, mod 2^64."""
+    mask = (1 << 64) - 1
+    h ^= h >> 30
+    h = (h * 0xBF58476D1CE4E5B9) & mask
+    h ^= h >> 27
+    h = (h * 0x94D049BB133111EB) & mask
+    return h ^ (h >> 31)
+
+
+def test_band_hashes_equal_a_transcription_of_their_rule():
+    """A band's hash starts at its 1-based number; per row h = finaliser(h * 2^64/phi + value)
+    mod 2^64. Pinned by rule, not by value: a changed constant or step regroups every bucket."""
+    sets = [shingles.shingle_set(p) for p in paragraphs("11-0.txt", 30)[:4]]
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sets])])
+    sig = MinHasher(12, seed=5).signatures(shingles.ShingleBatch(np.concatenate(sets), offsets))
+    got = band_hashes(sig, bands=3, rows=4)
+    golden = 0x9E3779B97F4A7C15  # 2^64 / the golden ratio, rounded to odd
+    for d in range(len(sets)):
+        for band in range(3):
+            h = band + 1
+            for r in range(4):
+                h = _splitmix64_finaliser((h * golden + int(sig[d, band * 4 + r])) % (1 << 64))
+            assert int(got[d, band]) == h
+
+
 def test_estimates_track_exact_jaccard_on_edited_real_text():
     hasher = MinHasher(112, seed=1)
     errors = []

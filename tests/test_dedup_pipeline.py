@@ -10,6 +10,8 @@ import os
 import random
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import apache_beam as beam
@@ -497,6 +499,43 @@ def test_the_roles_table_holds_each_role_of_a_document_once():
     assert len(table) == 31 + 3
 
 
+def test_verification_pairs_each_receiver_with_its_senders_never_with_itself():
+    """Issue 27 (mutation survivor): a receiver's own set in its verify group must not be taken
+    for a sender's. A real paragraph receives from two edited copies of itself and from three
+    other paragraphs; only the copies are similar, each pair is emitted once with its exact
+    Jaccard, and no document is paired with itself."""
+    paragraphs = _paragraphs("2701-0.txt")
+    centre = next(p for p in paragraphs if len(p.split()) > 200)
+    others = [p for p in paragraphs if p != centre][:3]
+    texts = [centre, _edit(centre, 0.01, 1), _edit(centre, 0.02, 2), *others]
+    docs = [Document(f"books:v:{i}", "books", t) for i, t in enumerate(texts)]
+    nodes = [(0, d.id) for d in docs]
+    roles = collections.defaultdict(list)
+    for edge in [(nodes[0], leaf) for leaf in nodes[1:]]:
+        for doc_id, entry in verify.edge_roles(edge):
+            roles[doc_id].append(entry)
+    roles[nodes[0][1]].append(verify.RECEIVES)
+    pair_fn = verify.PairShinglesFn(DedupConfig(batch_docs=8))
+    pair_fn.start_bundle()
+    sent = [o for d in docs for o in pair_fn.process(d, roles)]
+    sent += [o.value for o in pair_fn.finish_bundle() if not isinstance(o, pvalue.TaggedOutput)]
+    values = [value for _, value in sent if isinstance(value, tuple)]
+    fn = verify.VerifyFn(0.7)
+    fn.start_bundle()
+    out = list(fn.process((docs[0].id, values)))
+    edges = [o.value for o in out if isinstance(o, pvalue.TaggedOutput) and o.tag == "edges"]
+    matches = [o for o in out if not isinstance(o, pvalue.TaggedOutput)]
+    assert edges == [(nodes[0], nodes[1]), (nodes[0], nodes[2])]
+    sets = [shingles.shingle_set(t) for t in texts]
+    expected = [shingles.jaccard(sets[i], sets[0]) for i in (1, 2)]
+    assert all(j >= 0.7 for j in expected)
+    assert matches == [
+        (docs[0].id, (expected[0], docs[1].id)), (docs[1].id, (expected[0], docs[0].id)),
+        (docs[0].id, (expected[1], docs[2].id)), (docs[2].id, (expected[1], docs[0].id)),
+    ]
+    assert all(a != b for a, (_, b) in matches)
+
+
 @pytest.mark.slow
 def test_source_priority_keeps_wikipedia_and_source_scope_keeps_cross_source_copies(
     corpus, tmp_path
@@ -532,6 +571,24 @@ def test_one_and_two_worker_processes_give_identical_results(
     one, other = default_run["stats"]["counters"].copy(), two["stats"]["counters"].copy()
     assert one.pop(lsh_bytes) == pytest.approx(other.pop(lsh_bytes), rel=0.25)
     assert other == one
+
+
+def test_the_command_writes_nothing_under_home(corpus, default_run, tmp_path):
+    """Issue 27.7: `python -m pipelines.dedup` used to make ~/.apache_beam/cache/prism/bin (Beam's
+    DirectRunner trying its Prism runner first); a run leaves HOME as it was."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.dedup", "--input",
+         _write_input(corpus.docs, tmp_path / "in"), "--output", str(tmp_path / "out")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert list(home.rglob("*")) == []
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["counters"] == default_run["stats"]["counters"]
 
 
 def test_unreadable_input_fails_with_the_file_named(tmp_path, capsys):

@@ -361,6 +361,9 @@ def test_filter_logits_top_k_and_nucleus():
     assert torch.isfinite(filter_logits(logits, None, 0.5)).tolist() == [True, False, False, False]
     with pytest.raises(ValueError, match="top_p"):
         Sampling(top_p=0.0)
+    for temperature in (float("nan"), float("inf"), -0.5):  # issue 27.7: NaN was a traceback
+        with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
+            Sampling(temperature=temperature)
 
 
 def test_generation_masks_padded_vocabulary_rows():

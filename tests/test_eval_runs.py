@@ -166,6 +166,12 @@ def test_generate_prints_the_prompt_and_its_continuation(gpt_run):
     assert generate("--max-new-tokens", "12", "--no-cache") == greedy
     sampled = generate("--max-new-tokens", "12", "--temperature", "1.0", "--top-k", "20")
     assert sampled == generate("--max-new-tokens", "12", "--temperature", "1.0", "--top-k", "20")
+    nan = subprocess.run(
+        [sys.executable, "tools/generate", gpt_run, "--prompt", "Call me Ishmael.",
+         "--temperature", "nan"], cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert nan.returncode == 1 and nan.stderr.count("\n") == 1
+    assert nan.stderr.startswith("error: temperature must be a finite number >= 0, got nan")
 
 
 def test_bert_masked_lm_is_deterministic_and_counts_masked_tokens(bert_run):

@@ -20,6 +20,8 @@ import lzma
 import os
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import zstandard
 
@@ -160,14 +162,109 @@ def test_a_wrong_content_length_halfway_costs_one_record(tmp_path: Path, capsys)
     inputs.mkdir()
     path = inputs / "crawl.warc.gz"
     path.write_bytes(gzip.compress(real + bad + real + real))
+    # the page is not English: every copy read drops as "language", which is not this case
     code, err, stats = preprocess(capsys, path, tmp_path / "out", "webtext",
-                                  "--max-failure-rate=0.3")
+                                  "--max-failure-rate=0.3", "--max-drop-share=0")
     assert code == 0, err
     assert stats["failed"] == {"corrupt_input": 1} and stats["balanced"]
     # whirlwind holds one page: the copies before and after the bad one are read
     assert stats["documents_read"] == 3
     assert stats["failed_by_file"] == [{"file": str(path), "reason": "corrupt_input", "records": 1}]
     assert stats["input_bytes_lost"] == 0
+
+
+def test_a_corrupt_parquet_row_group_counts_its_rows_as_lost(tmp_path: Path, capsys):
+    """Issue 27.1: one row group of 250 rows is corrupt among a book's paragraphs; its rows
+    never reached a stage, so they count as failed records, and the run fails (it used to pass
+    with one failure among the records read)."""
+    paragraphs = book_paragraphs()
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    path = inputs / "moby.parquet"
+    pq.write_table(pa.table({"text": list(paragraphs)}), path, row_group_size=250)
+    offset = pq.ParquetFile(path).metadata.row_group(2).column(0).data_page_offset
+    data = bytearray(path.read_bytes())
+    data[offset:offset + 64] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    code, err, stats = preprocess(capsys, path, tmp_path / "out", "parquet")
+    assert code == 1 and stats["status"] == "failed"
+    assert stats["input_rows_lost"] == 250 and stats["failed"] == {"corrupt_input": 1}
+    assert stats["failure_rate"] == pytest.approx(251 / (len(paragraphs) + 1))
+    assert "250 rows the input promised were lost" in _failed_line(err)
+    # the same loss is accepted when the rate allows it, and stats.json still says so
+    code, _, stats = preprocess(capsys, path, tmp_path / "out2", "parquet",
+                                "--max-failure-rate=0.2")
+    assert code == 0 and stats["input_rows_lost"] == 250
+
+
+@pytest.fixture
+def damaged_model_cache(monkeypatch, tmp_path):
+    """The language model's cache built under tmp_path/cache, then its widened feature table
+    zeroed (same shape and dtype); the process's loaded model forgotten before and after."""
+    import numpy as np
+
+    from pipelines.clean import language
+
+    monkeypatch.setenv(language.CACHE_ENV, str(tmp_path / "cache"))
+    loaded = (language.decompressed_model, language._identifier, language.supported_languages)
+    for function in loaded:
+        function.cache_clear()
+    directory = language.decompressed_model()
+    table = np.load(directory / "ptc32.npy", mmap_mode="r")
+    np.save(directory / "ptc32.npy", np.zeros(table.shape, table.dtype))
+    for function in loaded:
+        function.cache_clear()
+    yield directory
+    for function in loaded:
+        function.cache_clear()
+
+
+def test_a_damaged_language_model_cache_is_rebuilt_not_trusted(tmp_path: Path, capsys,
+                                                               damaged_model_cache):
+    """Issue 27.2: with the cache's feature table zeroed every document used to drop as
+    "language" and the run passed with an empty set; now the cache is rebuilt first."""
+    inputs = tmp_path / "run" / "in"
+    inputs.mkdir(parents=True)
+    (inputs / "book.jsonl").write_bytes(_book_jsonl(200))
+    code, err, stats = preprocess(capsys, inputs, tmp_path / "run" / "out", "jsonl")
+    assert code == 0, err
+    assert f"language model cache {damaged_model_cache}: ptc32.npy changed" in err
+    assert stats["written"] > 150 and stats["dropped"].get("language", 0) < 5
+
+
+def test_one_reason_dropping_every_document_fails_the_run(tmp_path: Path, capsys):
+    """Issue 27.2: an English book run with --language=el drops all of it as "language"; that
+    used to be a successful run with an empty shard set."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "book.jsonl").write_bytes(_book_jsonl(100))
+    code, err, stats = preprocess(capsys, inputs, tmp_path / "out", "jsonl", "--language=el")
+    assert code == 1 and stats["status"] == "failed"
+    assert "100 of 100 documents read were dropped as 'language'" in _failed_line(err)
+    # a lower bound fails a run that drops less than all (here: the too-short paragraphs)
+    code, err, stats = preprocess(capsys, inputs, tmp_path / "out2", "jsonl", "--language=en",
+                                  "--max-drop-share=0.0001")
+    assert code == (1 if stats["dropped"] else 0)
+
+
+def test_a_flood_of_unreadable_records_logs_the_first_of_each_reason_then_counts(
+        tmp_path: Path, capsys):
+    """Issue 27.6: a real book's JSONL with 100,000 `{}` lines appended used to log one WARNING
+    per line; now the first of each reason, then a line per doubling; stats.json counts all."""
+    from pipelines.reason_log import FIRST
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "book.jsonl").write_bytes(_book_jsonl(100) + b"{}\n" * 100_000)
+    code, err, stats = preprocess(capsys, inputs, tmp_path / "out", "jsonl",
+                                  "--max-failure-rate=1")
+    assert code == 0, err[-2000:]
+    assert stats["failed"] == {"missing_text": 100_000} and stats["written"] > 0
+    lines = err.splitlines()
+    # per reason and logger: FIRST lines, then one per doubling up to 100,000 (13 of them)
+    assert len([line for line in lines if "missing_text" in line]) <= 2 * (FIRST + 13)
+    assert len(lines) < 200
+    assert any("65536 records skipped as missing_text" in line for line in lines)
 
 
 def test_a_fifo_input_is_refused_not_opened(tmp_path: Path, capsys):

@@ -1,9 +1,11 @@
 """Property: the parsers of files we did not write (a shard set's manifest.json and .idx, a
-checkpoint's meta.json and DCP .metadata) given random bytes or random mutations of real files
-either return or raise our one-line error type, never another exception, and never run code.
+checkpoint's meta.json and DCP .metadata, a Parquet input's footer and row groups, the language
+model cache's digest, an HF directory's config.json) given random bytes or random mutations of
+real files either return or raise our one-line error type, never another exception, and never
+run code.
 
-The real files come from a shard set of Moby-Dick paragraphs (../shared/corpora) and a
-checkpoint of a tiny GPT. Mutations: byte flips, cuts, inserted bytes, 8-byte fields set to
+The real files come from a shard set of Moby-Dick paragraphs (../shared/corpora), a Parquet
+file of the same paragraphs, a checkpoint of a tiny GPT and its HF export. Mutations: byte flips, cuts, inserted bytes, 8-byte fields set to
 extreme integers, JSON values replaced, and a pickle that would run code spliced in.
 """
 
@@ -195,3 +197,105 @@ def test_dcp_metadata_parser(real, data):
         md = checkpoint_io.parse_metadata(raw, ".metadata")
         checkpoint_io.check_metadata(md, ".metadata", real["sizes"])
     assert not marker.exists()
+
+
+@pytest.fixture(scope="module")
+def moby_parquet(tmp_path_factory):
+    """A real Parquet file of 200 Moby-Dick paragraphs in row groups of 20, and its bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.shard_fixtures import book_paragraphs
+
+    path = tmp_path_factory.mktemp("parquet") / "moby.parquet"
+    pq.write_table(pa.table({"text": list(book_paragraphs("2701-0.txt")[:200])}), path,
+                   row_group_size=20)
+    return path, path.read_bytes()
+
+
+@FEW
+@given(st.data())
+def test_parquet_footer_and_row_groups(moby_parquet, data):
+    """A mutated file is read into Documents and Failures only; the rows a footer promised
+    are each delivered or counted lost (issue 27.1)."""
+    from pipelines.document import Document, Failure
+    from pipelines.sources.files import parquet
+
+    path, real_bytes = moby_parquet
+    mutated_path = path.with_name(f"m-{data.draw(st.integers(0, 10**9))}.parquet")
+    mutated_path.write_bytes(data.draw(mutated(real_bytes)))
+    for task in parquet.plan(str(mutated_path), {}):
+        items = list(parquet.read(task))
+        assert all(isinstance(item, (Document, Failure)) for item in items)
+        assert all("\n" not in item.detail for item in items if isinstance(item, Failure))
+
+
+@pytest.fixture(scope="module")
+def language_cache(tmp_path_factory):
+    """The language model's real cache, built in a scratch cache directory."""
+    from pipelines.clean import language
+
+    saved = os.environ.get(language.CACHE_ENV)
+    os.environ[language.CACHE_ENV] = str(tmp_path_factory.mktemp("cache"))
+    language.decompressed_model.cache_clear()
+    try:
+        directory = language.decompressed_model()
+    finally:
+        language.decompressed_model.cache_clear()
+        if saved is None:
+            os.environ.pop(language.CACHE_ENV)
+        else:
+            os.environ[language.CACHE_ENV] = saved
+    return directory, (directory / "content.sha256").read_bytes()
+
+
+@FEW
+@given(st.data())
+def test_language_cache_digest(language_cache, data):
+    """A mutated content digest is a mismatch (one line), never an error; only the digest the
+    cache was built with matches (issue 27.2)."""
+    from pipelines.clean import language
+
+    directory, digest = language_cache
+    raw = data.draw(mutated(digest))
+    try:
+        (directory / "content.sha256").write_bytes(raw)
+        mismatch = language.cache_mismatch(directory)
+    finally:
+        (directory / "content.sha256").write_bytes(digest)
+    assert (mismatch is None) == (raw == digest)
+    assert mismatch is None or "\n" not in mismatch
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory):
+    """The HF export of a real tiny GPT checkpoint (with the model config export needs)."""
+    import dataclasses
+
+    pytest.importorskip("transformers")
+    from tests.test_train_checkpoint import _state
+    from train.export import export_hf
+
+    root = tmp_path_factory.mktemp("hf")
+    model, optimizer = _trained()
+    state = {**_state(1), "config": {"seed": 1, "model": "gpt"},
+             "model_config": dataclasses.asdict(model.config)}
+    export_hf(_save(root / "run", 1, model, optimizer, state), str(root / "hf"))
+    return root / "hf", json.loads((root / "hf" / "config.json").read_text())
+
+
+@FEW
+@given(st.data())
+def test_hf_config_bounds(hf_dir, data):
+    """Any value of a size key is a positive integer the weights can hold, or one line; the
+    check runs before anything is built (issue 27.5)."""
+    from train.eval.load import LoadError, check_hf_config_size
+
+    out, config = hf_dir
+    edited = dict(config)
+    for key in data.draw(st.lists(st.sampled_from(
+            ["n_layer", "n_embd", "n_head", "vocab_size", "n_positions", "n_inner"]),
+            min_size=1, max_size=3)):
+        edited[key] = data.draw(JSON_VALUES | st.integers(-(10**30), 10**30))
+    with _returns_or_fails_on_one_line(LoadError):
+        check_hf_config_size(str(out), edited)

@@ -7,6 +7,7 @@ Every run here is a real Beam pipeline, hence `slow`.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import errno
 import io
 import json
@@ -319,6 +320,7 @@ def test_sigkill_leaves_no_whole_looking_partial_shard_and_rerun_equals_clean_ru
     [
         (signal.SIGTERM, False, "terminated (SIGTERM)"),  # the launcher only: a job scheduler
         (signal.SIGINT, True, "interrupted"),  # every process of the group: Ctrl-C at a terminal
+        (signal.SIGHUP, False, "hung up (SIGHUP)"),  # the terminal or ssh session went away
     ],
 )
 def test_a_stopping_signal_is_one_line_and_leaves_no_temporary_directories_or_work_area(
@@ -354,6 +356,58 @@ def test_a_stopping_signal_is_one_line_and_leaves_no_temporary_directories_or_wo
     assert process.returncode == 128 + signum, err
     lines = [line for line in err.splitlines() if not line.startswith("INFO pipelines.")]
     assert lines == [f"preprocess: {said}; no shard set was finished"], err
+    assert os.listdir(temp) == []
+    assert not (out / "_work").exists() and not (out / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGSTOP, signal.SIGKILL])
+def test_a_stopped_or_killed_worker_ends_the_run_with_one_line(tmp_path, signum):
+    """Issue 27.5 and 27.7: a SIGSTOPped worker used to freeze the run with no timeout, and a
+    killed one printed three gRPC tracebacks before the failure line. The workers writing
+    progress files are stopped (or killed): the run ends in one line (after --stall-timeout
+    seconds without progress, naming the stage, for a stopped one), with no traceback and no
+    temporary directory left."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAYON_NUM_THREADS": "1", "TMPDIR": str(temp)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.preprocess", "--source=books",
+         f"--input={CORPORA / 'books'}/*.txt", f"--output={out}", f"--tokenizer={GPT2}",
+         "--no-dedup", "--language=any", "--progress-interval=1", "--stall-timeout=6",
+         *TWO_PROCESSES],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    stopped: set[int] = set()
+    try:
+        deadline = time.monotonic() + 300
+        while not stopped:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline
+            for heartbeat in temp.glob("shardsmith-run-*/progress/*.json"):
+                pid = int(heartbeat.name.split("-", 1)[0])
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+                stopped.add(pid)
+            time.sleep(0.02)
+        started = time.monotonic()
+        _, err = process.communicate(timeout=120)
+        waited = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 1, err
+    failed = [line for line in err.splitlines() if line.startswith("preprocess: FAILED")]
+    assert len(failed) == 1 and "Traceback" not in err, err
+    if signum == signal.SIGSTOP:
+        assert "no progress for" in failed[0] and "stage (--stall-timeout 6s)" in failed[0]
+        assert "idle " in err  # the progress line shows the idle time against the timeout
+        assert 5 < waited < 60
     assert os.listdir(temp) == []
     assert not (out / "_work").exists() and not (out / "manifest.json").exists()
 
@@ -535,7 +589,9 @@ def test_an_input_with_no_records_is_a_clear_error(tmp_path, capsys):
 
 def test_a_run_that_keeps_no_document_still_finishes_an_empty_set(tmp_path, capsys):
     # Chapter headings of a real book: each too short for the clean stage. The finishing step
-    # runs once whatever reaches it (its shards and counts are side inputs, empty here).
+    # runs once whatever reaches it (its shards and counts are side inputs, empty here). One
+    # reason dropping every document fails the run by default (--max-drop-share); with the
+    # bound off, the empty set is finished.
     lines = (CORPORA / "books" / "11-0.txt").read_text(encoding="utf-8-sig").splitlines()
     headings = [line for line in lines if line.startswith("CHAPTER ")][:3]
     (tmp_path / "headings.jsonl").write_text(
@@ -549,6 +605,20 @@ def test_a_run_that_keeps_no_document_still_finishes_an_empty_set(tmp_path, caps
         f"--output={out}",
         f"--tokenizer={GPT2}",
         "--append-eod",
+        *IN_PROCESS,
+    )
+    assert code == 1
+    assert "3 of 3 documents read were dropped as 'too_short'" in err
+    assert json.loads((out / "stats.json").read_text())["status"] == "failed"
+    out = tmp_path / "out2"
+    code, report, err = preprocess(
+        capsys,
+        "--source=jsonl",
+        f"--input={tmp_path / 'headings.jsonl'}",
+        f"--output={out}",
+        f"--tokenizer={GPT2}",
+        "--append-eod",
+        "--max-drop-share=0",
         *IN_PROCESS,
     )
     assert code == 0, err

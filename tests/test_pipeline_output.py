@@ -27,7 +27,7 @@ from pipelines.preprocess import (
     make_run_tmp,
     sweep_stale_run_tmps,
 )
-from pipelines.runner.beam_worker import OwnMessagesOnly, add_stderr_handler
+from pipelines.runner.beam_worker import STANDBY_PREFIX, OwnMessagesOnly, add_stderr_handler
 from pipelines.sources import transforms
 from pipelines.stats import AccountError, build_stats, check_stats
 from pipelines.write import (
@@ -394,9 +394,13 @@ def test_stale_run_directories_are_swept_live_ones_kept(tmp_path, monkeypatch):
     dead = tmp_path / f"{RUN_TMP_PREFIX}dead"
     (dead / "progress").mkdir(parents=True)
     (tmp_path / "someone-elses").mkdir()
+    # issue 27.7: a killed run's standby-socket folder used to be left by every rerun
+    dead_standby = tmp_path / f"{STANDBY_PREFIX}dead"
+    dead_standby.mkdir()
+    (dead_standby / "claimed-0").write_text("")
     try:
-        assert sweep_stale_run_tmps(str(tmp_path)) == [str(dead)]
-        assert os.path.isdir(live) and not dead.exists()
+        assert sorted(sweep_stale_run_tmps(str(tmp_path))) == [str(dead), str(dead_standby)]
+        assert os.path.isdir(live) and not dead.exists() and not dead_standby.exists()
         assert (tmp_path / "someone-elses").is_dir()
     finally:
         os.close(live_lock)

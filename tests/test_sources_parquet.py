@@ -141,12 +141,46 @@ def test_corrupt_page_after_good_rows(tmp_path: Path) -> None:
     task = ReadTask(source="parquet", path=str(path), start=0, end=12)
     out = list(parquet.read(task))
     failures = [(i, f) for i, f in enumerate(out) if isinstance(f, Failure)]
-    assert [(f.reason, f.location) for _, f in failures] == [
-        ("corrupt_input", f"{path}:row group 6 (rows 1500-1749)")]
+    assert [(f.reason, f.location, f.rows_lost) for _, f in failures] == [
+        ("corrupt_input", f"{path}:row group 6 (rows 1500-1749)", 250)]
     # every row before the broken row group, and every row after it, still arrives
     rows = {int(d.id.rsplit(":", 1)[1]): d.text for d in out if isinstance(d, Document)}
     assert all(PARAGRAPHS[row] == text for row, text in rows.items())
     assert set(rows) == set(range(len(PARAGRAPHS))) - set(range(1500, 1750))
+
+
+def _zigzag_varint(number: int) -> bytes:
+    """An i64 as Thrift's compact protocol writes it (zigzag, then 7 bits a byte)."""
+    value, out = number << 1, b""
+    while value >= 0x80:
+        out += bytes([value & 0x7F | 0x80])
+        value >>= 7
+    return out + bytes([value])
+
+
+def test_a_footer_that_promises_more_rows_than_its_pages_hold(tmp_path: Path) -> None:
+    """Row group 2's num_rows in the Thrift footer is rewritten from 250 to 300 (field 3, an i64
+    after field 2: header byte 0x16); its pages still hold 250 rows, so 50 rows are lost."""
+    path = _moby(tmp_path / "moby.parquet")
+    data = path.read_bytes()
+    footer_length = int.from_bytes(data[-8:-4], "little")
+    footer_start = len(data) - 8 - footer_length
+    footer = data[footer_start:-8]
+    honest, lying = b"\x16" + _zigzag_varint(250), b"\x16" + _zigzag_varint(300)
+    assert len(honest) == len(lying)
+    for at in range(len(footer)):
+        if footer[at:at + len(honest)] != honest:
+            continue
+        patched = footer[:at] + lying + footer[at + len(honest):]
+        path.write_bytes(data[:footer_start] + patched + data[-8:])
+        if pq.ParquetFile(path).metadata.row_group(2).num_rows == 300:
+            break
+    assert pq.ParquetFile(path).metadata.row_group(2).num_rows == 300
+    out = _read_all(str(path))
+    failures = [f for f in out if isinstance(f, Failure)]
+    assert [(f.reason, f.location, f.rows_lost) for f in failures] == [
+        ("rows_missing", f"{path}:row group 2 (rows 500-799)", 50)]
+    assert [d.text for d in out if isinstance(d, Document)] == PARAGRAPHS
 
 
 def test_bad_options_fail_at_plan_time(tmp_path: Path) -> None:

@@ -182,7 +182,7 @@ def test_the_restricted_unpickler_reads_real_metadata_and_refuses_the_rest(gpt_c
     for data, fault in [
         (pickle.dumps(_RunsCode("/nonexistent/x")), "posix.system"),
         (on_class, "sets attributes on a class"),
-        (b"\x80\x04\x8c\x01x\x94Q.", "persistent id"),
+        (b"\x80\x04\x8c\x01x\x94Q.", "BINPERSID opcode"),
         (pickle.dumps([1, 2]), "holds a list"),
         (real[: len(real) // 2], "not DCP metadata"),
     ]:
@@ -251,6 +251,33 @@ def test_a_full_disk_while_committing_is_one_line_and_keeps_the_last_checkpoint(
     assert ckpt.load_checkpoint(first, *_trained(seed=1))["step"] == 1
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 200 kB filesystem (tmpfs), where a checkpoint save runs out of space; skipped
+    where this process may not mount one."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip()})")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_save_onto_a_really_full_disk_says_so_in_one_line(small_disk):
+    """Issue 27.7: on a real full disk torch's writer fails with "[enforce fail at
+    inline_container.cc] unexpected pos", not ENOSPC; the line now names the full disk."""
+    model, optimizer = _trained()
+    with pytest.raises(ckpt.CheckpointError) as caught:
+        _save(small_disk / "run", 1, model, optimizer)
+    message = str(caught.value)
+    assert "\n" not in message and "step 1 not saved (no space left on device" in message
+    assert os.listdir(small_disk / "run" / "checkpoints") == []
+
+
 def test_stale_temporary_directories_are_swept(tmp_path):
     model, optimizer = _trained()
     stale = tmp_path / "checkpoints" / ".tmp-step-00000005"
@@ -298,6 +325,33 @@ def test_hf_export_writes_only_a_folder_of_its_own(gpt_checkpoint, tmp_path, cap
     assert export_main(["hf", gpt_checkpoint, str(out)]) == 1
     assert "--overwrite" in capsys.readouterr().err
     assert export_main(["hf", gpt_checkpoint, str(out), "--overwrite"]) == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("edit, fault", [
+    ({"n_layer": 100_000}, "n_layer=100,000"),
+    ({"n_embd": 1 << 20, "n_head": 1}, "n_embd=1,048,576"),
+    ({"vocab_size": 10**12}, "vocab_size=1,000,000,000,000"),
+    ({"n_positions": 10**9}, "n_positions=1,000,000,000"),
+    ({"n_head": 7}, "n_head 7 does not divide n_embd 64"),
+    ({"n_layer": "many"}, "n_layer is 'many', not a positive integer"),
+])
+def test_an_hf_config_larger_than_its_weights_is_refused_before_building(
+    gpt_checkpoint, tmp_path, edit, fault
+):
+    """Issue 27.5: config.json asking for 100,000 layers beside a real model's weights kept
+    evaluate and generate building a model for minutes; it is one line before anything is
+    built."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "hf"
+    assert export_main(["hf", gpt_checkpoint, str(out)]) == 0
+    assert load_model(str(out), torch.device("cpu")).kind == "gpt"
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, **edit}))
+    with pytest.raises(LoadError) as caught:
+        load_model(str(out), torch.device("cpu"))
+    message = str(caught.value)
+    assert "\n" not in message and fault in message and "config.json" in message
 
 
 def test_a_run_start_sweeps_the_saves_a_killed_run_left(tmp_path, capsys):

@@ -184,6 +184,56 @@ def max_difference(a: nn.Module, b: nn.Module) -> float:
     return max((x - y).abs().max().item() for x, y in zip(a.parameters(), b.parameters()))
 
 
+def test_lamb_without_clipping_matches_fused_lamb_on_large_gradients():
+    """max_grad_norm=0 turns clipping off: gradients with a global norm far above 1 move the
+    weights as the unclipped reference does, not as the clipped one."""
+    torch.manual_seed(1)
+    shapes, decays = [(8, 6), (6,)], [0.01, 0.0]
+    weights = [torch.randn(s) for s in shapes]
+    grads_per_step = [[torch.randn(s) * 5.0 for s in shapes] for _ in range(5)]
+    params = [nn.Parameter(w.clone()) for w in weights]
+    hyper = dict(lr=0.02, betas=(0.9, 0.999), eps=1e-6, max_grad_norm=0.0, nvlamb=False)
+    optimizer = Lamb([{"params": [p], "weight_decay": wd} for p, wd in zip(params, decays)],
+                     **hyper)
+    for grads in grads_per_step:
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        optimizer.step()
+    unclipped = fused_lamb_reference(weights, grads_per_step, decays, **hyper)
+    clipped = fused_lamb_reference(weights, grads_per_step, decays, **{**hyper,
+                                                                       "max_grad_norm": 1.0})
+    for p, u in zip(params, unclipped):
+        torch.testing.assert_close(p.detach().double(), u, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(params[1].detach().double(), clipped[1], atol=1e-4)
+
+
+def test_lamb_step_without_gradients_changes_nothing():
+    weight = nn.Parameter(torch.tensor([1.0, -2.0, 3.0]))
+    other = nn.Parameter(torch.tensor([0.5]))
+    optimizer = Lamb([weight, other], lr=0.1)
+    assert optimizer.step(lambda: torch.tensor(7.0)) == torch.tensor(7.0)  # the closure's loss
+    assert weight.tolist() == [1.0, -2.0, 3.0] and optimizer.state == {}
+    other.grad = torch.tensor([1.0])  # only the parameter with a gradient moves
+    optimizer.step()
+    assert weight.tolist() == [1.0, -2.0, 3.0] and other.item() != 0.5
+    assert list(optimizer.state) == [other]
+
+
+@pytest.mark.parametrize("bad, fault", [
+    ({"lr": 0.0}, "invalid LAMB hyper-parameters"),
+    ({"lr": -1e-3}, "invalid LAMB hyper-parameters"),
+    ({"eps": 0.0}, "invalid LAMB hyper-parameters"),
+    ({"betas": (1.0, 0.999)}, "invalid LAMB hyper-parameters"),
+    ({"betas": (0.9, -0.1)}, "invalid LAMB hyper-parameters"),
+    ({"betas": (0.9, 1.0)}, "invalid LAMB hyper-parameters"),
+    ({"max_grad_norm": -1.0}, "max_grad_norm must be >= 0"),
+])
+def test_lamb_refuses_bad_hyper_parameters(bad, fault):
+    with pytest.raises(ValueError, match=fault):
+        Lamb([nn.Parameter(torch.ones(2))], **bad)
+    Lamb([nn.Parameter(torch.ones(2))], betas=(0.0, 0.0), max_grad_norm=0.0)  # edges allowed
+
+
 def test_lamb_trust_ratio_is_one_for_zero_weights():
     weight = nn.Parameter(torch.zeros(3))
     weight.grad = torch.tensor([1.0, -2.0, 0.5])
@@ -206,6 +256,42 @@ def test_lamb_defaults_are_the_bert_records():
                          "--weight-decay", "0"])  # fmt: skip
     chosen = resolve_config(chosen, runtime, model_positions)
     assert (chosen.beta2, chosen.eps, chosen.weight_decay) == (0.98, 1e-6, 0.0)
+
+
+def test_a_zero_clip_norm_leaves_gradients_alone_and_a_norm_at_the_bound_is_not_scaled():
+    torch.manual_seed(0)
+    params = [nn.Parameter(torch.randn(4, 3)), nn.Parameter(torch.randn(3))]
+    for p in params:
+        p.grad = torch.randn_like(p) * 3
+    before = [p.grad.clone() for p in params]
+    total = grad_norm(params)
+    clip_grads_(params, 0.0, total)  # 0: no clipping, never a zero scale
+    assert all(torch.equal(p.grad, b) for p, b in zip(params, before))
+    clip_grads_(params, total, total)  # already at the bound: left as it is
+    assert all(torch.equal(p.grad, b) for p, b in zip(params, before))
+    clip_grads_(params, total / 2, total)
+    assert grad_norm(params) == pytest.approx(total / 2, rel=1e-5)
+
+
+def test_schedule_warmup_may_last_until_the_decay_ends():
+    schedule = LRSchedule(1.0, 0.1, warmup_steps=4, decay_steps=4, decay="cosine")
+    assert [schedule(s) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 0.1, 0.1]
+    with pytest.raises(ValueError, match="must not exceed"):
+        LRSchedule(1.0, 0.1, warmup_steps=5, decay_steps=4, decay="cosine")
+
+
+def test_lamb_and_build_optimizer_leave_undecayed_parameters_unscaled_by_default():
+    """The BERT records' LAMB applies the trust ratio to decayed parameters only (nvlamb off)."""
+    def step(**kwargs) -> torch.Tensor:
+        bias = nn.Parameter(torch.tensor([3.0, -4.0]))
+        bias.grad = torch.tensor([0.5, 0.25])
+        Lamb([{"params": [bias], "weight_decay": 0.0}], lr=0.1, **kwargs).step()
+        return bias.detach()
+
+    torch.testing.assert_close(step(), step(nvlamb=False))
+    assert not torch.allclose(step(), step(nvlamb=True))
+    model = build_model("gpt-tiny", vocab_size=256)
+    assert build_optimizer(model, "lamb", 1e-3, 0.1, (0.9, 0.999), 1e-6).nvlamb is False
 
 
 def test_build_optimizer_kinds():

@@ -235,12 +235,32 @@ class PendingSave:
         return records
 
 
-def save_failure_reason(error: BaseException) -> str:
-    """A failed write in a few words: a full disk (the common case) by name, else the cause."""
+# A filesystem with less free space than this after a failed save counts as full: torch's own
+# writer reports a full disk as "[enforce fail at inline_container.cc] unexpected pos", with
+# no errno to tell it by.
+FULL_DISK_BYTES = 1 << 20
+
+
+def save_failure_reason(error: BaseException, where: str) -> str:
+    """A failed write into `where` in a few words: a full disk (the common case) by name, told
+    by the error's errno or by the free space left on `where`'s filesystem; else the cause."""
     cause = checkpoint_io.root_cause(error)
     if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
         return "no space left on device"
+    if _free_bytes(where) < FULL_DISK_BYTES:
+        return f"no space left on device; {_one_line(cause, 200)}"
     return _one_line(cause)
+
+
+def _free_bytes(path: str) -> float:
+    """Bytes free to this user on the filesystem of `path` (or its nearest existing parent)."""
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    try:
+        stat = os.statvfs(path or ".")
+    except OSError:
+        return float("inf")
+    return stat.f_bavail * stat.f_frsize
 
 
 def _agreed(run_dir: str, step: int, tmp: str, work: Callable[[], object]) -> object:
@@ -250,7 +270,7 @@ def _agreed(run_dir: str, step: int, tmp: str, work: Callable[[], object]) -> ob
     try:
         result, reason = work(), None
     except (OSError, CheckpointException) as e:
-        result, reason = None, save_failure_reason(e)
+        result, reason = None, save_failure_reason(e, tmp)
     reasons = [r for r in _all_gather(reason) if r is not None]
     if not reasons:
         return result

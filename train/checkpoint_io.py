@@ -7,10 +7,11 @@ own DCP reader unpickle file contents as arbitrary Python: ``FileSystemReader.re
 (``torch.load(weights_only=False)`` of every non-tensor entry, such as an optimizer's
 hyper-parameters). Here:
 
-* ``.metadata`` is read whole under a cap and unpickled by :class:`_MetadataUnpickler`, which
-  resolves only DCP's metadata classes, torch dtypes / sizes / layouts and a path class, and
-  refuses any other global, any persistent id and any attempt to set attributes on a class; the
-  result is then checked field by field (:func:`check_metadata`) against the files ``meta.json``
+* ``.metadata`` is read whole under a cap and unpickled by
+  :class:`~train.metadata_pickle.MetadataUnpickler`, which resolves only DCP's metadata classes,
+  torch dtypes / sizes / layouts and a path class, builds only DCP's plain metadata records, and
+  holds the opcodes run, the memory built and each string's length to budgets; the result is
+  then checked field by field (:func:`check_metadata`) against the files ``meta.json``
   lists, so no entry points outside the checkpoint or past a file's end;
 * the DCP reader is handed that checked object instead of re-reading the file, so what was
   checked is what is used;
@@ -24,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import pathlib
-import pickle
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -42,74 +41,18 @@ from torch.distributed.checkpoint.planner import ReadItem
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
 from common.safe_io import UnsafeInputError, read_bytes_capped
+from train.metadata_pickle import MetadataUnpickler
 
 DCP_METADATA = ".metadata"
-# .metadata grows with the number of tensors and shards: ~300 bytes a shard; 1 GiB would be
-# millions of shards, far past any run we make, yet bounded.
-METADATA_CAP = 1 << 30
-
-_METADATA_CLASSES = {
-    ("torch.distributed.checkpoint.metadata", name): getattr(dcp_metadata, name)
-    for name in (
-        "Metadata",
-        "TensorStorageMetadata",
-        "BytesStorageMetadata",
-        "ChunkStorageMetadata",
-        "TensorProperties",
-        "StorageMeta",
-        "MetadataIndex",
-        "_MEM_FORMAT_ENCODING",
-    )
-}
-_ALLOWED = {
-    **_METADATA_CLASSES,
-    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"): _StorageInfo,
-    ("torch", "Size"): torch.Size,
-    # layouts pickle as a call to this lookup by name (it only reads a dict of torch.layout)
-    ("torch.serialization", "_get_layout"): torch.serialization._get_layout,
-    # StorageMeta.checkpoint_id: the path the saver wrote to (informational)
-    ("pathlib", "PosixPath"): pathlib.PosixPath,
-    ("pathlib", "PurePosixPath"): pathlib.PurePosixPath,
-}
-
-
-def _torch_dtype(name: str) -> torch.dtype | None:
-    value = getattr(torch, name, None)
-    return value if isinstance(value, torch.dtype) else None
-
-
-class _MetadataUnpickler(pickle._Unpickler):
-    """Python's own unpickler (the pure-Python one, so that BUILD can be guarded), resolving
-    only the globals in ``_ALLOWED`` and torch dtypes."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _ALLOWED:
-            return _ALLOWED[(module, name)]
-        if module == "torch" and _torch_dtype(name) is not None:
-            return _torch_dtype(name)
-        raise pickle.UnpicklingError(
-            f"refers to {module}.{name}, which a DCP metadata file "
-            "never needs (refused: it could run code)"
-        )
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("uses a persistent id, which DCP metadata never does")
-
-    def _load_build_guarded(self) -> None:
-        # BUILD on a class object would set attributes on torch's own classes for the rest of
-        # the process; DCP metadata only ever builds instances.
-        if isinstance(self.stack[-2], type):
-            raise pickle.UnpicklingError("sets attributes on a class (refused)")
-        pickle._Unpickler.load_build(self)
-
-    dispatch = dict(pickle._Unpickler.dispatch)
-    dispatch[pickle.BUILD[0]] = _load_build_guarded
-
+# .metadata grows with the number of tensors and shards: ~240 bytes a shard; 16 MiB is ~70,000
+# shards, far past any run we make, and with the unpickler's budgets (train/metadata_pickle.py)
+# bounds what reading it costs: under 600 MB of objects and a minute of CPU.
+METADATA_CAP = 16 << 20
 
 def parse_metadata(data: bytes, what: str) -> dcp_metadata.Metadata:
     """Unpickle DCP metadata bytes with the restricted unpickler (no check of the fields yet)."""
     try:
-        value = _MetadataUnpickler(io.BytesIO(data)).load()
+        value = MetadataUnpickler(data).load()
     except Exception as e:  # noqa: BLE001 - any failure to unpickle untrusted bytes is the file's
         raise UnsafeInputError(f"{what}: not DCP metadata ({_one_line(e)})") from None
     if not isinstance(value, dcp_metadata.Metadata):
@@ -127,7 +70,7 @@ def check_metadata(md: dcp_metadata.Metadata, what: str, sizes: dict[str, int]) 
     except Exception as e:  # noqa: BLE001 - objects built by a hostile pickle may lack any field
         fault = f"malformed DCP metadata ({_one_line(e)})"
     if fault is not None:
-        raise UnsafeInputError(f"{what}: {fault}")
+        raise UnsafeInputError(f"{what}: {_one_line(fault)}")
 
 
 def _is_int(value: object) -> bool:
@@ -151,24 +94,24 @@ def _metadata_fault(md: dcp_metadata.Metadata, sizes: dict[str, int]) -> str | N
         if isinstance(entry, dcp_metadata.BytesStorageMetadata):
             continue
         if not isinstance(entry, dcp_metadata.TensorStorageMetadata):
-            return f"entry {key!r} is a {type(entry).__name__}"
+            return f"entry {_name(key)} is a {type(entry).__name__}"
         props = entry.properties
         if not isinstance(props, dcp_metadata.TensorProperties) or not isinstance(
             props.dtype, torch.dtype
         ):
-            return f"entry {key!r} has no tensor dtype"
-        fault = _size_fault(entry.size, f"entry {key!r}'s size")
+            return f"entry {_name(key)} has no tensor dtype"
+        fault = _size_fault(entry.size, f"entry {_name(key)}'s size")
         if fault is not None:
             return fault
         if entry.size.numel() * props.dtype.itemsize > data_bytes:
-            return f"entry {key!r} claims more bytes than the checkpoint's data files hold"
+            return f"entry {_name(key)} claims more bytes than the checkpoint's data files hold"
         if not isinstance(entry.chunks, list):
-            return f"entry {key!r}'s chunks are not a list"
+            return f"entry {_name(key)}'s chunks are not a list"
         for chunk in entry.chunks:
             if not isinstance(chunk, dcp_metadata.ChunkStorageMetadata):
-                return f"entry {key!r} has a chunk of type {type(chunk).__name__}"
+                return f"entry {_name(key)} has a chunk of type {type(chunk).__name__}"
             for field in ("offsets", "sizes"):
-                fault = _size_fault(getattr(chunk, field), f"a chunk {field} of {key!r}")
+                fault = _size_fault(getattr(chunk, field), f"a chunk {field} of {_name(key)}")
                 if fault is not None:
                     return fault
             if (
@@ -176,7 +119,7 @@ def _metadata_fault(md: dcp_metadata.Metadata, sizes: dict[str, int]) -> str | N
                 or len(chunk.sizes) != len(entry.size)
                 or any(o + s > d for o, s, d in zip(chunk.offsets, chunk.sizes, entry.size))
             ):
-                return f"entry {key!r} has a chunk outside its tensor"
+                return f"entry {_name(key)} has a chunk outside its tensor"
     fault = _planner_data_fault(md.planner_data)
     if fault is not None:
         return fault
@@ -187,19 +130,21 @@ def _metadata_fault(md: dcp_metadata.Metadata, sizes: dict[str, int]) -> str | N
         if not isinstance(index, dcp_metadata.MetadataIndex) or not isinstance(index.fqn, str):
             return f"a storage key is a {type(index).__name__}"
         if not isinstance(info, _StorageInfo):
-            return f"storage of {index.fqn!r} is a {type(info).__name__}"
+            return f"storage of {_name(index.fqn)} is a {type(info).__name__}"
         path = info.relative_path
         if not isinstance(path, str) or path not in sizes or not path.endswith(".distcp"):
-            return f"storage of {index.fqn!r} names {path!r}, not a data file meta.json lists"
+            return (f"storage of {_name(index.fqn)} names {_name(path)}, not a data file "
+                    "meta.json lists")
         if (
             not (_is_int(info.offset) and _is_int(info.length))
             or info.offset < 0
             or (info.length < 0 or info.offset + info.length > sizes[path])
         ):
-            return f"storage of {index.fqn!r} lies outside {path}"
+            return f"storage of {_name(index.fqn)} lies outside {path}"
         # transforms are extension plug-ins (compression and the like) we never write
         if info.transform_descriptors:
-            return f"storage of {index.fqn!r} asks for transforms {info.transform_descriptors!r}"
+            return (f"storage of {_name(index.fqn)} asks for transforms "
+                    f"{_name(info.transform_descriptors)}")
     return None
 
 
@@ -222,7 +167,7 @@ def _planner_data_fault(planner_data: object) -> str | None:
                 for step in path
             )
         ):
-            return f"planner_data of {key!r} is not a path of names and small indices"
+            return f"planner_data of {_name(key)} is not a path of names and small indices"
     return None
 
 
@@ -321,6 +266,12 @@ def single_process_quiet() -> Iterator[None]:
         yield
 
 
-def _one_line(error: BaseException, limit: int = 300) -> str:
+def _name(value: object, limit: int = 80) -> str:
+    """A name from the file, quoted and cut: a fault line must not carry a 50 MB key."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _one_line(error: BaseException | str, limit: int = 300) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."

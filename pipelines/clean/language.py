@@ -8,8 +8,13 @@ array (125 MB for py3langid 0.4, the float32 copy of the feature table the vecto
 scores with included), and memory-mapped from there: loading takes ~0.01 s instead of the
 0.2-0.6 s of reading and widening the arrays, only the pages a run touches are read, and the
 processes of a run share them through the page cache. The launcher reads only the label list.
-Without a usable cache (read-only home, another model layout) the packaged file is loaded as
-before.
+Without a usable cache (read-only home, another model layout) the packaged file is loaded.
+
+The cache is untrusted like any file read: its folder's name says which packaged model it was
+built from, not what it holds now. The sha256 of every array file is written last into
+`content.sha256`, and each process checks them before it maps the arrays (~0.1 s for the 125
+MB); a missing or wrong digest (a zeroed or edited array, a half-copied folder) rebuilds the
+cache, with one warning line.
 
 py3langid walks the UTF-8 bytes through its n-gram automaton one byte at a time in Python, at
 about 1-2 MB/s, the slowest step of cleaning. Two things cut it:
@@ -71,19 +76,64 @@ def model_digest() -> str:
 # The arrays of the cached model: the packaged npz's, plus the widened feature table.
 _ARRAYS = ("ptc", "pc", "classes", "nextmove", "nextmove_row", "out_feat")
 _PTC32 = "ptc32"
+# "<sha256>  <name>.npy" a line for every array file, written after them (sha256sum's format)
+_CONTENT = "content.sha256"
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def _content_digests(directory: Path) -> str:
+    names = sorted(f"{name}.npy" for name in (*_ARRAYS, _PTC32))
+    return "".join(f"{_file_sha256(directory / name)}  {name}\n" for name in names)
+
+
+def cache_mismatch(directory: Path) -> str | None:
+    """Why the cached model in `directory` is not what was built (None: every array file has
+    the digest written when it was built)."""
+    try:
+        recorded = (directory / _CONTENT).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as error:
+        return f"no content digest ({type(error).__name__})"
+    try:
+        found = _content_digests(directory)
+    except OSError as error:
+        return f"an array file cannot be read ({type(error).__name__})"
+    if found != recorded:
+        changed = sorted(set(found.splitlines()) - set(recorded.splitlines()))
+        names = ", ".join(line.split("  ", 1)[1] for line in changed) or _CONTENT
+        return f"{names} changed since it was built"
+    return None
+
+
+def _set_aside(path: Path) -> None:
+    """Remove a cache folder that failed its check: renamed first, so no process starting now
+    maps half of it (one that mapped it already keeps its mapping)."""
+    aside = Path(tempfile.mkdtemp(dir=path.parent, prefix=f"{path.name}.", suffix=".bad"))
+    try:
+        os.rename(path, aside / "model")
+    except OSError:
+        pass  # another process set it aside first
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 @functools.cache
 def decompressed_model() -> Path | None:
     """The packaged model decompressed into the cache, a directory of one .npy per array (named
-    by the packaged file's sha256, so a new py3langid gets a new one); None when the cache
-    cannot be written."""
+    by the packaged file's sha256, so a new py3langid gets a new one) whose content digest
+    matches (else it is rebuilt); None when the cache cannot be written."""
     import numpy as np
 
     try:
         path = cache_dir() / f"py3langid-{model_digest()}"
         if path.is_dir():
-            return path
+            mismatch = cache_mismatch(path)
+            if mismatch is None:
+                return path
+            LOG.warning("language model cache %s: %s; rebuilding it", path, mismatch)
+            _set_aside(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         # A private directory, then a rename: processes starting together each write their
         # own copy and the first rename wins; no reader sees half a model.
@@ -97,6 +147,7 @@ def decompressed_model() -> Path | None:
             arrays[_PTC32] = arrays["ptc"].astype(np.float32)
             for name, array in arrays.items():
                 np.save(tmp / f"{name}.npy", array, allow_pickle=False)
+            (tmp / _CONTENT).write_text(_content_digests(tmp), encoding="ascii")
             try:
                 os.rename(tmp, path)
             except OSError:

@@ -3,7 +3,8 @@
     python -m pipelines.dedup --input 'clean/*.parquet' --output deduped/ [--keep-rejects]
         [--overwrite]
         [--dedup-threshold 0.8 --dedup-scope all ... --decontaminate wiki.test.tokens]
-        [Beam options: --runner DataflowRunner --project ... ; default --runner DirectRunner]
+        [Beam options: --runner DataflowRunner --project ... ; default: Beam's Python runner
+        here, FnApiRunner, which --direct_running_mode / --direct_num_workers set up]
 
 Writes OUTPUT/documents-*.parquet (the kept documents), with --keep-rejects also
 OUTPUT/rejects-*.parquet (every removed document, its reason and text) and
@@ -146,8 +147,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
-        beam_args = ["--runner", "DirectRunner", *beam_args]
     try:
         claim = claim_output(args.output, overwrite=args.overwrite, layout=DEDUP_OUTPUT)
     except OutputError as e:
@@ -161,7 +160,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args, beam_args: list[str], config: DedupConfig, claim: OutputClaim) -> int:
     started = time.time()
-    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+    runner = None
+    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
+        # Beam's DirectRunner would first try its PrismRunner, which makes ~/.apache_beam for a
+        # binary cache; this is the Python runner it ends up using, named directly
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+        runner = FnApiRunner()
+    pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(beam_args))
     try:
         config = sized_config(config, parquet_rows_bound(args.input), args.input)
         build_pipeline(pipeline, args.input, claim.out.url, config, args.keep_rejects)

@@ -47,6 +47,9 @@ import warnings
 VERBOSE_ENV = "SHARDSMITH_VERBOSE"
 # Set by the launcher for its workers: the directory of the standby workers' sockets.
 STANDBY_DIR_ENV = "SHARDSMITH_STANDBY_DIR"
+# The standby workers' socket folder of a run, in the temporary directory; locked (flock) by
+# the launcher while it lives, so that a later run sweeps the folder of one that was killed
+STANDBY_PREFIX = "shardsmith-standby-"
 _WAITING = "waiting-"  # a standby's socket, before a worker claims it
 _STARTING = "starting-"  # a standby still importing: holds its pid
 _STARTING_WAIT_S = 60.0
@@ -332,7 +335,10 @@ class StandbyWorkers:
     process has a single thread. `forked` says whether they were."""
 
     def __init__(self, count: int, verbose: bool, warm=None):
-        self.directory = tempfile.mkdtemp(prefix="shardsmith-standby-")
+        from common.output_dir import try_lock_directory
+
+        self.directory = tempfile.mkdtemp(prefix=STANDBY_PREFIX)
+        self._lock = try_lock_directory(self.directory)  # just made: nobody else holds it
         self.processes: list = []
         self.forked = False
         if warm is not None:
@@ -382,6 +388,9 @@ class StandbyWorkers:
                 process.kill()
                 process.wait()
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ work happens in other processes. So each worker process keeps running totals and
 small JSON file (atomically, at most once a second) in a directory the launcher chose; the
 launcher's display thread sums those files every few seconds. Totals can overcount a bundle
 that was retried: they are for watching a run, `stats.json` is the account.
+
+The same thread watches for a run that makes no progress: when no total has moved for
+`stall_timeout` seconds (a worker stopped, hung in a read, or deadlocked), it calls `on_stall`
+with one line naming the stage the last counter to move belongs to; the launcher then ends
+the run (pipelines/preprocess.py).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 # What the display shows, in order: (counter, label, is a byte count).
@@ -30,6 +35,11 @@ FIELDS = (
     ("shards", "shards", False),
 )
 _FLUSH_SECONDS = 1.0
+# The stage each counter is moved by, for naming the stage a stalled run stopped in.
+STAGES = {"tasks_planned": "plan", "tasks": "read", "docs_read": "read", "bytes_read": "read",
+          "docs_tokenized": "tokenize", "tokens": "tokenize", "shards": "write"}
+# How often the stall watch looks when no status line is printed
+_STALL_POLL_SECONDS = 5.0
 
 
 class ProgressReporter:
@@ -107,8 +117,10 @@ def _human(n: float, is_bytes: bool) -> str:
     return f"{int(n):,}"
 
 
-def format_progress(totals: Mapping[str, int], elapsed: float, total_tasks: int) -> str:
-    """One status line, e.g. `[  12s] tasks 3/10 | docs read 1,234 | read 5.6 MB (0.47 MB/s) ...`."""
+def format_progress(totals: Mapping[str, int], elapsed: float, total_tasks: int,
+                    idle: float | None = None, stall_timeout: float = 0.0) -> str:
+    """One status line, e.g. `[  12s] tasks 3/10 | docs read 1,234 | read 5.6 MB (0.47 MB/s) ...
+    | idle 0s of 900s`: the last part, with a stall timeout, is how long no total has moved."""
     parts = [f"[{elapsed:5.0f}s]"]
     for key, label, is_bytes in FIELDS:
         value = totals.get(key, 0)
@@ -119,11 +131,14 @@ def format_progress(totals: Mapping[str, int], elapsed: float, total_tasks: int)
         if key == "bytes_read" and elapsed > 0:
             text += f" ({value / 1e6 / elapsed:,.2f} MB/s)"
         parts.append(text)
+    if stall_timeout > 0 and idle is not None:
+        parts.append(f"idle {idle:.0f}s of {stall_timeout:.0f}s")
     return " | ".join(parts)
 
 
 class ProgressDisplay(threading.Thread):
-    """Prints a status line every `interval` seconds until `stop()` (daemon thread)."""
+    """Prints a status line every `interval` seconds (none when 0) and watches for a stall
+    (`stall_timeout` seconds without progress; 0: no watch) until `stop()` (daemon thread)."""
 
     def __init__(
         self,
@@ -131,26 +146,61 @@ class ProgressDisplay(threading.Thread):
         total_tasks: int,
         interval: float = 5.0,
         stream: TextIO | None = None,
+        stall_timeout: float = 0.0,
+        on_stall: Callable[[str], None] | None = None,
     ):
         super().__init__(daemon=True, name="progress")
         self.directory = directory
         self.total_tasks = total_tasks
         self.interval = interval
         self.stream = stream or sys.stderr
-        self.started_at = time.monotonic()
+        self.stall_timeout = stall_timeout
+        self.on_stall = on_stall
+        self.started_at = self.moved_at = time.monotonic()
+        self.totals: dict[str, int] = {}
+        self.last_stage = "plan"
         self.lines_printed = 0
         self._stop_event = threading.Event()
 
+    def poll(self) -> float:
+        """Read the totals; the seconds since one last moved."""
+        totals = read_totals(self.directory)
+        now = time.monotonic()
+        moved = [key for key, value in totals.items() if value != self.totals.get(key, 0)]
+        if moved:
+            self.moved_at = now
+            self.last_stage = max((STAGES.get(key, "read") for key in moved),
+                                  key=list(dict.fromkeys(STAGES.values())).index)
+        self.totals = totals
+        return now - self.moved_at
+
     def line(self) -> str:
-        elapsed = time.monotonic() - self.started_at
-        return format_progress(read_totals(self.directory), elapsed, self.total_tasks)
+        idle = self.poll()
+        return format_progress(self.totals, time.monotonic() - self.started_at, self.total_tasks,
+                               idle, self.stall_timeout)
+
+    def stall_line(self, idle: float) -> str:
+        return (f"no progress for {idle:.0f}s in the {self.last_stage} stage (--stall-timeout "
+                f"{self.stall_timeout:g}s): a worker is stopped or hung")
 
     def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
-            print(self.line(), file=self.stream, flush=True)
-            self.lines_printed += 1
+        every = self.interval if self.interval > 0 else _STALL_POLL_SECONDS
+        if self.stall_timeout > 0:
+            every = min(every, max(self.stall_timeout / 4, 0.1))
+        next_line = time.monotonic() + self.interval
+        while not self._stop_event.wait(every):
+            idle = self.poll()
+            if self.interval > 0 and time.monotonic() >= next_line:
+                print(format_progress(self.totals, time.monotonic() - self.started_at,
+                                      self.total_tasks, idle, self.stall_timeout),
+                      file=self.stream, flush=True)
+                self.lines_printed += 1
+                next_line += self.interval
+            if self.stall_timeout > 0 and idle >= self.stall_timeout and self.on_stall:
+                self.on_stall(self.stall_line(idle))
+                return
 
     def stop(self) -> None:
         self._stop_event.set()
-        if self.is_alive():
-            self.join(timeout=self.interval + 1)
+        if self.is_alive() and self is not threading.current_thread():
+            self.join(timeout=max(self.interval, _STALL_POLL_SECONDS) + 1)

@@ -12,8 +12,10 @@ import logging
 import re
 
 from pipelines.document import Failure
+from pipelines.reason_log import ReasonLog
 
 logger = logging.getLogger(__name__)
+_SKIPS = ReasonLog(logger)
 
 
 class InputError(Exception):
@@ -55,13 +57,17 @@ class ArchiveError(InputError):
         self.location = location
 
 
-def failure(location: str, reason: str, detail: str = "", lost_from: int | None = None) -> Failure:
-    """A Failure, logged: every skip a source makes is both counted and visible in the log. Its
+def failure(location: str, reason: str, detail: str = "", lost_from: int | None = None,
+            rows_lost: int = 0) -> Failure:
+    """A Failure, logged: every skip a source makes is counted, and the first of each reason are
+    visible in the log (reason_log.py: the rest are counted in one line a doubling). Its
     location and detail go through printable_name (a path may hold a non-UTF-8 byte);
-    `lost_from` as Failure has it (0: a file that could not be read at all is lost whole)."""
+    `lost_from` and `rows_lost` as Failure has them (lost_from 0: a file that could not be read
+    at all is lost whole)."""
     location, detail = printable_name(location), printable_name(detail)
-    logger.warning("%s: %s: %s", location, reason, detail)
-    return Failure(location=location, reason=reason, detail=detail, lost_from=lost_from)
+    _SKIPS.warning(reason, "%s: %s: %s", location, reason, detail)
+    return Failure(location=location, reason=reason, detail=detail, lost_from=lost_from,
+                   rows_lost=rows_lost)
 
 
 def failure_from(error: InputError, location: str) -> Failure:

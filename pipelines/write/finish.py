@@ -19,7 +19,7 @@ import apache_beam as beam
 
 from common.output_dir import base_name
 from dataset_format import MANIFEST_NAME, Manifest, ShardInfo, TokenizerInfo
-from pipelines.stats import AccountError, build_stats, check_stats
+from pipelines.stats import DEFAULT_MAX_DROP_SHARE, AccountError, build_stats, check_stats
 from pipelines.write.output import (
     REJECTS_DIR,
     SPILL_DIR,
@@ -46,6 +46,7 @@ class ShardSetSpec:
     source: dict
     pipeline: dict
     run: dict = dataclasses.field(default_factory=dict)
+    max_drop_share: float = DEFAULT_MAX_DROP_SHARE
 
 
 def _tokenizer_info(out: OutputDir, tokenizer_ref) -> TokenizerInfo:
@@ -92,7 +93,8 @@ def finish_shard_set(
     }
     if started is not None:
         extra["elapsed_s"] = round(time.time() - float(started), 3)
-    stats = build_stats(counts, max_failure_rate=spec.max_failure_rate, extra=extra)
+    stats = build_stats(counts, max_failure_rate=spec.max_failure_rate,
+                        max_drop_share=spec.max_drop_share, extra=extra)
     try:
         check_stats(stats)
         if sum(s.documents for s in shards) != stats["written"]:

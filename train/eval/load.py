@@ -116,12 +116,19 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
     from train.models.registry import spec_of_hf
 
     try:
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-            hf_config = json.load(f)
+        text = read_text_capped(os.path.join(path, "config.json"), "HF config", HF_CONFIG_CAP)
+        if json_depth(text) > MAX_JSON_DEPTH:
+            raise UnsafeInputError(f"{path}/config.json: JSON nested deeper than {MAX_JSON_DEPTH}")
+        hf_config = json.loads(text)
         model_type = hf_config.get("model_type")
         architectures = hf_config.get("architectures") or []
+    except UnsafeInputError as e:
+        raise LoadError(str(e)) from None
     except (OSError, ValueError, AttributeError) as e:
-        raise LoadError(f"{path}/config.json: unreadable ({e})") from None
+        raise LoadError(f"{path}/config.json: unreadable ({ckpt._one_line(e)})") from None
+    check_hf_config_size(path, hf_config)
+    # use_safetensors=None: safetensors when present, else pytorch_model.bin, which
+    # transformers loads with weights_only=True.
     try:
         spec = spec_of_hf(model_type)
     except KeyError as e:
@@ -136,6 +143,54 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
     elif tokenizer_path is None and os.path.exists(os.path.join(path, "merges.txt")):
         tokenizer_path = path  # GPT-2's vocab.json + merges.txt
     return LoadedModel(model, spec.name, tokenizer_path, None, {}, path)
+
+
+# config.json of GPT-2 or BERT is ~1 kB; a tokenizer's vocabulary is never in it
+HF_CONFIG_CAP = 1 << 20
+# The weights files transformers reads from an HF directory (one, or the shards of one)
+_WEIGHTS_SUFFIXES = (".safetensors", ".bin")
+# The fewest bytes a parameter takes in a weights file we load (float16 / bfloat16)
+_MIN_PARAMETER_BYTES = 2
+def check_hf_config_size(path: str, hf_config: dict) -> None:
+    """LoadError (one line) unless the model `hf_config` describes fits in the weights files
+    beside it: layers, width, heads, vocabulary and positions are positive integers, the heads
+    divide the width, and the parameters they imply (a lower bound: embeddings and four of each
+    layer's matrices) take no more bytes than the weights files hold at 2 bytes a parameter.
+    Checked before transformers builds anything: a config asking for 100,000 layers would
+    otherwise allocate them for minutes."""
+    from train.models.registry import spec_of_hf
+
+    try:
+        keys = spec_of_hf(hf_config.get("model_type")).hf.size_keys
+    except KeyError:
+        return  # not a model type we load: _load_hf says so
+    layers, width, heads, vocab, positions, inner = (hf_config.get(key) for key in keys)
+    if inner is None:  # an unset inner width is 4x the width (GPT-2's n_inner default)
+        inner = 4 * width if isinstance(width, int) else None
+    for key, value in zip(keys, (layers, width, heads, vocab, positions, inner)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise LoadError(f"{path}/config.json: {key} is {repr(value)[:40]}, not a positive "
+                            "integer")
+    if width % heads:
+        raise LoadError(f"{path}/config.json: {keys[2]} {heads} does not divide {keys[1]} {width}")
+    weights = _weights_bytes(path)
+    # query and output projections and two MLP matrices: fewer than any of our families has
+    # (grouped-query attention shares keys and values, so those are left out)
+    per_layer = 2 * width * width + 2 * width * inner
+    parameters = (vocab + positions) * width + layers * per_layer
+    if parameters * _MIN_PARAMETER_BYTES > weights:
+        raise LoadError(
+            f"{path}/config.json: {keys[0]}={layers:,}, {keys[1]}={width:,}, {keys[3]}={vocab:,}, "
+            f"{keys[4]}={positions:,} make at least {parameters:,} parameters, more than the "
+            f"weights files' {format_bytes(weights)} can hold"
+        )
+
+
+def _weights_bytes(path: str) -> int:
+    """Bytes of the weights files in HF directory `path` (regular files, or links to them as
+    the HF hub's cache makes)."""
+    return sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path)
+               if name.endswith(_WEIGHTS_SUFFIXES) and os.path.isfile(os.path.join(path, name)))
 
 
 def load_tokenizer(path: str | None):

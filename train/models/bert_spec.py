@@ -61,5 +61,7 @@ SPEC = ModelSpec(
         config_to_hf=hf.bert_config_with_architecture,
         state_dict_to_hf=hf.bert_state_dict_to_hf,
         load=hf.bert_load,
+        size_keys=("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size",
+                   "max_position_embeddings", "intermediate_size"),
     ),
 )

@@ -88,5 +88,6 @@ SPEC = ModelSpec(
         config_to_hf=hf.gpt_config_to_hf,
         state_dict_to_hf=hf.gpt_state_dict_to_hf,
         load=hf.gpt_load,
+        size_keys=("n_layer", "n_embd", "n_head", "vocab_size", "n_positions", "n_inner"),
     ),
 )

@@ -205,5 +205,7 @@ SPEC = ModelSpec(
         config_to_hf=config_to_hf,
         state_dict_to_hf=state_dict_to_hf,
         load=load,
+        size_keys=("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size",
+                   "max_position_embeddings", "intermediate_size"),
     ),
 )

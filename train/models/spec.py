@@ -71,13 +71,16 @@ class HFMapping:
     ``config_to_hf(config)``: the HF config, ``architectures`` set when the HF class depends
     on the config; ``state_dict_to_hf(state_dict, config)``: HF names and layouts (tied
     entries share a tensor); ``load(path, architectures)``: our model from an HF directory
-    whose config.json has this ``model_type``.
+    whose config.json has this ``model_type``. ``size_keys``: the config.json keys of its
+    (layers, width, heads, vocabulary, positions, inner width), which an HF directory read from
+    outside is bounded by before anything is built (``train.eval.load.check_hf_config_size``).
     """
 
     model_type: str
     config_to_hf: Callable[[Any], Any]
     state_dict_to_hf: Callable[[dict, Any], dict]
     load: Callable[[str, list[str]], nn.Module]
+    size_keys: tuple[str, str, str, str, str, str]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,10 @@ Document id `parquet:<file name>:<row>`, row = 0-based row index within the file
 relative to the input pattern's directory, i.e. the basename for a flat glob). A null text is
 Failure(reason="missing_text"), a non-text column Failure(reason="bad_field"). Row groups are
 read one at a time, so a corrupt page is one Failure(reason="corrupt_input") naming its row
-group and row range, and the row groups after it are still read.
+group and row range, and the row groups after it are still read. Rows are counted against the
+footer: the rows of a row group that its footer promised and its pages did not deliver are
+`Failure.rows_lost` (on the corrupt_input Failure, or on a Failure(reason="rows_missing") when
+the pages simply end early), which stats.json counts as `input_rows_lost`.
 """
 
 from __future__ import annotations
@@ -137,15 +140,27 @@ def _values(column: pa.Array) -> list:
         return column.view(binary).to_pylist()
 
 
+def _one_line(error: Exception) -> str:
+    """An Arrow error on one line (its messages span lines)."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
 def _string_value(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return value if isinstance(value, str) else ""
 
 
+class _RowCount:
+    """Rows of one row group delivered so far (as Documents or as Failures of their own)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+
 def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row: int,
                          columns: list[str], name: str, location: str, batch_rows: int,
-                         limit: int) -> Iterator[Document | Failure]:
+                         limit: int, delivered: _RowCount) -> Iterator[Document | Failure]:
     text_column, *extras = columns
     row = first_row
     for batch in parquet_file.iter_batches(batch_size=batch_rows, row_groups=[row_group],
@@ -155,6 +170,7 @@ def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row
         urls = _values(batch.column("url")) if "url" in extras else missing
         titles = _values(batch.column("title")) if "title" in extras else missing
         for offset, value in enumerate(texts):
+            delivered.rows += 1
             text = _text_of(value, f"{location}:{row + offset}", limit)
             if isinstance(text, Failure):
                 yield text
@@ -168,6 +184,27 @@ def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row
                 title=_string_value(title),
             )
         row += len(texts)
+
+
+def _read_row_group(parquet_file: pq.ParquetFile, row_group: int, first_row: int,
+                    columns: list[str], name: str, location: str, batch_rows: int,
+                    limit: int) -> Iterator[Document | Failure]:
+    """One row group's records, then a Failure for the rows its footer promised and its pages
+    did not deliver (Failure.rows_lost): a corrupt page, or a footer whose row count lies."""
+    promised = parquet_file.metadata.row_group(row_group).num_rows
+    where = f"{location}:row group {row_group} (rows {first_row}-{first_row + promised - 1})"
+    delivered = _RowCount()
+    try:
+        yield from _row_group_documents(parquet_file, row_group, first_row, columns, name,
+                                        location, batch_rows, limit, delivered)
+    except (OSError, pa.ArrowException) as error:
+        yield failure(where, "corrupt_input", f"{_one_line(error)}; "
+                      f"{promised - delivered.rows} of {promised} rows lost",
+                      rows_lost=max(promised - delivered.rows, 0))
+        return
+    if delivered.rows < promised:
+        yield failure(where, "rows_missing", f"the footer promises {promised} rows, the pages "
+                      f"hold {delivered.rows}", rows_lost=promised - delivered.rows)
 
 
 def read(task: ReadTask) -> Iterator[Document | Failure]:
@@ -189,15 +226,8 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
             first_row = sum(metadata.row_group(i).num_rows for i in range(task.start))
             # one row group at a time: a corrupt page costs its own row group, not the rest
             for row_group in range(task.start, end):
-                rows = metadata.row_group(row_group).num_rows
-                try:
-                    yield from _row_group_documents(parquet_file, row_group, first_row, wanted,
-                                                    name, task.path, batch_rows, limit)
-                except (OSError, pa.ArrowException) as error:
-                    yield failure(f"{task.path}:row group {row_group} (rows {first_row}-"
-                                  f"{first_row + rows - 1})", "corrupt_input",
-                                  f"{type(error).__name__}: {error}")
-                first_row += rows
+                yield from _read_row_group(parquet_file, row_group, first_row, wanted, name,
+                                           task.path, batch_rows, limit)
+                first_row += metadata.row_group(row_group).num_rows
     except (OSError, pa.ArrowException) as error:
-        yield failure(task.path, "unreadable_file", f"{type(error).__name__}: {error}",
-                      lost_from=0)
+        yield failure(task.path, "unreadable_file", _one_line(error), lost_from=0)
