@@ -93,7 +93,7 @@ def main() -> None:
             for text in group:
                 normalize_text(text)
 
-    plain_langid = LanguageIdentifier.from_model_file(language._packaged_model(), norm_probs=True)
+    plain_langid = LanguageIdentifier.from_model_file(language.packaged_model(), norm_probs=True)
 
     def py3langid_loop(group: list[str]) -> None:
         # py3langid's own byte-at-a-time walk, on the same bounded samples as ours

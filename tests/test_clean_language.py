@@ -119,7 +119,7 @@ def fresh_model_cache(monkeypatch, tmp_path):
     from pipelines.clean import language
 
     monkeypatch.setenv(language.CACHE_ENV, str(tmp_path / "cache"))
-    cached = (language.decompressed_model, language._identifier, language.supported_languages)
+    cached = (language.decompressed_model, language.load_identifier, language.supported_languages)
     for function in cached:
         function.cache_clear()
     yield language, tmp_path / "cache"
@@ -137,7 +137,7 @@ def test_the_cached_model_classifies_as_the_packaged_one(fresh_model_cache):
         language_sample(_book(name).text) for name in sorted(p.name for p in BOOKS.glob("*.txt"))
     ]
     assert language.supported_languages() == tuple(packaged.labels)
-    cached = language._identifier()
+    cached = language.load_identifier()
     assert list(cache.rglob("py3langid-*/ptc32.npy")), "the decompressed model was not cached"
     assert cached._ptc32.base is not None  # mapped from the cache, not read into memory
     for text in texts:
@@ -180,7 +180,7 @@ def test_a_cache_changed_after_it_was_built_is_rebuilt(fresh_model_cache, caplog
     assert language.cache_mismatch(directory) is None
     corrupt(directory)
     assert "changed since it was built" in language.cache_mismatch(directory)
-    for function in (language.decompressed_model, language._identifier,
+    for function in (language.decompressed_model, language.load_identifier,
                      language.supported_languages):
         function.cache_clear()
     with caplog.at_level("WARNING", logger=language.__name__):

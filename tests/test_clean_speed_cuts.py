@@ -84,11 +84,11 @@ def test_ftfy_on_demand_is_ftfy_on_every_real_sample():
 def _plain_py3langid():
     from py3langid.langid import LanguageIdentifier
 
-    return LanguageIdentifier.from_model_file(language._packaged_model(), norm_probs=True)
+    return LanguageIdentifier.from_model_file(language.packaged_model(), norm_probs=True)
 
 
 def test_vectorised_language_walk_gives_py3langid_scores_bit_for_bit():
-    fast = language._get_identifier()
+    fast = language.get_identifier()
     assert type(fast).__name__ == "_VectorIdentifier"  # the packaged model is a verified one
     plain = _plain_py3langid()
     texts = [language.language_sample(normalize.normalize_text(t)) for _, t in real_samples()]
@@ -101,14 +101,14 @@ def test_vectorised_language_walk_gives_py3langid_scores_bit_for_bit():
 @pytest.mark.slow
 def test_the_packaged_model_synchronises_after_its_verified_length():
     """The property the vectorised walk rests on (about 6 s)."""
-    identifier = language._get_identifier()
+    identifier = language.get_identifier()
     length = language.synchronizing_length(identifier)
     assert length == language.VERIFIED_MODELS[language.model_digest()]
 
 
 def test_an_unverified_model_is_walked_by_py3langid(monkeypatch):
     monkeypatch.setattr(language, "VERIFIED_MODELS", {})
-    assert language._identifier_class().__name__ == "LanguageIdentifier"
+    assert language.identifier_class().__name__ == "LanguageIdentifier"
 
 
 @pytest.mark.slow
@@ -119,7 +119,7 @@ def test_whole_clean_result_unchanged_on_every_real_sample(monkeypatch, preset):
     results = [clean_document(doc, config) for doc in docs]
     # The reference: ftfy on every text, py3langid's own classifier.
     monkeypatch.setattr(normalize, "needs_ftfy", lambda text: True)
-    monkeypatch.setattr(language, "_get_identifier", _plain_py3langid)
+    monkeypatch.setattr(language, "get_identifier", _plain_py3langid)
     reference = [clean_document(doc, config) for doc in docs]
     assert results == reference
     kept = sum(isinstance(r, Document) for r in results)

@@ -206,7 +206,7 @@ def damaged_model_cache(monkeypatch, tmp_path):
     from pipelines.clean import language
 
     monkeypatch.setenv(language.CACHE_ENV, str(tmp_path / "cache"))
-    loaded = (language.decompressed_model, language._identifier, language.supported_languages)
+    loaded = (language.decompressed_model, language.load_identifier, language.supported_languages)
     for function in loaded:
         function.cache_clear()
     directory = language.decompressed_model()

@@ -56,7 +56,7 @@ LOG = logging.getLogger(__name__)
 _load_lock = threading.Lock()
 
 
-def _packaged_model() -> Path:
+def packaged_model() -> Path:
     from py3langid.langid import MODEL_DIR, MODEL_FILE
 
     return Path(MODEL_DIR) / MODEL_FILE
@@ -70,7 +70,7 @@ def cache_dir() -> Path:
 @functools.cache
 def model_digest() -> str:
     """The first 16 hex digits of the packaged model file's sha256."""
-    return hashlib.sha256(_packaged_model().read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(packaged_model().read_bytes()).hexdigest()[:16]
 
 
 # The arrays of the cached model: the packaged npz's, plus the widened feature table.
@@ -140,7 +140,7 @@ def decompressed_model() -> Path | None:
         tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp"))
         try:
             with (
-                lzma.open(_packaged_model()) as src,
+                lzma.open(packaged_model()) as src,
                 np.load(io.BytesIO(src.read()), allow_pickle=False) as data,
             ):
                 arrays = {name: data[name] for name in _ARRAYS}
@@ -173,7 +173,7 @@ def _mapped(directory: Path, name: str):
     return np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False))
 
 
-def _identifier_class():
+def identifier_class():
     """`_VectorIdentifier` for a model whose synchronising length is verified, else
     py3langid's own class."""
     from py3langid.langid import LanguageIdentifier
@@ -268,7 +268,7 @@ def _from_cache(directory: Path, **kwargs):
     import numpy as np
     from py3langid.modelio import _to_array
 
-    cls = _identifier_class()
+    cls = identifier_class()
     extra = {}
     nextmove = _mapped(directory, "nextmove")
     if cls is _vector_identifier_class():
@@ -289,7 +289,7 @@ def _from_cache(directory: Path, **kwargs):
 
 
 @functools.cache
-def _identifier():  # -> py3langid.langid.LanguageIdentifier
+def load_identifier():  # -> py3langid.langid.LanguageIdentifier
     # py3langid is imported on first use so that importing pipelines.clean stays cheap on the
     # launcher.
     # norm_probs: confidences are probabilities in [0, 1] (py3langid calibrates them by text
@@ -300,13 +300,13 @@ def _identifier():  # -> py3langid.langid.LanguageIdentifier
             return _from_cache(cached, norm_probs=True)
         except (KeyError, TypeError, ValueError, OSError) as error:  # another model layout
             LOG.debug("%s: not loadable (%s); loading the packaged model", cached, error)
-    return _identifier_class().from_model_file(_packaged_model(), norm_probs=True)
+    return identifier_class().from_model_file(packaged_model(), norm_probs=True)
 
 
-def _get_identifier():
+def get_identifier():
     # Beam may run several bundles in threads of one process: load the model once.
     with _load_lock:
-        return _identifier()
+        return load_identifier()
 
 
 def language_sample(text: str, sample_chars: int = SAMPLE_CHARS) -> str:
@@ -326,7 +326,7 @@ def language_sample(text: str, sample_chars: int = SAMPLE_CHARS) -> str:
 
 def identify_language(text: str, sample_chars: int = SAMPLE_CHARS) -> tuple[str, float]:
     """(ISO 639-1 code, probability) of the most likely language of `text`."""
-    language, confidence = _get_identifier().classify(language_sample(text, sample_chars))
+    language, confidence = get_identifier().classify(language_sample(text, sample_chars))
     return str(language), float(confidence)
 
 
@@ -342,4 +342,4 @@ def supported_languages() -> tuple[str, ...]:
             return tuple(dict.fromkeys(str(label) for label in classes))
         except (ValueError, OSError):
             pass
-    return tuple(_get_identifier().labels)
+    return tuple(get_identifier().labels)
