@@ -19,7 +19,8 @@ State dicts from older HF checkpoints are accepted: GPT-2 keys with or without t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     import transformers
 
 StateDict = dict[str, torch.Tensor]
+Module = TypeVar("Module", bound=torch.nn.Module)
 
 _GPT_LAYER_NORM_EPS = 1e-5  # torch's LayerNorm default, used by GPT
 
@@ -260,20 +262,14 @@ def gpt_to_hf(model: GPT, **config_overrides: Any) -> transformers.GPT2LMHeadMod
     import transformers
 
     hf_model = transformers.GPT2LMHeadModel(gpt_config_to_hf(model.config, **config_overrides))
-    weight = model.wte.weight
-    hf_model.to(device=weight.device, dtype=weight.dtype)
-    hf_model.load_state_dict(gpt_state_dict_to_hf(model.state_dict(), model.config))
-    return hf_model.train(model.training)
+    state_dict = gpt_state_dict_to_hf(model.state_dict(), model.config)
+    return load_weights(hf_model, model.wte.weight, state_dict, model.training)
 
 
 def gpt_from_hf(hf_model: Any) -> GPT:
     """A ``GPT`` with the weights of an HF ``GPT2LMHeadModel`` (same dtype, device and mode)."""
     config = gpt_config_from_hf(hf_model.config)
-    model = GPT(config)
-    weight = hf_model.get_input_embeddings().weight
-    model.to(device=weight.device, dtype=weight.dtype)
-    model.load_state_dict(gpt_state_dict_from_hf(hf_model.state_dict(), config))
-    return model.train(hf_model.training)
+    return model_from_hf(GPT, config, hf_model, gpt_state_dict_from_hf)
 
 
 def gpt_load(path: str, architectures: list[str]) -> GPT:
@@ -346,6 +342,19 @@ def bert_config_from_hf(hf_config: Any, next_sentence: bool = True) -> BertConfi
     )
 
 
+# (ours, HF) names of a BERT layer's Linear and LayerNorm modules.
+_BERT_LAYER_NAMES = (
+    ("attn.q_proj", "attention.self.query"),
+    ("attn.k_proj", "attention.self.key"),
+    ("attn.v_proj", "attention.self.value"),
+    ("attn.out_proj", "attention.output.dense"),
+    ("ln_1", "attention.output.LayerNorm"),
+    ("mlp.fc_in", "intermediate.dense"),
+    ("mlp.fc_out", "output.dense"),
+    ("ln_2", "output.LayerNorm"),
+)
+
+
 def _bert_names(config: BertConfig) -> list[tuple[str, str]]:
     """(ours, HF) names of every tensor except the tied decoder weight and its bias."""
     prefixes = [
@@ -355,18 +364,7 @@ def _bert_names(config: BertConfig) -> list[tuple[str, str]]:
     ]
     names = [(f"{ours}.weight", f"{theirs}.weight") for ours, theirs in prefixes]
     with_bias = [("ln_emb", "bert.embeddings.LayerNorm")]
-    for i in range(config.n_layer):
-        ours, theirs = f"blocks.{i}", f"bert.encoder.layer.{i}"
-        with_bias += [
-            (f"{ours}.attn.q_proj", f"{theirs}.attention.self.query"),
-            (f"{ours}.attn.k_proj", f"{theirs}.attention.self.key"),
-            (f"{ours}.attn.v_proj", f"{theirs}.attention.self.value"),
-            (f"{ours}.attn.out_proj", f"{theirs}.attention.output.dense"),
-            (f"{ours}.ln_1", f"{theirs}.attention.output.LayerNorm"),
-            (f"{ours}.mlp.fc_in", f"{theirs}.intermediate.dense"),
-            (f"{ours}.mlp.fc_out", f"{theirs}.output.dense"),
-            (f"{ours}.ln_2", f"{theirs}.output.LayerNorm"),
-        ]
+    with_bias += layer_names(config.n_layer, "bert.encoder.layer.{}", _BERT_LAYER_NAMES)
     with_bias += [
         ("mlm_head.dense", "cls.predictions.transform.dense"),
         ("mlm_head.ln", "cls.predictions.transform.LayerNorm"),
@@ -439,11 +437,8 @@ def bert_to_hf(model: Bert, **config_overrides: Any) -> Any:
         if model.config.next_sentence
         else transformers.BertForMaskedLM
     )
-    hf_model = cls(hf_config)
-    weight = model.wte.weight
-    hf_model.to(device=weight.device, dtype=weight.dtype)
-    hf_model.load_state_dict(bert_state_dict_to_hf(model.state_dict(), model.config))
-    return hf_model.train(model.training)
+    state_dict = bert_state_dict_to_hf(model.state_dict(), model.config)
+    return load_weights(cls(hf_config), model.wte.weight, state_dict, model.training)
 
 
 def bert_from_hf(hf_model: Any) -> Bert:
@@ -461,11 +456,7 @@ def bert_from_hf(hf_model: Any) -> Bert:
             f"got {type(hf_model).__name__}"
         )
     config = bert_config_from_hf(hf_model.config, next_sentence=next_sentence)
-    model = Bert(config)
-    weight = hf_model.get_input_embeddings().weight
-    model.to(device=weight.device, dtype=weight.dtype)
-    model.load_state_dict(bert_state_dict_from_hf(hf_model.state_dict(), config))
-    return model.train(hf_model.training)
+    return model_from_hf(Bert, config, hf_model, bert_state_dict_from_hf)
 
 
 def bert_load(path: str, architectures: list[str]) -> Bert:
@@ -482,6 +473,41 @@ def bert_load(path: str, architectures: list[str]) -> Bert:
 
 
 # --------------------------------------------------------------------------------------------
+
+
+def load_weights(
+    model: Module, like: torch.Tensor, state_dict: StateDict, training: bool
+) -> Module:
+    """``model`` moved to ``like``'s device and dtype (the source model's), loaded with
+    ``state_dict`` (already mapped to its names) and set to the source's train/eval mode."""
+    model.to(device=like.device, dtype=like.dtype)
+    model.load_state_dict(state_dict)
+    return model.train(training)
+
+
+def layer_names(
+    n_layer: int, theirs: str, names: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """(ours, HF) names of every layer's tensors, layer by layer: ours ``blocks.{i}.`` + the
+    first of each pair in ``names``, HF's ``theirs.format(i)`` + ``.`` + the second."""
+    return [
+        (f"blocks.{i}.{ours}", f"{theirs.format(i)}.{hf}")
+        for i in range(n_layer)
+        for ours, hf in names
+    ]
+
+
+def model_from_hf(
+    model_class: Callable[[Any], Module],
+    config: Any,
+    hf_model: Any,
+    state_dict_from_hf: Callable[[StateDict, Any], StateDict],
+) -> Module:
+    """``model_class(config)`` with ``hf_model``'s weights, mapped to our names by
+    ``state_dict_from_hf``, on its device and dtype and in its train/eval mode."""
+    state_dict = state_dict_from_hf(hf_model.state_dict(), config)
+    like = hf_model.get_input_embeddings().weight
+    return load_weights(model_class(config), like, state_dict, hf_model.training)
 
 
 def check_keys(state_dict: StateDict, expected: set[str], what: str) -> StateDict:
