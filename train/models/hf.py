@@ -40,24 +40,30 @@ _GPT_LAYER_NORM_EPS = 1e-5  # torch's LayerNorm default, used by GPT
 # GPT-2
 
 
+# (ours, HF) names of the GPT config fields that carry over unchanged both ways.
+_GPT_CONFIG_FIELDS = (
+    ("vocab_size", "vocab_size"),
+    ("n_layer", "n_layer"),
+    ("n_head", "n_head"),
+    ("n_embd", "n_embd"),
+    ("block_size", "n_positions"),
+    ("init_std", "initializer_range"),
+)
+
+
 def gpt_config_to_hf(config: GPTConfig, **overrides: Any) -> transformers.GPT2Config:
     """HF ``GPT2Config`` for ``config``. ``overrides`` (e.g. ``eos_token_id``) go to GPT2Config;
     token ids default to None because the model does not know the tokenizer."""
     import transformers
 
     fields: dict[str, Any] = dict(
-        vocab_size=config.vocab_size,
-        n_positions=config.block_size,
-        n_embd=config.n_embd,
-        n_layer=config.n_layer,
-        n_head=config.n_head,
+        hf_fields(config, _GPT_CONFIG_FIELDS),
         n_inner=None,
         activation_function="gelu_new",
         resid_pdrop=config.dropout,
         embd_pdrop=config.dropout,
         attn_pdrop=config.dropout,
         layer_norm_epsilon=_GPT_LAYER_NORM_EPS,
-        initializer_range=config.init_std,
         bos_token_id=None,
         eos_token_id=None,
         tie_word_embeddings=True,
@@ -84,14 +90,9 @@ def gpt_config_from_hf(hf_config: Any) -> GPTConfig:
     if unsupported:
         raise ValueError(f"GPT2 config not supported by GPT: {', '.join(unsupported)}")
     return GPTConfig(
-        vocab_size=hf_config.vocab_size,
-        n_layer=hf_config.n_layer,
-        n_head=hf_config.n_head,
-        n_embd=hf_config.n_embd,
-        block_size=hf_config.n_positions,
+        **our_fields(hf_config, _GPT_CONFIG_FIELDS),
         dropout=float(hf_config.resid_pdrop),
         bias=True,
-        init_std=hf_config.initializer_range,
     )
 
 
@@ -284,22 +285,28 @@ def gpt_load(path: str, architectures: list[str]) -> GPT:
 # BERT
 
 
+# (ours, HF) names of the BERT config fields that carry over unchanged both ways.
+_BERT_CONFIG_FIELDS = (
+    ("vocab_size", "vocab_size"),
+    ("n_layer", "num_hidden_layers"),
+    ("n_head", "num_attention_heads"),
+    ("n_embd", "hidden_size"),
+    ("intermediate_size", "intermediate_size"),
+    ("max_position_embeddings", "max_position_embeddings"),
+    ("type_vocab_size", "type_vocab_size"),
+    ("layer_norm_eps", "layer_norm_eps"),
+    ("init_std", "initializer_range"),
+)
+
+
 def bert_config_to_hf(config: BertConfig, **overrides: Any) -> transformers.BertConfig:
     import transformers
 
     fields: dict[str, Any] = dict(
-        vocab_size=config.vocab_size,
-        hidden_size=config.n_embd,
-        num_hidden_layers=config.n_layer,
-        num_attention_heads=config.n_head,
-        intermediate_size=config.intermediate_size,
+        hf_fields(config, _BERT_CONFIG_FIELDS),
         hidden_act="gelu",
         hidden_dropout_prob=config.dropout,
         attention_probs_dropout_prob=config.dropout,
-        max_position_embeddings=config.max_position_embeddings,
-        type_vocab_size=config.type_vocab_size,
-        initializer_range=config.init_std,
-        layer_norm_eps=config.layer_norm_eps,
         tie_word_embeddings=True,
     )
     fields.update(overrides)
@@ -328,16 +335,8 @@ def bert_config_from_hf(hf_config: Any, next_sentence: bool = True) -> BertConfi
     if unsupported:
         raise ValueError(f"BERT config not supported by Bert: {', '.join(unsupported)}")
     return BertConfig(
-        vocab_size=hf_config.vocab_size,
-        n_layer=hf_config.num_hidden_layers,
-        n_head=hf_config.num_attention_heads,
-        n_embd=hf_config.hidden_size,
-        intermediate_size=hf_config.intermediate_size,
-        max_position_embeddings=hf_config.max_position_embeddings,
-        type_vocab_size=hf_config.type_vocab_size,
+        **our_fields(hf_config, _BERT_CONFIG_FIELDS),
         dropout=float(hf_config.hidden_dropout_prob),
-        layer_norm_eps=hf_config.layer_norm_eps,
-        init_std=hf_config.initializer_range,
         next_sentence=next_sentence,
     )
 
@@ -483,6 +482,16 @@ def load_weights(
     model.to(device=like.device, dtype=like.dtype)
     model.load_state_dict(state_dict)
     return model.train(training)
+
+
+def hf_fields(config: Any, fields: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """HF config keyword arguments from our ``config``, by (ours, HF) name pairs."""
+    return {theirs: getattr(config, ours) for ours, theirs in fields}
+
+
+def our_fields(hf_config: Any, fields: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Our config's keyword arguments from an HF config, by (ours, HF) name pairs."""
+    return {ours: getattr(hf_config, theirs) for ours, theirs in fields}
 
 
 def layer_names(

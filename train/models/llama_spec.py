@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from train.models import llama
-from train.models.hf import check_keys, layer_names, model_from_hf
+from train.models.hf import check_keys, hf_fields, layer_names, model_from_hf, our_fields
 from train.models.llama import Llama, LlamaConfig
 from train.models.spec import CAUSAL_LM, HFMapping, ModelSpec, ParallelPlan, Preset
 
@@ -57,7 +57,7 @@ def config_to_hf(config: LlamaConfig) -> Any:
     import transformers
 
     return transformers.LlamaConfig(
-        **{theirs: getattr(config, ours) for ours, theirs in _CONFIG_FIELDS},
+        **hf_fields(config, _CONFIG_FIELDS),
         num_key_value_heads=config.n_kv_head,
         head_dim=config.n_embd // config.n_head,
         rms_norm_eps=config.norm_eps,
@@ -102,7 +102,7 @@ def config_from_hf(hf_config: Any) -> LlamaConfig:
     if unsupported:
         raise ValueError(f"Llama config not supported by Llama: {', '.join(unsupported)}")
     return LlamaConfig(
-        **{ours: getattr(hf_config, theirs) for ours, theirs in _CONFIG_FIELDS},
+        **our_fields(hf_config, _CONFIG_FIELDS),
         n_kv_head=hf_config.num_key_value_heads or hf_config.num_attention_heads,
         norm_eps=float(hf_config.rms_norm_eps),
         rope_theta=theta,
