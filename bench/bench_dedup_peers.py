@@ -58,21 +58,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+import bench_dedup_quality as dedup_quality  # noqa: E402
 import psutil  # noqa: E402
-from bench_dedup_quality import (  # noqa: E402
-    LEVELS,
-    THRESHOLD,
-    _detokenize,
-    edited_to,
-    found_pairs,
-    ground_truth,
-    words,
-)
+from bench_startup import command_args  # noqa: E402
 
 from pipelines.document import Document  # noqa: E402
 
 CORPORA = REPO.parent / "shared" / "corpora"
-GPT2 = CORPORA / "vocab" / "gpt2"
 SEED = 20261205
 MIN_WORDS = 30
 PLANTED_SHARE = 0.25
@@ -91,22 +83,27 @@ def real_paragraphs() -> list[str]:
         CORPORA / "wikitext" / "wikitext-103" / "wiki.valid.tokens",
     ):
         lines = path.read_text(encoding="utf-8").splitlines()
-        paragraphs += [_detokenize(t) for t in lines if t.strip() and not t.strip().startswith("=")]
-    return sorted({p for p in paragraphs if len(words(p)) >= MIN_WORDS})
+        paragraphs += [
+            dedup_quality._detokenize(t)
+            for t in lines
+            if t.strip() and not t.strip().startswith("=")
+        ]
+    return sorted({p for p in paragraphs if len(dedup_quality.words(p)) >= MIN_WORDS})
 
 
 def planted_corpus(seed: int = SEED) -> tuple[list[Document], dict[tuple[str, str], float]]:
     """(documents, {planted pair: its exact Jaccard}): each paragraph a document, a quarter of
-    them with a planted copy at one of LEVELS or an exact copy (other case and spacing)."""
+    them with a planted copy at one of dedup_quality.LEVELS or an exact copy (other case and
+    spacing)."""
     rng = random.Random(seed)
     docs = [Document(f"p{i:05d}", "jsonl", text) for i, text in enumerate(real_paragraphs())]
     originals = list(docs)
     rng.shuffle(originals)
     planted = {}
     for i, doc in enumerate(originals[: int(PLANTED_SHARE * len(originals))]):
-        kind = i % (len(LEVELS) + 1)
-        if kind < len(LEVELS):
-            text, similarity = edited_to(doc.text, LEVELS[kind], rng)
+        kind = i % (len(dedup_quality.LEVELS) + 1)
+        if kind < len(dedup_quality.LEVELS):
+            text, similarity = dedup_quality.edited_to(doc.text, dedup_quality.LEVELS[kind], rng)
         else:
             text, similarity = "  " + doc.text.upper().replace(" ", "  "), 1.0
         copy = Document(f"c{i:05d}", "jsonl", text)
@@ -201,14 +198,7 @@ def run_ours(
             sys.executable,
             "-m",
             "pipelines.preprocess",
-            "--source=jsonl",
-            f"--input={corpus}",
-            f"--output={out}",
-            f"--tokenizer={GPT2}",
-            "--append-eod",
-            "--progress-interval=0",
-            "--keep-rejects",
-            *runner,
+            *command_args(corpus, out, ["--progress-interval=0", "--keep-rejects", *runner]),
             *([] if dedup else ["--no-dedup"]),
         ],
         REPO,
@@ -227,7 +217,7 @@ def run_ours(
             elif not str(row.get("reason", "")).endswith("duplicate"):
                 dropped.add(ids.get(row.get("doc_id") or row.get("id") or row.get("location"), ""))
     run.update(
-        found=found_pairs(clusters),
+        found=dedup_quality.found_pairs(clusters),
         dropped=dropped,
         stats=json.loads((out / "stats.json").read_text()),
     )
@@ -330,16 +320,11 @@ def profile_dedup(corpus: Path, out: Path) -> list[tuple[str, float]]:
     profiler = cProfile.Profile()
     profiler.enable()
     code = preprocess(
-        [
-            "--source=jsonl",
-            f"--input={corpus}",
-            f"--output={out}",
-            f"--tokenizer={GPT2}",
-            "--append-eod",
-            "--progress-interval=0",
-            "--direct_running_mode=in_memory",
-            "--direct_num_workers=1",
-        ]
+        command_args(
+            corpus,
+            out,
+            ["--progress-interval=0", "--direct_running_mode=in_memory", "--direct_num_workers=1"],
+        )
     )
     profiler.disable()
     if code != 0:
@@ -383,7 +368,7 @@ def main() -> None:
     parser.add_argument("--dask", action="store_true", help="also the DaskRunner, dedup off/on")
     args = parser.parse_args()
     docs, planted = planted_corpus()
-    truth = set(ground_truth(docs, THRESHOLD))
+    truth = set(dedup_quality.ground_truth(docs, dedup_quality.THRESHOLD))
     mb = sum(len(d.text.encode("utf-8")) for d in docs) / 1e6
     print(
         f"{len(docs)} documents, {len(planted)} planted, {mb:.1f} MB, {len(truth)} true pairs",
@@ -444,7 +429,7 @@ def render(rows, args, docs: int, planted: int, truth: int, mb: float, load) -> 
         f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs (load average "
         f"{load[0]:.1f} at start, {load[1]:.1f} at end); Python {platform.python_version()}, "
         f"apache-beam {apache_beam.__version__}. Corpus: {docs:,} documents ({planted:,} planted "
-        f"copies), {mb:.1f} MB of text, {truth:,} true pairs at J >= {THRESHOLD}.",
+        f"copies), {mb:.1f} MB of text, {truth:,} true pairs at J >= {dedup_quality.THRESHOLD}.",
         "",
         "| run | wall s | CPU s | summed peak RSS MB | dedup CPU s | dedup CPU s per MB | "
         "precision | recall | F1 |",

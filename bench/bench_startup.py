@@ -49,6 +49,8 @@ def five_documents(path: Path) -> Path:
 
 
 def command_args(corpus: Path, out: Path, extra: list[str]) -> list[str]:
+    """pipelines.preprocess's arguments for the JSONL ``corpus``: GPT-2 tokens with EOD into
+    ``out``, then ``extra`` (bench_dedup_peers runs its commands with these too)."""
     return [
         "--source=jsonl",
         f"--input={corpus}",

@@ -51,6 +51,15 @@ def _body(name: str, folder: Path = BOOKS) -> str:
     return strip_gutenberg((folder / name).read_bytes().decode("utf-8-sig"))
 
 
+def _insert_after_paragraph(body: str, text: str, index: int, insert: str) -> str:
+    """``body`` with ``insert`` between paragraphs ``index`` and ``index + 1`` of ``text`` (its
+    stripped text), set off on both sides by the gap that separates those two."""
+    spans = paragraphs(text)
+    start, end, following = spans[index][0], spans[index][1], spans[index + 1][0]
+    gap = text[end:following]
+    return body.replace(text[start:following], text[start:end] + gap + insert + gap, 1)
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_book_begins_at_the_first_chapters_prose_and_keeps_all_after(name: str):
     first, removed = EXPECTED[name]
@@ -259,13 +268,8 @@ def test_a_contents_run_is_cut_to_its_last_entry():
 def test_illustration_credit_lines_are_cut():
     body = _body("41-0.txt")
     expected = strip_front_matter(body).text
-    spans = paragraphs(expected)
-    gap = expected[spans[30][1] : spans[31][0]]
     plate = "[Illustration: The Headless Horseman]\n\n    [_Copyright 1894 by George Allen._]"
-    front = strip_front_matter(
-        body.replace(expected[spans[30][0] : spans[31][0]],
-                     expected[spans[30][0] : spans[30][1]] + gap + plate + gap, 1)
-    )  # fmt: skip
+    front = strip_front_matter(_insert_after_paragraph(body, expected, 30, plate))
     assert front.text == expected
     assert front.removed["illustrations"] == 2
     assert "[_Copyright 1894 by George Allen._]" in front.removed_text
@@ -305,16 +309,11 @@ def test_a_caption_with_its_credit_inside_its_brackets_is_cut_whole():
     Allen._]]". The whole block goes, in the middle of the tale."""
     body = _body("41-0.txt")
     expected = strip_front_matter(body).text
-    spans = paragraphs(expected)
-    gap = expected[spans[40][1] : spans[41][0]]
     plate = (
         "                      [Illustration:\n\n           “He came down to see the place”\n\n"
         "           [_Copyright 1894 by George Allen._]]"
     )
-    front = strip_front_matter(
-        body.replace(expected[spans[40][0] : spans[41][0]],
-                     expected[spans[40][0] : spans[40][1]] + gap + plate + gap, 1)
-    )  # fmt: skip
+    front = strip_front_matter(_insert_after_paragraph(body, expected, 40, plate))
     assert front.text == expected
     assert front.removed["illustrations"] == 1
     assert "“He came down to see the place”" in front.removed_text

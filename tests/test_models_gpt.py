@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from tests.model_fixtures import random_tokens, seeded_eval_model, tiny_gpt_config
-from train.models.gpt import GPT, GPTConfig, count_params, flops_per_token, masked_cross_entropy
+from train.models.gpt import GPT, GPTConfig, count_params, flops_per_token
+from train.models.layers import masked_cross_entropy
 
 VOCAB = 97
 

@@ -10,22 +10,24 @@ from train.models.bert import Bert, BertConfig
 from train.models.gpt import GPT, GPTConfig
 from train.models.llama import LlamaConfig
 
-ALL_NAMES = [
-    "gpt2-124m", "gpt2-355m", "gpt2-774m", "gpt2-1.5b",
-    "megatron-1.2b", "megatron-2.5b", "megatron-4.2b", "megatron-8.3b", "megatron-8.3b-24h",
-    "bert-base", "bert-large", "gpt-tiny", "gpt-small-cpu", "bert-tiny",
-    "llama-tiny", "llama-small-cpu",
-]  # fmt: skip
-CONFIGS = {"bert": BertConfig, "gpt": GPTConfig, "llama": LlamaConfig}
+# Each family's presets, with its config class.
+FAMILIES = {
+    "gpt": (GPTConfig, ["gpt2-124m", "gpt2-355m", "gpt2-774m", "gpt2-1.5b", "megatron-1.2b",
+                        "megatron-2.5b", "megatron-4.2b", "megatron-8.3b", "megatron-8.3b-24h",
+                        "gpt-tiny", "gpt-small-cpu"]),
+    "bert": (BertConfig, ["bert-base", "bert-large", "bert-tiny"]),
+    "llama": (LlamaConfig, ["llama-tiny", "llama-small-cpu"]),
+}  # fmt: skip
 
 
 def test_all_presets_exist_with_their_model_kind() -> None:
-    assert sorted(PRESETS) == sorted(ALL_NAMES)
-    for name, preset in PRESETS.items():
-        family = "gpt" if name.startswith("megatron") else name.split("-")[0].rstrip("2")
-        assert isinstance(preset.config, CONFIGS[family]), name
-        assert preset.model == family
-        assert preset.description
+    assert sorted(PRESETS) == sorted(name for _, names in FAMILIES.values() for name in names)
+    for family, (config_class, names) in FAMILIES.items():
+        for name in names:
+            preset = PRESETS[name]
+            assert isinstance(preset.config, config_class), name
+            assert preset.model == family
+            assert preset.description
 
 
 @pytest.mark.parametrize(

@@ -31,14 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from common.option_fields import (
-    add_options,
-    at_least,
-    check_options,
-    from_namespace,
-    option,
-    within,
-)
+from common import option_fields as fields
 from pipelines.dedup.components import rounds_for
 from pipelines.dedup.decontaminate import DecontaminationConfig
 from pipelines.dedup.shingles import SHINGLE_KINDS
@@ -90,77 +83,77 @@ class DedupConfig:
     | batch_docs, batch_bytes | 512, 1 MiB | MinHash batch: bounds a worker's memory |
     """
 
-    threshold: float = option(
+    threshold: float = fields.option(
         0.8,
         flag="--dedup-threshold",
-        check=within(0, 1, low_open=True),
+        check=fields.within(0, 1, low_open=True),
         help="Jaccard similarity at or above which documents are near-duplicates (%(default)s)",
     )
-    shingle: str = option(
+    shingle: str = fields.option(
         "word",
         flag="--dedup-shingle",
         choices=SHINGLE_KINDS,
         help="shingle words (default) or characters",
     )
-    ngram: int = option(
+    ngram: int = fields.option(
         5,
         flag="--dedup-ngram",
-        check=at_least(1),
+        check=fields.at_least(1),
         help="words (or characters) per shingle (%(default)s)",
     )
-    bands: int = option(
-        14, flag="--dedup-bands", check=within(1, 255), help="LSH bands (%(default)s)"
+    bands: int = fields.option(
+        14, flag="--dedup-bands", check=fields.within(1, 255), help="LSH bands (%(default)s)"
     )
-    rows: int = option(
-        8, flag="--dedup-rows", check=at_least(1), help="MinHash rows per band (%(default)s)"
+    rows: int = fields.option(
+        8, flag="--dedup-rows", check=fields.at_least(1), help="MinHash rows per band (%(default)s)"
     )
-    seed: int = option(1, flag="--dedup-seed", help="MinHash permutation seed")
-    verify: bool = option(
+    seed: int = fields.option(1, flag="--dedup-seed", help="MinHash permutation seed")
+    verify: bool = fields.option(
         True,
         flag="--dedup-no-verify",
         dest="dedup_verify",
         help="accept LSH candidates without computing their exact Jaccard (cheaper, less precise)",
     )
-    max_pairs_members: int = option(
+    max_pairs_members: int = fields.option(
         100,
         flag="--dedup-bucket-cap",
-        check=at_least(2),
+        check=fields.at_least(2),
         help="LSH buckets with more members are chained to their smallest document "
         "instead of linking all pairs (%(default)s)",
     )
-    cc_rounds: int | None = option(
+    cc_rounds: int | None = fields.option(
         None,
         flag="--dedup-cc-rounds",
         type=_rounds_flag,
-        check=at_least(1),
+        check=fields.at_least(1),
         metavar="N|auto",
         help="connected-components rounds; the run fails if they do not suffice (auto: enough "
         f"for the input's size, or {FALLBACK_CC_ROUNDS} where its size is unknown)",
     )
-    scope: str = option(
+    scope: str = fields.option(
         "all",
         flag="--dedup-scope",
         choices=SCOPES,
         help="all: find duplicates across sources (default); source: only within each source",
     )
-    exact: bool = option(
+    exact: bool = fields.option(
         True, flag="--no-exact-dedup", dest="dedup_exact", help="skip exact-text dedup"
     )
-    url: bool = option(True, flag="--no-url-dedup", dest="dedup_url", help="skip URL dedup")
-    near: bool = option(
+    url: bool = fields.option(True, flag="--no-url-dedup", dest="dedup_url", help="skip URL dedup")
+    near: bool = fields.option(
         True,
         flag="--no-near-dedup",
         dest="dedup_near",
         help="skip MinHash near-duplicate dedup",
     )
-    source_priority: tuple[str, ...] = option(
+    source_priority: tuple[str, ...] = fields.option(
         (),
         flag="--dedup-source-priority",
         type=_comma_list,
         help="comma-separated sources to keep first within a duplicate group, e.g. wikipedia,books "
         "(then the smallest document id)",
     )
-    eval_files: tuple[str, ...] = option(
+    eval_files: tuple[str, ...] = fields.option(
         (),
         flag="--decontaminate",
         nargs="+",
@@ -168,17 +161,17 @@ class DedupConfig:
         help="evaluation sets (text lines or JSON lines with 'text'; globs ok) whose 13-grams "
         "are cut out of the training documents, as Megatron's filter_ngrams.py does",
     )
-    decontam_ngram: int = option(
+    decontam_ngram: int = fields.option(
         13,
         flag="--decontaminate-ngram",
         help="n-gram length for decontamination (%(default)s)",
     )
     decontam_frequent_docs: int = 10
-    batch_docs: int = option(512, check=at_least(1), cli=False)
-    batch_bytes: int = option(1 << 20, check=at_least(1), cli=False)
+    batch_docs: int = fields.option(512, check=fields.at_least(1), cli=False)
+    batch_bytes: int = fields.option(1 << 20, check=fields.at_least(1), cli=False)
 
     def __post_init__(self) -> None:
-        check_options(self)
+        fields.check_options(self)
         object.__setattr__(self, "source_priority", tuple(self.source_priority))
         object.__setattr__(self, "eval_files", tuple(self.eval_files))
 
@@ -211,10 +204,10 @@ class DedupConfig:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DedupConfig:
         """The config of flags added by `add_dedup_arguments`."""
-        return from_namespace(cls, args)
+        return fields.from_namespace(cls, args)
 
 
 def add_dedup_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the dedup flags to a CLI, in its FLAG_GROUP argument group (where preprocess's
     --no-dedup is too); `DedupConfig.from_args` reads them."""
-    add_options(parser, DedupConfig, group=FLAG_GROUP)
+    fields.add_options(parser, DedupConfig, group=FLAG_GROUP)

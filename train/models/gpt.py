@@ -23,7 +23,7 @@ new token attends to the prefix without recomputing it (the training path never 
 
 from __future__ import annotations
 
-import math
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -31,11 +31,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from train.models.layers import (
+    CausalDecoder,
     KVCache,
     MultiHeadAttention,
     check_config,
     init_normal,
-    masked_cross_entropy,
+    init_residual,
+    pre_norm_blocks,
 )
 
 
@@ -87,30 +89,16 @@ class MLP(nn.Module):
         return self.dropout(self.fc_out(F.gelu(self.fc_in(x), approximate="tanh")))
 
 
-class Block(nn.Module):
-    """Pre-LN transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
-
-    def __init__(self, config: GPTConfig) -> None:
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
-
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), cache)
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
+class GPT(CausalDecoder):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         self.config = config
+        norm = functools.partial(nn.LayerNorm, config.n_embd, bias=config.bias)
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.blocks = pre_norm_blocks(config, norm, CausalSelfAttention, MLP)
+        self.ln_f = norm()
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.init_weights()
 
@@ -133,45 +121,12 @@ class GPT(nn.Module):
         """
         self.tie_weights()
         init_normal(self, self.config.init_std, tied=self.lm_head)
-        residual_std = self.config.init_std / math.sqrt(2 * self.config.n_layer)
-        for block in self.blocks:
-            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=residual_std)
-            nn.init.normal_(block.mlp.fc_out.weight, mean=0.0, std=residual_std)
+        init_residual(self.blocks, self.config.init_std, self.config.n_layer, "fc_out")
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        targets: torch.Tensor | None = None,
-        loss_mask: torch.Tensor | None = None,
-        cache: KVCache | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Return ``(logits [B, T, vocab], loss)``.
-
-        ``targets`` are the already-shifted next tokens ([B, T]); a target of -100 is ignored.
-        ``loss_mask`` ([B, T], 1 = counts) further restricts which positions count. The loss is
-        the mean cross entropy over the counted positions (0 if none count), computed in fp32
-        even under autocast. ``loss`` is None when ``targets`` is None. With a ``cache``,
-        ``input_ids`` continue the cached positions (see :class:`KVCache`).
-        """
-        batch, seq_len = input_ids.shape
-        past = cache.length if cache is not None else 0
-        if past + seq_len > self.config.block_size:
-            raise ValueError(
-                f"sequence length {past + seq_len} exceeds the model's block_size "
-                f"{self.config.block_size}"
-            )
-        positions = torch.arange(past, past + seq_len, device=input_ids.device)
-        x = self.drop(self.wte(input_ids) + self.wpe(positions))
-        for block in self.blocks:
-            x = block(x, cache)
-        if cache is not None:
-            cache.length = past + seq_len
-        logits = self.lm_head(self.ln_f(x))
-        if targets is None:
-            if loss_mask is not None:
-                raise ValueError("loss_mask was given without targets")
-            return logits, None
-        return logits, masked_cross_entropy(logits, targets, loss_mask)
+    def embed(self, input_ids: torch.Tensor, past: int) -> torch.Tensor:
+        """Token plus learned position embeddings (positions from ``past``), dropout."""
+        positions = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)
+        return self.drop(self.wte(input_ids) + self.wpe(positions))
 
     def num_params(self, exclude_embeddings: bool = False) -> int:
         """Number of distinct parameters (the tied LM head counts once).

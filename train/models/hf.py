@@ -19,7 +19,8 @@ State dicts from older HF checkpoints are accepted: GPT-2 keys with or without t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     import transformers
 
 StateDict = dict[str, torch.Tensor]
+Module = TypeVar("Module", bound=torch.nn.Module)
 
 _GPT_LAYER_NORM_EPS = 1e-5  # torch's LayerNorm default, used by GPT
 
@@ -38,24 +40,30 @@ _GPT_LAYER_NORM_EPS = 1e-5  # torch's LayerNorm default, used by GPT
 # GPT-2
 
 
+# (ours, HF) names of the GPT config fields that carry over unchanged both ways.
+_GPT_CONFIG_FIELDS = (
+    ("vocab_size", "vocab_size"),
+    ("n_layer", "n_layer"),
+    ("n_head", "n_head"),
+    ("n_embd", "n_embd"),
+    ("block_size", "n_positions"),
+    ("init_std", "initializer_range"),
+)
+
+
 def gpt_config_to_hf(config: GPTConfig, **overrides: Any) -> transformers.GPT2Config:
     """HF ``GPT2Config`` for ``config``. ``overrides`` (e.g. ``eos_token_id``) go to GPT2Config;
     token ids default to None because the model does not know the tokenizer."""
     import transformers
 
     fields: dict[str, Any] = dict(
-        vocab_size=config.vocab_size,
-        n_positions=config.block_size,
-        n_embd=config.n_embd,
-        n_layer=config.n_layer,
-        n_head=config.n_head,
+        hf_fields(config, _GPT_CONFIG_FIELDS),
         n_inner=None,
         activation_function="gelu_new",
         resid_pdrop=config.dropout,
         embd_pdrop=config.dropout,
         attn_pdrop=config.dropout,
         layer_norm_epsilon=_GPT_LAYER_NORM_EPS,
-        initializer_range=config.init_std,
         bos_token_id=None,
         eos_token_id=None,
         tie_word_embeddings=True,
@@ -82,14 +90,9 @@ def gpt_config_from_hf(hf_config: Any) -> GPTConfig:
     if unsupported:
         raise ValueError(f"GPT2 config not supported by GPT: {', '.join(unsupported)}")
     return GPTConfig(
-        vocab_size=hf_config.vocab_size,
-        n_layer=hf_config.n_layer,
-        n_head=hf_config.n_head,
-        n_embd=hf_config.n_embd,
-        block_size=hf_config.n_positions,
+        **our_fields(hf_config, _GPT_CONFIG_FIELDS),
         dropout=float(hf_config.resid_pdrop),
         bias=True,
-        init_std=hf_config.initializer_range,
     )
 
 
@@ -260,20 +263,14 @@ def gpt_to_hf(model: GPT, **config_overrides: Any) -> transformers.GPT2LMHeadMod
     import transformers
 
     hf_model = transformers.GPT2LMHeadModel(gpt_config_to_hf(model.config, **config_overrides))
-    weight = model.wte.weight
-    hf_model.to(device=weight.device, dtype=weight.dtype)
-    hf_model.load_state_dict(gpt_state_dict_to_hf(model.state_dict(), model.config))
-    return hf_model.train(model.training)
+    state_dict = gpt_state_dict_to_hf(model.state_dict(), model.config)
+    return load_weights(hf_model, model.wte.weight, state_dict, model.training)
 
 
 def gpt_from_hf(hf_model: Any) -> GPT:
     """A ``GPT`` with the weights of an HF ``GPT2LMHeadModel`` (same dtype, device and mode)."""
     config = gpt_config_from_hf(hf_model.config)
-    model = GPT(config)
-    weight = hf_model.get_input_embeddings().weight
-    model.to(device=weight.device, dtype=weight.dtype)
-    model.load_state_dict(gpt_state_dict_from_hf(hf_model.state_dict(), config))
-    return model.train(hf_model.training)
+    return model_from_hf(GPT, config, hf_model, gpt_state_dict_from_hf)
 
 
 def gpt_load(path: str, architectures: list[str]) -> GPT:
@@ -288,22 +285,28 @@ def gpt_load(path: str, architectures: list[str]) -> GPT:
 # BERT
 
 
+# (ours, HF) names of the BERT config fields that carry over unchanged both ways.
+_BERT_CONFIG_FIELDS = (
+    ("vocab_size", "vocab_size"),
+    ("n_layer", "num_hidden_layers"),
+    ("n_head", "num_attention_heads"),
+    ("n_embd", "hidden_size"),
+    ("intermediate_size", "intermediate_size"),
+    ("max_position_embeddings", "max_position_embeddings"),
+    ("type_vocab_size", "type_vocab_size"),
+    ("layer_norm_eps", "layer_norm_eps"),
+    ("init_std", "initializer_range"),
+)
+
+
 def bert_config_to_hf(config: BertConfig, **overrides: Any) -> transformers.BertConfig:
     import transformers
 
     fields: dict[str, Any] = dict(
-        vocab_size=config.vocab_size,
-        hidden_size=config.n_embd,
-        num_hidden_layers=config.n_layer,
-        num_attention_heads=config.n_head,
-        intermediate_size=config.intermediate_size,
+        hf_fields(config, _BERT_CONFIG_FIELDS),
         hidden_act="gelu",
         hidden_dropout_prob=config.dropout,
         attention_probs_dropout_prob=config.dropout,
-        max_position_embeddings=config.max_position_embeddings,
-        type_vocab_size=config.type_vocab_size,
-        initializer_range=config.init_std,
-        layer_norm_eps=config.layer_norm_eps,
         tie_word_embeddings=True,
     )
     fields.update(overrides)
@@ -332,18 +335,23 @@ def bert_config_from_hf(hf_config: Any, next_sentence: bool = True) -> BertConfi
     if unsupported:
         raise ValueError(f"BERT config not supported by Bert: {', '.join(unsupported)}")
     return BertConfig(
-        vocab_size=hf_config.vocab_size,
-        n_layer=hf_config.num_hidden_layers,
-        n_head=hf_config.num_attention_heads,
-        n_embd=hf_config.hidden_size,
-        intermediate_size=hf_config.intermediate_size,
-        max_position_embeddings=hf_config.max_position_embeddings,
-        type_vocab_size=hf_config.type_vocab_size,
+        **our_fields(hf_config, _BERT_CONFIG_FIELDS),
         dropout=float(hf_config.hidden_dropout_prob),
-        layer_norm_eps=hf_config.layer_norm_eps,
-        init_std=hf_config.initializer_range,
         next_sentence=next_sentence,
     )
+
+
+# (ours, HF) names of a BERT layer's Linear and LayerNorm modules.
+_BERT_LAYER_NAMES = (
+    ("attn.q_proj", "attention.self.query"),
+    ("attn.k_proj", "attention.self.key"),
+    ("attn.v_proj", "attention.self.value"),
+    ("attn.out_proj", "attention.output.dense"),
+    ("ln_1", "attention.output.LayerNorm"),
+    ("mlp.fc_in", "intermediate.dense"),
+    ("mlp.fc_out", "output.dense"),
+    ("ln_2", "output.LayerNorm"),
+)
 
 
 def _bert_names(config: BertConfig) -> list[tuple[str, str]]:
@@ -355,18 +363,7 @@ def _bert_names(config: BertConfig) -> list[tuple[str, str]]:
     ]
     names = [(f"{ours}.weight", f"{theirs}.weight") for ours, theirs in prefixes]
     with_bias = [("ln_emb", "bert.embeddings.LayerNorm")]
-    for i in range(config.n_layer):
-        ours, theirs = f"blocks.{i}", f"bert.encoder.layer.{i}"
-        with_bias += [
-            (f"{ours}.attn.q_proj", f"{theirs}.attention.self.query"),
-            (f"{ours}.attn.k_proj", f"{theirs}.attention.self.key"),
-            (f"{ours}.attn.v_proj", f"{theirs}.attention.self.value"),
-            (f"{ours}.attn.out_proj", f"{theirs}.attention.output.dense"),
-            (f"{ours}.ln_1", f"{theirs}.attention.output.LayerNorm"),
-            (f"{ours}.mlp.fc_in", f"{theirs}.intermediate.dense"),
-            (f"{ours}.mlp.fc_out", f"{theirs}.output.dense"),
-            (f"{ours}.ln_2", f"{theirs}.output.LayerNorm"),
-        ]
+    with_bias += layer_names(config.n_layer, "bert.encoder.layer.{}", _BERT_LAYER_NAMES)
     with_bias += [
         ("mlm_head.dense", "cls.predictions.transform.dense"),
         ("mlm_head.ln", "cls.predictions.transform.LayerNorm"),
@@ -439,11 +436,8 @@ def bert_to_hf(model: Bert, **config_overrides: Any) -> Any:
         if model.config.next_sentence
         else transformers.BertForMaskedLM
     )
-    hf_model = cls(hf_config)
-    weight = model.wte.weight
-    hf_model.to(device=weight.device, dtype=weight.dtype)
-    hf_model.load_state_dict(bert_state_dict_to_hf(model.state_dict(), model.config))
-    return hf_model.train(model.training)
+    state_dict = bert_state_dict_to_hf(model.state_dict(), model.config)
+    return load_weights(cls(hf_config), model.wte.weight, state_dict, model.training)
 
 
 def bert_from_hf(hf_model: Any) -> Bert:
@@ -461,11 +455,7 @@ def bert_from_hf(hf_model: Any) -> Bert:
             f"got {type(hf_model).__name__}"
         )
     config = bert_config_from_hf(hf_model.config, next_sentence=next_sentence)
-    model = Bert(config)
-    weight = hf_model.get_input_embeddings().weight
-    model.to(device=weight.device, dtype=weight.dtype)
-    model.load_state_dict(bert_state_dict_from_hf(hf_model.state_dict(), config))
-    return model.train(hf_model.training)
+    return model_from_hf(Bert, config, hf_model, bert_state_dict_from_hf)
 
 
 def bert_load(path: str, architectures: list[str]) -> Bert:
@@ -482,6 +472,51 @@ def bert_load(path: str, architectures: list[str]) -> Bert:
 
 
 # --------------------------------------------------------------------------------------------
+
+
+def load_weights(
+    model: Module, like: torch.Tensor, state_dict: StateDict, training: bool
+) -> Module:
+    """``model`` moved to ``like``'s device and dtype (the source model's), loaded with
+    ``state_dict`` (already mapped to its names) and set to the source's train/eval mode."""
+    model.to(device=like.device, dtype=like.dtype)
+    model.load_state_dict(state_dict)
+    return model.train(training)
+
+
+def hf_fields(config: Any, fields: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """HF config keyword arguments from our ``config``, by (ours, HF) name pairs."""
+    return {theirs: getattr(config, ours) for ours, theirs in fields}
+
+
+def our_fields(hf_config: Any, fields: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Our config's keyword arguments from an HF config, by (ours, HF) name pairs."""
+    return {ours: getattr(hf_config, theirs) for ours, theirs in fields}
+
+
+def layer_names(
+    n_layer: int, theirs: str, names: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """(ours, HF) names of every layer's tensors, layer by layer: ours ``blocks.{i}.`` + the
+    first of each pair in ``names``, HF's ``theirs.format(i)`` + ``.`` + the second."""
+    return [
+        (f"blocks.{i}.{ours}", f"{theirs.format(i)}.{hf}")
+        for i in range(n_layer)
+        for ours, hf in names
+    ]
+
+
+def model_from_hf(
+    model_class: Callable[[Any], Module],
+    config: Any,
+    hf_model: Any,
+    state_dict_from_hf: Callable[[StateDict, Any], StateDict],
+) -> Module:
+    """``model_class(config)`` with ``hf_model``'s weights, mapped to our names by
+    ``state_dict_from_hf``, on its device and dtype and in its train/eval mode."""
+    state_dict = state_dict_from_hf(hf_model.state_dict(), config)
+    like = hf_model.get_input_embeddings().weight
+    return load_weights(model_class(config), like, state_dict, hf_model.training)
 
 
 def check_keys(state_dict: StateDict, expected: set[str], what: str) -> StateDict:

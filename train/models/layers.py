@@ -1,5 +1,6 @@
 """What the model families share: config checks, multi-head attention, the KV cache of
-generation, initialisation, the losses.
+generation, the pre-norm block and forward pass of the causal decoders, initialisation, the
+losses.
 
 Attention keeps separate ``q_proj``/``k_proj``/``v_proj``/``out_proj`` Linear layers (the
 tensor-parallel plans shard them by name) and counts heads from the projected tensor's shape,
@@ -10,6 +11,9 @@ rank's own heads; see ``train.parallel.rng``) without touching the dropouts arou
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -117,6 +121,74 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(y.transpose(1, 2).reshape(batch, seq_len, -1))
 
 
+class PreNormBlock(nn.Module):
+    """Pre-norm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x)). The family gives
+    its norms, attention and MLP, registered in that order (their names are the tensor-parallel
+    plans' and the Hugging Face mappings')."""
+
+    def __init__(self, ln_1: nn.Module, attn: nn.Module, ln_2: nn.Module, mlp: nn.Module) -> None:
+        super().__init__()
+        self.ln_1 = ln_1
+        self.attn = attn
+        self.ln_2 = ln_2
+        self.mlp = mlp
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache)
+        return x + self.mlp(self.ln_2(x))
+
+
+def pre_norm_blocks(
+    config, norm: Callable[[], nn.Module], attention: type[nn.Module], mlp: type[nn.Module]
+) -> nn.ModuleList:
+    """``config.n_layer`` :class:`PreNormBlock` s of ``norm()``, ``attention(config)``,
+    ``norm()`` and ``mlp(config)``, built in that order."""
+    return nn.ModuleList(
+        PreNormBlock(norm(), attention(config), norm(), mlp(config)) for _ in range(config.n_layer)
+    )
+
+
+class CausalDecoder(nn.Module):
+    """The forward pass of the causal decoder families: embed, the blocks, the final norm, the
+    LM head and the masked loss. A subclass holds ``config.block_size``, ``blocks``, ``ln_f``
+    and ``lm_head``, and embeds tokens with ``embed(input_ids, past)``, ``past`` being the
+    position of the first one."""
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        loss_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Return ``(logits [B, T, vocab], loss)``.
+
+        ``targets`` are the already-shifted next tokens ([B, T]); a target of -100 is ignored.
+        ``loss_mask`` ([B, T], 1 = counts) further restricts which positions count. The loss is
+        the mean cross entropy over the counted positions (0 if none count), computed in fp32
+        even under autocast. ``loss`` is None when ``targets`` is None. With a ``cache``,
+        ``input_ids`` continue the cached positions (see :class:`KVCache`).
+        """
+        _, seq_len = input_ids.shape
+        past = cache.length if cache is not None else 0
+        if past + seq_len > self.config.block_size:
+            raise ValueError(
+                f"sequence length {past + seq_len} exceeds the model's block_size "
+                f"{self.config.block_size}"
+            )
+        x = self.embed(input_ids, past)
+        for block in self.blocks:
+            x = block(x, cache)
+        if cache is not None:
+            cache.length = past + seq_len
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            if loss_mask is not None:
+                raise ValueError("loss_mask was given without targets")
+            return logits, None
+        return logits, masked_cross_entropy(logits, targets, loss_mask)
+
+
 @torch.no_grad()
 def init_normal(model: nn.Module, std: float, tied: nn.Module) -> None:
     """Linear and embedding weights ~ N(0, std), biases 0, LayerNorm 1/0, in place; ``tied``
@@ -133,6 +205,18 @@ def init_normal(model: nn.Module, std: float, tied: nn.Module) -> None:
             nn.init.ones_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
+
+
+@torch.no_grad()
+def init_residual(blocks: nn.ModuleList, init_std: float, n_layer: int, mlp_out: str) -> None:
+    """Re-draw the two projections of each block that write into the residual stream
+    (``attn.out_proj`` and the MLP's ``mlp_out``) from N(0, init_std / sqrt(2 * n_layer)), so
+    the residual variance does not grow with depth (GPT-2 paper, section 2.3: two residual
+    additions per layer)."""
+    residual_std = init_std / math.sqrt(2 * n_layer)
+    for block in blocks:
+        nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=residual_std)
+        nn.init.normal_(getattr(block.mlp, mlp_out).weight, mean=0.0, std=residual_std)
 
 
 def mean_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ the un-repeated keys and values in a :class:`~train.models.layers.KVCache`.
 
 from __future__ import annotations
 
-import math
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -28,11 +28,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from train.models.layers import (
+    CausalDecoder,
     DotProductAttention,
     KVCache,
     check_config,
     init_normal,
-    masked_cross_entropy,
+    init_residual,
+    pre_norm_blocks,
 )
 
 
@@ -143,28 +145,14 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class Block(nn.Module):
-    """Pre-norm block: x + attn(ln_1(x)), then x + mlp(ln_2(x)), RMSNorm both."""
-
-    def __init__(self, config: LlamaConfig) -> None:
-        super().__init__()
-        self.ln_1 = nn.RMSNorm(config.n_embd, eps=config.norm_eps)
-        self.attn = Attention(config)
-        self.ln_2 = nn.RMSNorm(config.n_embd, eps=config.norm_eps)
-        self.mlp = MLP(config)
-
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), cache)
-        return x + self.mlp(self.ln_2(x))
-
-
-class Llama(nn.Module):
+class Llama(CausalDecoder):
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
         self.config = config
+        norm = functools.partial(nn.RMSNorm, config.n_embd, eps=config.norm_eps)
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.RMSNorm(config.n_embd, eps=config.norm_eps)
+        self.blocks = pre_norm_blocks(config, norm, Attention, MLP)
+        self.ln_f = norm()
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.init_weights()
 
@@ -186,38 +174,11 @@ class Llama(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.RMSNorm):
                 nn.init.ones_(module.weight)
-        residual_std = self.config.init_std / math.sqrt(2 * self.config.n_layer)
-        for block in self.blocks:
-            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=residual_std)
-            nn.init.normal_(block.mlp.down_proj.weight, mean=0.0, std=residual_std)
+        init_residual(self.blocks, self.config.init_std, self.config.n_layer, "down_proj")
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        targets: torch.Tensor | None = None,
-        loss_mask: torch.Tensor | None = None,
-        cache: KVCache | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(logits [B, T, vocab], loss)``, with the arguments of ``GPT.forward``: shifted
-        ``targets`` (-100 ignored), an optional ``loss_mask``, a ``cache`` for generation."""
-        seq_len = input_ids.shape[1]
-        past = cache.length if cache is not None else 0
-        if past + seq_len > self.config.block_size:
-            raise ValueError(
-                f"sequence length {past + seq_len} exceeds the model's block_size "
-                f"{self.config.block_size}"
-            )
-        x = self.wte(input_ids)
-        for block in self.blocks:
-            x = block(x, cache)
-        if cache is not None:
-            cache.length = past + seq_len
-        logits = self.lm_head(self.ln_f(x))
-        if targets is None:
-            if loss_mask is not None:
-                raise ValueError("loss_mask was given without targets")
-            return logits, None
-        return logits, masked_cross_entropy(logits, targets, loss_mask)
+    def embed(self, input_ids: torch.Tensor, past: int) -> torch.Tensor:
+        """The token embeddings alone: RoPE places positions inside attention."""
+        return self.wte(input_ids)
 
     def num_params(self, exclude_embeddings: bool = False) -> int:
         """Distinct parameters (a tied head counts once); optionally without the token

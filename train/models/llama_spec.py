@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from train.models import llama
-from train.models.hf import check_keys
+from train.models.hf import check_keys, hf_fields, layer_names, model_from_hf, our_fields
 from train.models.llama import Llama, LlamaConfig
 from train.models.spec import CAUSAL_LM, HFMapping, ModelSpec, ParallelPlan, Preset
 
@@ -39,28 +39,34 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+# (ours, HF) names of the config fields that carry over unchanged both ways.
+_CONFIG_FIELDS = (
+    ("vocab_size", "vocab_size"),
+    ("n_layer", "num_hidden_layers"),
+    ("n_head", "num_attention_heads"),
+    ("n_embd", "hidden_size"),
+    ("intermediate_size", "intermediate_size"),
+    ("block_size", "max_position_embeddings"),
+    ("init_std", "initializer_range"),
+)
+
+
 def config_to_hf(config: LlamaConfig) -> Any:
     """HF ``LlamaConfig`` for ``config`` (token ids None: the model does not know the
     tokenizer)."""
     import transformers
 
     return transformers.LlamaConfig(
-        vocab_size=config.vocab_size,
-        hidden_size=config.n_embd,
-        intermediate_size=config.intermediate_size,
-        num_hidden_layers=config.n_layer,
-        num_attention_heads=config.n_head,
+        **hf_fields(config, _CONFIG_FIELDS),
         num_key_value_heads=config.n_kv_head,
         head_dim=config.n_embd // config.n_head,
-        hidden_act="silu",
-        max_position_embeddings=config.block_size,
         rms_norm_eps=config.norm_eps,
         rope_theta=config.rope_theta,
         tie_word_embeddings=config.tie_embeddings,
+        attention_dropout=config.dropout,
+        hidden_act="silu",
         attention_bias=False,
         mlp_bias=False,
-        attention_dropout=config.dropout,
-        initializer_range=config.init_std,
         bos_token_id=None,
         eos_token_id=None,
         architectures=["LlamaForCausalLM"],
@@ -96,39 +102,29 @@ def config_from_hf(hf_config: Any) -> LlamaConfig:
     if unsupported:
         raise ValueError(f"Llama config not supported by Llama: {', '.join(unsupported)}")
     return LlamaConfig(
-        vocab_size=hf_config.vocab_size,
-        n_layer=hf_config.num_hidden_layers,
-        n_head=hf_config.num_attention_heads,
+        **our_fields(hf_config, _CONFIG_FIELDS),
         n_kv_head=hf_config.num_key_value_heads or hf_config.num_attention_heads,
-        n_embd=hf_config.hidden_size,
-        intermediate_size=hf_config.intermediate_size,
-        block_size=hf_config.max_position_embeddings,
-        rope_theta=theta,
         norm_eps=float(hf_config.rms_norm_eps),
+        rope_theta=theta,
         tie_embeddings=bool(hf_config.tie_word_embeddings),
         dropout=float(hf_config.attention_dropout),
-        init_std=hf_config.initializer_range,
     )
+
+
+# (ours, HF) names of a LLaMA layer's tensors.
+_LAYER_NAMES = (
+    ("ln_1.weight", "input_layernorm.weight"),
+    ("ln_2.weight", "post_attention_layernorm.weight"),
+    ("attn.out_proj.weight", "self_attn.o_proj.weight"),
+    *((f"attn.{p}_proj.weight", f"self_attn.{p}_proj.weight") for p in "qkv"),
+    *((f"mlp.{p}_proj.weight", f"mlp.{p}_proj.weight") for p in ("gate", "up", "down")),
+)
 
 
 def _names(config: LlamaConfig) -> list[tuple[str, str]]:
     """(ours, HF) names of every tensor but the head's."""
     names = [("wte.weight", "model.embed_tokens.weight"), ("ln_f.weight", "model.norm.weight")]
-    for i in range(config.n_layer):
-        ours, theirs = f"blocks.{i}", f"model.layers.{i}"
-        names += [
-            (f"{ours}.ln_1.weight", f"{theirs}.input_layernorm.weight"),
-            (f"{ours}.ln_2.weight", f"{theirs}.post_attention_layernorm.weight"),
-            (f"{ours}.attn.out_proj.weight", f"{theirs}.self_attn.o_proj.weight"),
-        ]
-        names += [
-            (f"{ours}.attn.{p}_proj.weight", f"{theirs}.self_attn.{p}_proj.weight") for p in "qkv"
-        ]
-        names += [
-            (f"{ours}.mlp.{p}_proj.weight", f"{theirs}.mlp.{p}_proj.weight")
-            for p in ("gate", "up", "down")
-        ]
-    return names
+    return names + layer_names(config.n_layer, "model.layers.{}", _LAYER_NAMES)
 
 
 def state_dict_to_hf(state_dict: StateDict, config: LlamaConfig) -> StateDict:
@@ -163,12 +159,7 @@ def state_dict_from_hf(state_dict: StateDict, config: LlamaConfig) -> StateDict:
 
 def from_hf(hf_model: Any) -> Llama:
     """A ``Llama`` with the weights of an HF ``LlamaForCausalLM`` (same dtype, device, mode)."""
-    config = config_from_hf(hf_model.config)
-    model = Llama(config)
-    weight = hf_model.get_input_embeddings().weight
-    model.to(device=weight.device, dtype=weight.dtype)
-    model.load_state_dict(state_dict_from_hf(hf_model.state_dict(), config))
-    return model.train(hf_model.training)
+    return model_from_hf(Llama, config_from_hf(hf_model.config), hf_model, state_dict_from_hf)
 
 
 def load(path: str, architectures: list[str]) -> Llama:

@@ -13,7 +13,7 @@ from typing import Any
 
 from torch import nn
 
-from train.models.registry import SPECS
+from train.models.registry import SPECS, look_up
 from train.models.spec import ModelSpec, Preset
 
 
@@ -31,12 +31,8 @@ PRESETS: dict[str, Preset] = _all_presets()
 
 
 def get_preset(name: str) -> Preset:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise KeyError(
-            f"unknown model preset {name!r}; known presets: {', '.join(sorted(PRESETS))}"
-        ) from None
+    """The preset ``name``; KeyError naming the known ones."""
+    return look_up(PRESETS, name, "model preset", f"known presets: {', '.join(sorted(PRESETS))}")
 
 
 def pad_vocab_size(vocab_size: int, multiple: int = 128, tensor_parallel: int = 1) -> int:

@@ -5,6 +5,8 @@ registered is an error."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from torch import nn
 
 from train.models import bert_spec, gpt_spec, llama_spec
@@ -16,15 +18,20 @@ SPECS: dict[str, ModelSpec] = {
 
 FAMILIES: tuple[str, ...] = tuple(SPECS)
 
+Entry = TypeVar("Entry")
+
+
+def look_up(table: dict[str, Entry], name: str, what: str, known: str) -> Entry:
+    """``table[name]``; else a one-line KeyError: ``unknown {what} 'name'; {known}``."""
+    try:
+        return table[name]
+    except KeyError:
+        raise KeyError(f"unknown {what} {name!r}; {known}") from None
+
 
 def get_spec(name: str) -> ModelSpec:
     """The spec of the family ``name``; KeyError naming the registered ones."""
-    try:
-        return SPECS[name]
-    except KeyError:
-        raise KeyError(
-            f"unknown model family {name!r}; registered: {', '.join(FAMILIES)}"
-        ) from None
+    return look_up(SPECS, name, "model family", f"registered: {', '.join(FAMILIES)}")
 
 
 def spec_of_model(model: nn.Module) -> ModelSpec:
