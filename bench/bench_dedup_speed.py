@@ -60,11 +60,11 @@ from pipelines.dedup.transforms import (  # noqa: E402
     _ApplyFn,
     _BucketEdgesFn,
     _Decision,
-    _doc_row,
     _FeaturesFn,
     _KeepSmallestFn,
-    _row_doc,
     _zstd,
+    doc_row,
+    row_doc,
 )
 from pipelines.dedup.verify import RECEIVES, PairShinglesFn, VerifyFn  # noqa: E402
 from pipelines.document import Document  # noqa: E402
@@ -203,7 +203,7 @@ def apply_compression_cpu(docs: list[Document]) -> float:
     """CPU seconds apply's rows spend compressing and decompressing these documents' texts."""
     started = time.process_time()
     for doc in docs:
-        _row_doc(doc.id, _doc_row(doc))
+        row_doc(doc.id, doc_row(doc))
     return time.process_time() - started
 
 
@@ -314,7 +314,7 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
         fn = _ApplyFn()
         fn.start_bundle()
         for i, doc in enumerate(docs):
-            values = [("doc", _doc_row(doc))] + ([("dec", decision)] if i % 5 == 0 else [])
+            values = [("doc", doc_row(doc))] + ([("dec", decision)] if i % 5 == 0 else [])
             _drain(fn.process((doc.id, values)))
         fn.finish_bundle()
 
