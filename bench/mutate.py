@@ -65,19 +65,19 @@ class _Mutator(ast.NodeTransformer):
                 node.ops[i] = swap()
         return node
 
-    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+    def _swap_operator(self, node, suffix: str = "") -> ast.AST:
+        """`a + b` or `a += b` with its operator swapped (`suffix` "=" names the latter)."""
         self.generic_visit(node)
         swap = _BINOP_SWAPS.get(type(node.op))
-        if swap and self._site(node, f"{type(node.op).__name__} -> {swap.__name__}"):
+        if swap and self._site(node, f"{type(node.op).__name__}{suffix} -> {swap.__name__}{suffix}"):
             node.op = swap()
         return node
 
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        return self._swap_operator(node)
+
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
-        self.generic_visit(node)
-        swap = _BINOP_SWAPS.get(type(node.op))
-        if swap and self._site(node, f"{type(node.op).__name__}= -> {swap.__name__}="):
-            node.op = swap()
-        return node
+        return self._swap_operator(node, "=")
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         self.generic_visit(node)

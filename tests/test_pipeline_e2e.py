@@ -315,6 +315,23 @@ def test_sigkill_leaves_no_whole_looking_partial_shard_and_rerun_equals_clean_ru
     assert not (killed / "_work").exists()
 
 
+def _books_run_in_two_processes(tmp_path, *flags):
+    """(TMPDIR, OUTPUT, process) of `python -m pipelines.preprocess` on the shared books with two
+    worker processes, started in a session of its own (so a test can signal its group)."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAYON_NUM_THREADS": "1", "TMPDIR": str(temp)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.preprocess", "--source=books",
+         f"--input={CORPORA / 'books'}/*.txt", f"--output={out}", f"--tokenizer={GPT2}",
+         "--no-dedup", "--language=any", *flags, *TWO_PROCESSES],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    return temp, out, process
+
+
 @pytest.mark.parametrize(
     "signum, group, said",
     [
@@ -326,17 +343,7 @@ def test_sigkill_leaves_no_whole_looking_partial_shard_and_rerun_equals_clean_ru
 def test_a_stopping_signal_is_one_line_and_leaves_no_temporary_directories_or_work_area(
     tmp_path, signum, group, said
 ):
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAYON_NUM_THREADS": "1", "TMPDIR": str(temp)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.preprocess", "--source=books",
-         f"--input={CORPORA / 'books'}/*.txt", f"--output={out}", f"--tokenizer={GPT2}",
-         "--no-dedup", "--language=any", "--progress-interval=0", *TWO_PROCESSES],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+    temp, out, process = _books_run_in_two_processes(tmp_path, "--progress-interval=0")
     try:
         deadline = time.monotonic() + 300
         # the workers have started writing: progress files in the run's temporary directory
@@ -367,18 +374,9 @@ def test_a_stopped_or_killed_worker_ends_the_run_with_one_line(tmp_path, signum)
     progress files are stopped (or killed): the run ends in one line (after --stall-timeout
     seconds without progress, naming the stage, for a stopped one), with no traceback and no
     temporary directory left."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAYON_NUM_THREADS": "1", "TMPDIR": str(temp)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.preprocess", "--source=books",
-         f"--input={CORPORA / 'books'}/*.txt", f"--output={out}", f"--tokenizer={GPT2}",
-         "--no-dedup", "--language=any", "--progress-interval=1", "--stall-timeout=6",
-         *TWO_PROCESSES],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+    temp, out, process = _books_run_in_two_processes(
+        tmp_path, "--progress-interval=1", "--stall-timeout=6"
+    )
     stopped: set[int] = set()
     try:
         deadline = time.monotonic() + 300
@@ -597,30 +595,17 @@ def test_a_run_that_keeps_no_document_still_finishes_an_empty_set(tmp_path, caps
     (tmp_path / "headings.jsonl").write_text(
         "".join(json.dumps({"text": h}) + "\n" for h in headings), encoding="utf-8"
     )
+    def run(out, *flags):
+        args = [f"--input={tmp_path / 'headings.jsonl'}", f"--output={out}", f"--tokenizer={GPT2}"]
+        return preprocess(capsys, "--source=jsonl", *args, "--append-eod", *flags, *IN_PROCESS)
+
     out = tmp_path / "out"
-    code, report, err = preprocess(
-        capsys,
-        "--source=jsonl",
-        f"--input={tmp_path / 'headings.jsonl'}",
-        f"--output={out}",
-        f"--tokenizer={GPT2}",
-        "--append-eod",
-        *IN_PROCESS,
-    )
+    code, report, err = run(out)
     assert code == 1
     assert "3 of 3 documents read were dropped as 'too_short'" in err
     assert json.loads((out / "stats.json").read_text())["status"] == "failed"
     out = tmp_path / "out2"
-    code, report, err = preprocess(
-        capsys,
-        "--source=jsonl",
-        f"--input={tmp_path / 'headings.jsonl'}",
-        f"--output={out}",
-        f"--tokenizer={GPT2}",
-        "--append-eod",
-        "--max-drop-share=0",
-        *IN_PROCESS,
-    )
+    code, report, err = run(out, "--max-drop-share=0")
     assert code == 0, err
     assert "the shard set is empty" in err
     stats = json.loads((out / "stats.json").read_text())
