@@ -733,3 +733,85 @@ def test_writer_refuses_a_tokenizer_name_outside_the_set(tmp_path, book_document
             tokenizer_file=tokenizer_json,
         )
     assert not (tmp_path / "stray.json").exists()
+
+
+# -- issue 27: mutation survivors of dataset_format/indexed.py ----------------------------------
+
+# Megatron-LM's MMIDIDX dtype codes of integer arrays (its `DType` enum).
+MEGATRON_INTEGER_CODES = [(1, "u1"), (2, "i1"), (3, "<i2"), (4, "<i4"), (5, "<i8"), (8, "<u2")]
+
+
+@pytest.mark.parametrize("code, dtype", MEGATRON_INTEGER_CODES)
+def test_every_integer_dtype_code_is_megatrons(tmp_path, book_documents, code, dtype):
+    """Pairs of every integer dtype round-trip with Megatron's code in both directions: ours
+    carry the code Megatron writes, and theirs open as the dtype it means."""
+    _, ids = book_documents
+    limit = np.iinfo(np.dtype(dtype)).max
+    documents = [[d % limit] for d in ids[:20]]
+    ours = write_pair(tmp_path / "ours", documents, np.dtype(dtype))
+    assert open(ours + ".idx", "rb").read()[17] == code
+    write_megatron_pair(str(tmp_path / "theirs"), documents, code, dtype)
+    theirs = IndexedDataset(str(tmp_path / "theirs"))
+    assert theirs.dtype == np.dtype(dtype)
+    for i in (0, 19):
+        np.testing.assert_array_equal(theirs.document(i), documents[i][0])
+
+
+def test_a_pair_of_two_sequences(tmp_path, book_documents):
+    """The second pointer of a pair of exactly two sequences is the first one's byte length."""
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "two", [[ids[0]], [ids[1]]])
+    ds = IndexedDataset(prefix)
+    ds.verify()
+    assert ds.sequence_pointers.tolist() == [0, 2 * len(ids[0])]
+    assert [doc[0].tolist() for doc in read_megatron_pair(prefix)] == [ids[0].tolist(),
+                                                                     ids[1].tolist()]
+
+
+def test_bulk_add_of_no_documents_changes_nothing(tmp_path, book_documents):
+    _, ids = book_documents
+    one = write_pair(tmp_path / "one", [[d] for d in ids[:3]])
+    with IndexedDatasetWriter(str(tmp_path / "bulk"), np.uint16) as writer:
+        writer.add_documents(np.zeros(0, np.uint16), np.zeros(0, np.int64))
+        writer.add_documents(np.concatenate(ids[:3]), [len(d) for d in ids[:3]])
+        writer.add_documents(np.zeros(0, np.uint16), [])
+    for ext in (".bin", ".idx"):
+        assert open(one + ext, "rb").read() == open(str(tmp_path / "bulk") + ext, "rb").read()
+
+
+def test_empty_documents_and_sequences_read_as_empty(tmp_path, book_documents):
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "gaps", [[ids[0]], [], [ids[1][:0], ids[1]], []])
+    ds = IndexedDataset(prefix)
+    ds.verify(vocab_size=50257)
+    assert ds.num_documents == 4 and ds.document_lengths().tolist() == [
+        len(ids[0]), 0, len(ids[1]), 0]
+    assert [len(s) for s in ds.document_sequences(2)] == [0, len(ids[1])]
+    np.testing.assert_array_equal(ds.document(2), ids[1])
+    assert len(ds.document(3)) == 0
+
+
+def test_negative_and_out_of_range_document_numbers(real_pair, book_documents):
+    _, ids = book_documents
+    ds = IndexedDataset(real_pair)
+    np.testing.assert_array_equal(ds.document(-1), ids[39])
+    np.testing.assert_array_equal(ds.document(-40), ids[0])
+    np.testing.assert_array_equal(ds.sequence(0), ids[0][:7])
+    np.testing.assert_array_equal(ds[-1], ids[39][7:])
+    for i in (40, -41):
+        with pytest.raises(IndexError, match=r"out of range \[0, 40\)"):
+            ds.document(i)
+    with pytest.raises(IndexError, match=r"token span \[5, 4\) outside"):
+        ds.tokens(5, -1)
+    np.testing.assert_array_equal(ds.tokens(0, 3), ids[0][:3])
+
+
+def test_token_id_zero_is_inside_every_vocabulary(tmp_path, book_documents, gpt2_tokenizer):
+    """GPT-2's id 0 is "!", a real token of the book: the smallest id passes the check."""
+    _, ids = book_documents
+    assert gpt2_tokenizer.decode([0]) == "!"
+    with_zero = [d for d in ids if 0 in d.tolist()]
+    assert with_zero
+    prefix = write_pair(tmp_path / "bang", [[d] for d in with_zero])
+    IndexedDataset(prefix).verify(vocab_size=50257)
+    IndexedDataset(write_pair(tmp_path / "edge", [[np.array([0, 65535])]])).verify(65536)
