@@ -815,3 +815,50 @@ def test_token_id_zero_is_inside_every_vocabulary(tmp_path, book_documents, gpt2
     prefix = write_pair(tmp_path / "bang", [[d] for d in with_zero])
     IndexedDataset(prefix).verify(vocab_size=50257)
     IndexedDataset(write_pair(tmp_path / "edge", [[np.array([0, 65535])]])).verify(65536)
+
+
+@pytest.mark.parametrize("entry, value, got", [(0, 1, "got 1..80"), (-1, 79, "got 0..79")])
+def test_document_index_must_start_at_zero_and_end_at_the_sequence_count(
+        real_pair, entry, value, got):
+    """Either end alone wrong is refused at open, and the message shows both ends as read."""
+    at = 34 + 12 * 80 + 8 * (entry % 41)  # 80 sequences, 41 document-index entries
+    rewrite(real_pair + ".idx", lambda d: d[:at] + struct.pack("<q", value) + d[at + 8:])
+    with pytest.raises(FormatError, match=rf"p.idx: document index must run from 0 to 80, {got}$"):
+        IndexedDataset(real_pair)
+
+
+def test_bulk_writer_counts_its_tokens(tmp_path, book_documents):
+    _, ids = book_documents
+    with IndexedDatasetWriter(str(tmp_path / "bulk"), np.uint16) as writer:
+        writer.add_documents(np.concatenate(ids[:25]), [len(d) for d in ids[:25]])
+        writer.add_document([ids[25]])
+        assert writer.tokens == sum(len(d) for d in ids[:26])
+        info = writer.finalize()
+    assert info.tokens == IndexedDataset(str(tmp_path / "bulk")).num_tokens
+
+
+def test_empty_token_spans_at_either_end(real_pair):
+    ds = IndexedDataset(real_pair)
+    assert len(ds.tokens(0, 0)) == 0 and len(ds.tokens(ds.num_tokens, 0)) == 0
+    with pytest.raises(IndexError, match=rf"token span \[{ds.num_tokens}, {ds.num_tokens + 1}\)"):
+        ds.tokens(ds.num_tokens, 1)
+
+
+def test_the_first_id_outside_the_vocabulary_is_named_not_a_small_one(tmp_path, book_documents):
+    """Id 0 ("!") before the first EOD in the same check: the EOD is named, not the "!"."""
+    _, ids = book_documents
+    bang = next(d for d in ids if 0 in d.tolist())
+    prefix = write_pair(tmp_path / "p", [[bang[:-1]], [ids[0]]])  # the "!" document, EOD cut
+    position = len(bang) - 1 + len(ids[0]) - 1
+    with pytest.raises(FormatError, match=rf"token id 50256 \(document 1, token {position}\)"):
+        IndexedDataset(prefix).verify(vocab_size=50256)
+
+
+def test_a_sequence_pointer_outside_the_data_names_the_data_size(real_pair):
+    ds = IndexedDataset(real_pair)
+    size = os.path.getsize(real_pair + ".bin")
+    pos = 34 + 4 * ds.num_sequences + 8 * 3
+    del ds
+    rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<q", 10**9) + d[pos + 8:])
+    with pytest.raises(FormatError, match=rf"outside the {size} bytes of the data file"):
+        IndexedDataset(real_pair).sequence(3)
