@@ -291,3 +291,13 @@ def test_every_odd_space_and_line_break_between_words():
     # NEL is left out: ftfy reads it as Windows-1252's ellipsis before our line-break rule.
     for line_break in "\x0b\x0c\u2028\u2029":
         assert normalize_text(line_break.join(words)) == "\n".join(words), hex(ord(line_break))
+
+
+def test_every_c1_control_between_words_is_read_as_windows_1252():
+    """Each C1 control is mojibake on its own (U+0080 and U+009F, the ends of the range,
+    included): it becomes its Windows-1252 character, or goes where that code page has none."""
+    words = _ascii_paragraphs()[0].split(" ")[:2]
+    for code in range(0x80, 0xA0):
+        expected = bytes([code]).decode("cp1252", errors="ignore")
+        assert normalize_text(f"{words[0]} {chr(code)}{words[1]}") == (
+            f"{words[0]} {expected}{words[1]}"), hex(code)
