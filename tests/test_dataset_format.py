@@ -733,3 +733,132 @@ def test_writer_refuses_a_tokenizer_name_outside_the_set(tmp_path, book_document
             tokenizer_file=tokenizer_json,
         )
     assert not (tmp_path / "stray.json").exists()
+
+
+# -- issue 27: mutation survivors of dataset_format/indexed.py ----------------------------------
+
+# Megatron-LM's MMIDIDX dtype codes of integer arrays (its `DType` enum).
+MEGATRON_INTEGER_CODES = [(1, "u1"), (2, "i1"), (3, "<i2"), (4, "<i4"), (5, "<i8"), (8, "<u2")]
+
+
+@pytest.mark.parametrize("code, dtype", MEGATRON_INTEGER_CODES)
+def test_every_integer_dtype_code_is_megatrons(tmp_path, book_documents, code, dtype):
+    """Pairs of every integer dtype round-trip with Megatron's code in both directions: ours
+    carry the code Megatron writes, and theirs open as the dtype it means."""
+    _, ids = book_documents
+    limit = np.iinfo(np.dtype(dtype)).max
+    documents = [[d % limit] for d in ids[:20]]
+    ours = write_pair(tmp_path / "ours", documents, np.dtype(dtype))
+    assert open(ours + ".idx", "rb").read()[17] == code
+    write_megatron_pair(str(tmp_path / "theirs"), documents, code, dtype)
+    theirs = IndexedDataset(str(tmp_path / "theirs"))
+    assert theirs.dtype == np.dtype(dtype)
+    for i in (0, 19):
+        np.testing.assert_array_equal(theirs.document(i), documents[i][0])
+
+
+def test_a_pair_of_two_sequences(tmp_path, book_documents):
+    """The second pointer of a pair of exactly two sequences is the first one's byte length."""
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "two", [[ids[0]], [ids[1]]])
+    ds = IndexedDataset(prefix)
+    ds.verify()
+    assert ds.sequence_pointers.tolist() == [0, 2 * len(ids[0])]
+    assert [doc[0].tolist() for doc in read_megatron_pair(prefix)] == [ids[0].tolist(),
+                                                                     ids[1].tolist()]
+
+
+def test_bulk_add_of_no_documents_changes_nothing(tmp_path, book_documents):
+    _, ids = book_documents
+    one = write_pair(tmp_path / "one", [[d] for d in ids[:3]])
+    with IndexedDatasetWriter(str(tmp_path / "bulk"), np.uint16) as writer:
+        writer.add_documents(np.zeros(0, np.uint16), np.zeros(0, np.int64))
+        writer.add_documents(np.concatenate(ids[:3]), [len(d) for d in ids[:3]])
+        writer.add_documents(np.zeros(0, np.uint16), [])
+    for ext in (".bin", ".idx"):
+        assert open(one + ext, "rb").read() == open(str(tmp_path / "bulk") + ext, "rb").read()
+
+
+def test_empty_documents_and_sequences_read_as_empty(tmp_path, book_documents):
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "gaps", [[ids[0]], [], [ids[1][:0], ids[1]], []])
+    ds = IndexedDataset(prefix)
+    ds.verify(vocab_size=50257)
+    assert ds.num_documents == 4 and ds.document_lengths().tolist() == [
+        len(ids[0]), 0, len(ids[1]), 0]
+    assert [len(s) for s in ds.document_sequences(2)] == [0, len(ids[1])]
+    np.testing.assert_array_equal(ds.document(2), ids[1])
+    assert len(ds.document(3)) == 0
+
+
+def test_negative_and_out_of_range_document_numbers(real_pair, book_documents):
+    _, ids = book_documents
+    ds = IndexedDataset(real_pair)
+    np.testing.assert_array_equal(ds.document(-1), ids[39])
+    np.testing.assert_array_equal(ds.document(-40), ids[0])
+    np.testing.assert_array_equal(ds.sequence(0), ids[0][:7])
+    np.testing.assert_array_equal(ds[-1], ids[39][7:])
+    for i in (40, -41):
+        with pytest.raises(IndexError, match=r"out of range \[0, 40\)"):
+            ds.document(i)
+    with pytest.raises(IndexError, match=r"token span \[5, 4\) outside"):
+        ds.tokens(5, -1)
+    np.testing.assert_array_equal(ds.tokens(0, 3), ids[0][:3])
+
+
+def test_token_id_zero_is_inside_every_vocabulary(tmp_path, book_documents, gpt2_tokenizer):
+    """GPT-2's id 0 is "!", a real token of the book: the smallest id passes the check."""
+    _, ids = book_documents
+    assert gpt2_tokenizer.decode([0]) == "!"
+    with_zero = [d for d in ids if 0 in d.tolist()]
+    assert with_zero
+    prefix = write_pair(tmp_path / "bang", [[d] for d in with_zero])
+    IndexedDataset(prefix).verify(vocab_size=50257)
+    IndexedDataset(write_pair(tmp_path / "edge", [[np.array([0, 65535])]])).verify(65536)
+
+
+@pytest.mark.parametrize("entry, value, got", [(0, 1, "got 1..80"), (-1, 79, "got 0..79")])
+def test_document_index_must_start_at_zero_and_end_at_the_sequence_count(
+        real_pair, entry, value, got):
+    """Either end alone wrong is refused at open, and the message shows both ends as read."""
+    at = 34 + 12 * 80 + 8 * (entry % 41)  # 80 sequences, 41 document-index entries
+    rewrite(real_pair + ".idx", lambda d: d[:at] + struct.pack("<q", value) + d[at + 8:])
+    with pytest.raises(FormatError, match=rf"p.idx: document index must run from 0 to 80, {got}$"):
+        IndexedDataset(real_pair)
+
+
+def test_bulk_writer_counts_its_tokens(tmp_path, book_documents):
+    _, ids = book_documents
+    with IndexedDatasetWriter(str(tmp_path / "bulk"), np.uint16) as writer:
+        writer.add_documents(np.concatenate(ids[:25]), [len(d) for d in ids[:25]])
+        writer.add_document([ids[25]])
+        assert writer.tokens == sum(len(d) for d in ids[:26])
+        info = writer.finalize()
+    assert info.tokens == IndexedDataset(str(tmp_path / "bulk")).num_tokens
+
+
+def test_empty_token_spans_at_either_end(real_pair):
+    ds = IndexedDataset(real_pair)
+    assert len(ds.tokens(0, 0)) == 0 and len(ds.tokens(ds.num_tokens, 0)) == 0
+    with pytest.raises(IndexError, match=rf"token span \[{ds.num_tokens}, {ds.num_tokens + 1}\)"):
+        ds.tokens(ds.num_tokens, 1)
+
+
+def test_the_first_id_outside_the_vocabulary_is_named_not_a_small_one(tmp_path, book_documents):
+    """Id 0 ("!") before the first EOD in the same check: the EOD is named, not the "!"."""
+    _, ids = book_documents
+    bang = next(d for d in ids if 0 in d.tolist())
+    prefix = write_pair(tmp_path / "p", [[bang[:-1]], [ids[0]]])  # the "!" document, EOD cut
+    position = len(bang) - 1 + len(ids[0]) - 1
+    with pytest.raises(FormatError, match=rf"token id 50256 \(document 1, token {position}\)"):
+        IndexedDataset(prefix).verify(vocab_size=50256)
+
+
+def test_a_sequence_pointer_outside_the_data_names_the_data_size(real_pair):
+    ds = IndexedDataset(real_pair)
+    size = os.path.getsize(real_pair + ".bin")
+    pos = 34 + 4 * ds.num_sequences + 8 * 3
+    del ds
+    rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<q", 10**9) + d[pos + 8:])
+    with pytest.raises(FormatError, match=rf"outside the {size} bytes of the data file"):
+        IndexedDataset(real_pair).sequence(3)
