@@ -399,11 +399,12 @@ class IndexedDataset:
         return np.diff(self.document_offsets())
 
     def _check(self, i: int, count: int, what: str) -> int:
-        i = int(i)
-        if i < 0:
-            i += count
+        """`i` as an index in [0, count) (a negative one counts from the end); IndexError
+        naming the index asked for otherwise."""
+        asked = int(i)
+        i = asked + count if asked < 0 else asked
         if not 0 <= i < count:
-            raise IndexError(f"{self.prefix}: {what} {i} out of range [0, {count})")
+            raise IndexError(f"{self.prefix}: {what} {asked} out of range [-{count}, {count})")
         return i
 
     def sequence(self, j: int) -> np.ndarray:

@@ -798,8 +798,8 @@ def test_negative_and_out_of_range_document_numbers(real_pair, book_documents):
     np.testing.assert_array_equal(ds.document(-40), ids[0])
     np.testing.assert_array_equal(ds.sequence(0), ids[0][:7])
     np.testing.assert_array_equal(ds[-1], ids[39][7:])
-    for i in (40, -41):
-        with pytest.raises(IndexError, match=r"out of range \[0, 40\)"):
+    for i in (40, -41):  # the message names the number asked for, not its shifted index
+        with pytest.raises(IndexError, match=rf"document {i} out of range \[-40, 40\)"):
             ds.document(i)
     with pytest.raises(IndexError, match=r"token span \[5, 4\) outside"):
         ds.tokens(5, -1)
