@@ -287,7 +287,9 @@ def test_the_launcher_shows_progress_and_a_workers_first_failure(cluster, tmp_pa
                                                                  monkeypatch):
     """A record that cannot be read is counted on a worker; its file and offset reach the
     launcher's output as the worker logs it, and so do progress lines."""
-    monkeypatch.setattr("pipelines.runner.dask_runner.PROGRESS_INTERVAL_S", 0.2)
+    # short enough for a line even when a warm cluster runs the whole graph in a fraction of a
+    # second (at 0.2 s a quiet machine finished before the first line)
+    monkeypatch.setattr("pipelines.runner.dask_runner.PROGRESS_INTERVAL_S", 0.01)
     texts = [p.read_text(encoding="utf-8") for p in
              sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))]
     lines = [json.dumps({"text": text}) for text in texts]
