@@ -81,10 +81,10 @@ class ReadDoFn(_SourceTaskDoFn):
     def process(self, task: ReadTask) -> Iterator:
         records = 0
         text_bytes, bound = 0, float("inf")
-        input_bytes = task_input_bytes(task)
-        self.counts.inc(INPUT_BYTES, input_bytes)
+        task_bytes = task_input_bytes(task)
+        self.counts.inc(INPUT_BYTES, task_bytes)
         if self.max_expansion > 0:
-            bound = expansion_bound(input_bytes, self.max_expansion)
+            bound = expansion_bound(task_bytes, self.max_expansion)
         try:
             for record in self.source.read(task):
                 records += 1
@@ -100,7 +100,7 @@ class ReadDoFn(_SourceTaskDoFn):
                                 location=_where(task),
                                 reason="expansion_limit",
                                 detail=f"more than {bound / 1e6:,.0f} MB of text from "
-                                f"{task_input_bytes(task):,} input bytes (--max-expansion "
+                                f"{task_bytes:,} input bytes (--max-expansion "
                                 f"{self.max_expansion:g}); the rest of the task is skipped",
                             ),
                             self.keep_failures,
@@ -119,7 +119,7 @@ class ReadDoFn(_SourceTaskDoFn):
                 else:
                     self.counts.inc("read_failures")
                     self.counts.inc(file_failure_key(task.path, record.reason))
-                    for name, lost in input_loss_counts(record, input_bytes).items():
+                    for name, lost in input_loss_counts(record, task_bytes).items():
                         self.counts.inc(name, lost)
                     yield from self._fail(record, self.keep_failures)
         except Exception as error:  # a reader bug must not end a long run: count it, go on
