@@ -43,8 +43,8 @@ def bucket_of(doc_id: str, num_buckets: int) -> int:
 # final name: the name is unique to the bundle attempt and is handed on only once the file is
 # complete, so nothing ever reads a half-written one (no temporary name, no rename, which on GCS
 # is a copy and a delete). Layout: the token ids, then int32 sequence lengths, then int32
-# sequence counts per document, then a JSON footer (ids, text bytes, dtype, counts), then its
-# length (u64) and the magic.
+# sequence counts per document, then a JSON footer (ids, text bytes, each document's provenance
+# for the metadata sidecar, dtype, counts), then its length (u64) and the magic.
 SPILL_MAGIC = b"SPILL001"
 SPILL_SUFFIX = ".spill"
 _FOOTER_TAIL = struct.Struct("<Q8s")
@@ -60,6 +60,7 @@ class SpillWriter:
         self._file = open(path, "wb")
         self.ids: list[str] = []
         self.text_bytes: list[int] = []
+        self.provenance: list[dict] = []
         self.sequence_lengths: list[int] = []
         self.sequence_counts: list[int] = []
         self.tokens = 0
@@ -75,6 +76,7 @@ class SpillWriter:
         self.sequence_counts.append(len(doc.sequences))
         self.ids.append(doc.id)
         self.text_bytes.append(int(doc.text_bytes))
+        self.provenance.append(doc.provenance.to_row())
 
     def close(self) -> None:
         footer = json.dumps(
@@ -84,6 +86,7 @@ class SpillWriter:
                 "sequences": len(self.sequence_lengths),
                 "ids": self.ids,
                 "text_bytes": self.text_bytes,
+                "provenance": self.provenance,
             }
         ).encode("utf-8")
         self._file.write(np.asarray(self.sequence_lengths, np.int32).tobytes())
@@ -114,6 +117,7 @@ class SpillFile:
             footer = json.loads(f.read(footer_bytes))
         self.ids: list[str] = footer["ids"]
         self.text_bytes: list[int] = footer["text_bytes"]
+        self.provenance: list[dict] = footer["provenance"]
         dtype = np.dtype(footer["dtype"])
         tokens, sequences, documents = footer["tokens"], footer["sequences"], len(self.ids)
         body = tokens * dtype.itemsize + 4 * (sequences + documents)
