@@ -113,6 +113,63 @@ def assert_matches_reference(out: Path, order, texts, tokenizer, shard_tokens: i
         assert info.tokens <= shard_tokens or info.documents == 1
 
 
+def assert_sidecars_match(out: Path, order) -> dict[str, dict]:
+    """Row i of the metadata sidecars (read with pyarrow, shard by shard in manifest order) is
+    document i of the set: its id, token count, URL, title, language, and an input file that
+    exists. Returns the rows by document id."""
+    import pyarrow.parquet as pq
+
+    manifest = Manifest.read(str(out))
+    rows = []
+    for info in manifest.shards:
+        table = pq.read_table(out / info.meta.file)
+        assert table.num_rows == info.meta.rows == info.documents
+        rows += table.to_pylist()
+    assert [r["id"] for r in rows] == [d.id for d in order]
+    assert [r["tokens"] for r in rows] == [sum(len(s) for s in d.sequences) for d in order]
+    for row, doc in zip(rows, order):
+        wanted = doc.provenance
+        assert (row["url"], row["title"], row["language"]) == (
+            wanted.url, wanted.title, wanted.language
+        ), doc.id
+        assert row["language_score"] == pytest.approx(wanted.language_score, abs=1e-4)
+        assert Path(row["input"]).is_file(), row
+    return {r["id"]: r for r in rows}
+
+
+def web_pages() -> list[dict]:
+    """The article-extraction benchmark's pages: human-checked text and the page's URL."""
+    path = CORPORA / "web" / "html" / "ground-truth.subset.json"
+    return list(json.loads(path.read_text(encoding="utf-8")).values())
+
+
+def assert_provenance_of(source: str, rows: dict[str, dict]) -> None:
+    """Each source's documents map back to where they came from."""
+    if source == "books":
+        for doc_id, row in rows.items():
+            assert Path(row["input"]).name == doc_id.removeprefix("books:")
+        assert rows["books:pg1080.txt"]["title"].startswith("A Modest Proposal")
+        assert rows["books:pg1080.txt"]["language"] == "en"
+    elif source == "wikipedia":
+        titles = {row["title"]: row for row in rows.values()}
+        assert titles["April"]["input"].endswith("simplewiki-sample.xml.bz2")
+        assert titles["April"]["url"] == "https://simple.wikipedia.org/wiki/April"
+        assert titles["Archer (typeface)"]["input"].endswith("enwiki-articles-partial.xml")
+    elif source == "webtext":
+        urls = {row["url"]: row for row in rows.values() if row["url"]}
+        english = {p["url"] for p in web_pages()} & {
+            "https://www.space.com/jupiter-moon-europa-water-vapor-confirmed.html",
+            "https://phys.org/news/2019-11-hibernating-astronauts-smaller-spacecraft.html",
+        }
+        assert len(english) == 2 and english <= set(urls)
+        assert all(urls[u]["input"].endswith("pages.jsonl") for u in urls)
+        assert set(urls) <= {p["url"] for p in web_pages()}
+    else:
+        assert {Path(row["input"]).name for row in rows.values()} == {
+            "part-0.jsonl", "part-1.jsonl"
+        }
+
+
 # -- inputs --------------------------------------------------------------------------------------
 def _links(directory: Path, files: list[Path]) -> str:
     directory.mkdir()
@@ -132,6 +189,14 @@ def inputs(tmp_path_factory) -> dict[str, str]:
         CORPORA / "wikipedia" / "enwiki-articles-partial.xml",
     ]
     webtext = sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))
+    # web: the WebText pages, and the article-extraction benchmark's pages with their URLs
+    web = root / "web"
+    web.mkdir()
+    for path in webtext:
+        (web / path.name).symlink_to(path)
+    with open(web / "pages.jsonl", "w", encoding="utf-8") as f:
+        for page in web_pages():
+            f.write(json.dumps({"text": page["articleBody"], "url": page["url"]}) + "\n")
     jsonl = root / "jsonl"
     jsonl.mkdir()
     for i, group in enumerate((webtext[:5], webtext[5:])):
@@ -141,7 +206,7 @@ def inputs(tmp_path_factory) -> dict[str, str]:
     return {
         "books": _links(root / "books", books),
         "wikipedia": _links(root / "wiki", wiki),
-        "webtext": str(CORPORA / "web" / "text" / "webtext_train_10" / "*.txt"),
+        "webtext": str(web / "*"),
         "jsonl": str(jsonl / "*.jsonl"),
     }
 
@@ -177,6 +242,7 @@ def test_source_end_to_end_in_process_and_multi_processing(source, inputs, gpt2,
     )
     assert order, "the sample must leave documents to write"
     assert_matches_reference(tmp_path / "a", order, texts, gpt2, shard_tokens)
+    assert_provenance_of(source, assert_sidecars_match(tmp_path / "a", order))
     dump_verify(tmp_path / "a")
     stats = json.loads((tmp_path / "a" / "stats.json").read_text())
     assert stats["read"] == records and stats["written"] == len(order)
@@ -670,6 +736,12 @@ def test_fsspec_output_with_rejects(inputs, gpt2, capsys):
     ]
     assert len(rejects) == stats["dropped_total"] > 0
     assert all(r["kind"] == "reject" and r["text"] for r in rejects)
+    # a dropped web page is named by its URL: the Korean and Russian benchmark pages (not en)
+    dropped_pages = {r["url"]: r for r in rejects if r["url"]}
+    assert set(dropped_pages) <= {p["url"] for p in web_pages()}
+    assert dropped_pages["https://gto-normativy.ru/skajrim-skorost-bega-kak-uvelichit/"][
+        "reason"] == "language"
+    assert any(url.startswith("http://entermedia.co.kr/") for url in dropped_pages)
     assert not fs.exists("/pipeline-e2e/set/_work")
 
 
