@@ -537,6 +537,15 @@ def set_tokenizer_file(name):
     return edit
 
 
+def set_sidecar(index, name, rows=10):
+    """Give shard `index` a metadata sidecar entry (the pipeline's `meta`) naming `name`."""
+
+    def edit(data):
+        data["shards"][index]["meta"] = {"file": name, "rows": rows, "bytes": 1, "sha256": "0" * 64}
+
+    return edit
+
+
 def upload(fs, directory: Path, remote: str) -> None:
     for name in os.listdir(directory):
         fs.put_file(str(directory / name), f"{remote}/{name}")
@@ -605,6 +614,9 @@ def test_remote_manifest_cannot_write_outside_the_cache(
         (set_tokenizer_file("manifest.json"), "names the same file"),
         (set_shard_name(0, "shard\n00000"), "not a plain file name"),
         (set_shard_name(0, ""), "non-empty file name"),
+        (set_sidecar(0, "../other/shard-00000.meta.parquet"), "not a plain file name"),
+        (set_sidecar(1, "shard-00000.idx"), "names the same file"),
+        (set_sidecar(1, "MANIFEST.json"), "names the same file"),
     ],
 )
 def test_local_manifest_names_only_plain_files_of_its_set(
@@ -709,6 +721,11 @@ def test_manifest_that_is_not_an_object(tmp_path, book_documents, raw, message):
         (lambda d: d.update(dtype="float32"), "dtype 'float32' has no MMIDIDX code for token"),
         (lambda d: d["tokenizer"].update(special_ids={"eod": "x"}), "special id 'eod'"),
         (lambda d: d["tokenizer"].update(file=5), "'file' must be str or NoneType"),
+        (lambda d: d["shards"][0].update(meta=[]), "shard 'shard-00000': malformed manifest: 'meta' must be dict"),
+        (set_sidecar(0, "a.parquet", rows="10"), "meta: malformed manifest: 'rows' must be int, got str"),
+        (set_sidecar(0, "a.parquet", rows=-1), r"meta: malformed manifest: 'rows' must be in \[0, "),
+        (lambda d: set_sidecar(0, "a.parquet")(d) or d["shards"][0]["meta"].pop("sha256"),
+         "meta: malformed manifest: missing 'sha256'"),
     ],
 )
 def test_manifest_fields_of_the_wrong_type(tmp_path, book_documents, tokenizer_json, edit, message):

@@ -59,12 +59,16 @@ def set_files(directory: Path) -> dict[str, bytes]:
     }
 
 
-def dump_verify(directory: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "dump"), str(directory), "--verify"],
+def dump(directory: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / "tools" / "dump"), str(directory), *map(str, args)],
         capture_output=True,
         text=True,
     )
+
+
+def dump_verify(directory: Path) -> None:
+    result = dump(directory, "--verify")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -135,6 +139,64 @@ def assert_sidecars_match(out: Path, order) -> dict[str, dict]:
         assert row["language_score"] == pytest.approx(wanted.language_score, abs=1e-4)
         assert Path(row["input"]).is_file(), row
     return {r["id"]: r for r in rows}
+
+
+def assert_dump_shows_books_and_verify_checks_sidecars(out: Path, tmp_path: Path) -> None:
+    """tools/dump --doc on a whole book: its file and title, and a bounded preview; --verify
+    on copies of the set whose sidecar lost a row (re-hashed) or a byte, or is gone."""
+    shown = dump(out, "--doc", 0)
+    record = json.loads(dump(out, "--doc", 0, "--json", "--ids").stdout)
+    metadata = record["metadata"]
+    assert Path(metadata["input"]).name == metadata["id"].removeprefix("books:")
+    assert f"input           {metadata['input']}" in shown.stdout
+    assert f"title           {metadata['title']}" in shown.stdout
+    assert record["length"] == metadata["tokens"] > 2000 and record["truncated"]
+    assert len(record["ids"]) == record["shown"] == 200
+    assert len(shown.stdout) < 3000, len(shown.stdout)  # a book's 1.5 MB is the old default
+
+    manifest = Manifest.read(str(out))
+    sidecar = manifest.shards[0].meta.file
+
+    def broken_copy(name: str, breaks) -> Path:
+        import shutil
+
+        copy = tmp_path / name
+        shutil.copytree(out, copy)
+        breaks(copy / sidecar)
+        return copy
+
+    def drop_a_row(path: Path) -> None:
+        import hashlib
+
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        pq.write_table(table.slice(1), path)
+        data = json.loads((path.parent / "manifest.json").read_text())
+        data["shards"][0]["meta"].update(
+            bytes=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest()
+        )
+        (path.parent / "manifest.json").write_text(json.dumps(data))
+
+    def flip_a_byte(path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+
+    rows = manifest.shards[0].documents
+    for name, breaks, fault in (
+        ("row", drop_a_row, f"{rows - 1} rows, but the manifest lists {rows} and the shard "
+                            f"holds {rows} documents"),
+        ("byte", flip_a_byte, "checksum mismatch"),
+        ("gone", Path.unlink, "metadata sidecar named in the manifest is missing"),
+    ):
+        result = dump(broken_copy(name, breaks), "--verify")
+        assert result.returncode == 1 and f"{sidecar}: {fault}" in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    # training never reads a sidecar: the set without one still opens and serves its tokens
+    assert ShardSet(str(tmp_path / "gone")).document(0).tolist() == ShardSet(str(out)).document(
+        0
+    ).tolist()
 
 
 def web_pages() -> list[dict]:
@@ -244,6 +306,8 @@ def test_source_end_to_end_in_process_and_multi_processing(source, inputs, gpt2,
     assert_matches_reference(tmp_path / "a", order, texts, gpt2, shard_tokens)
     assert_provenance_of(source, assert_sidecars_match(tmp_path / "a", order))
     dump_verify(tmp_path / "a")
+    if source == "books":
+        assert_dump_shows_books_and_verify_checks_sidecars(tmp_path / "a", tmp_path)
     stats = json.loads((tmp_path / "a" / "stats.json").read_text())
     assert stats["read"] == records and stats["written"] == len(order)
     assert stats["read"] == stats["written"] + stats["dropped_total"] + stats["failed_total"]
