@@ -12,7 +12,6 @@ Megatron data) is still whole, and training never reads them.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import uuid
 

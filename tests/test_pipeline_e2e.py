@@ -153,6 +153,14 @@ def assert_dump_shows_books_and_verify_checks_sidecars(out: Path, tmp_path: Path
     assert record["length"] == metadata["tokens"] > 2000 and record["truncated"]
     assert len(record["ids"]) == record["shown"] == 200
     assert len(shown.stdout) < 3000, len(shown.stdout)  # a book's 1.5 MB is the old default
+    # --hist of a few whole books: rows from the shortest to the longest, empty runs merged
+    rows = [line.split() for line in dump(out, "--hist").stdout.splitlines()[1:]]
+    counts = [int(row[1]) for row in rows]
+    assert counts[0] > 0 and counts[-1] > 0 and sum(counts) == manifest_documents(out)
+    assert all(a or b for a, b in zip(counts, counts[1:])), rows  # never two empty rows
+    lengths = sorted(ShardSet(str(out)).document_lengths().tolist())
+    assert rows[0][0].startswith(f"{lengths[0]}-")
+    assert rows[-1][0].endswith(f"-{lengths[-1]}")
 
     manifest = Manifest.read(str(out))
     sidecar = manifest.shards[0].meta.file
@@ -197,6 +205,10 @@ def assert_dump_shows_books_and_verify_checks_sidecars(out: Path, tmp_path: Path
     assert ShardSet(str(tmp_path / "gone")).document(0).tolist() == ShardSet(str(out)).document(
         0
     ).tolist()
+
+
+def manifest_documents(out: Path) -> int:
+    return Manifest.read(str(out)).documents
 
 
 def web_pages() -> list[dict]:
