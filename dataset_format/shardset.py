@@ -255,7 +255,10 @@ class ShardSet:
         info = self.manifest.shards[shard].meta if self.manifest is not None else None
         if info is None:
             return None
-        return read_row(os.path.join(self.directory, info.file), local)
+        path = os.path.join(self.directory, info.file)
+        if os.path.getsize(path) != info.bytes:  # read no more than the manifest admits
+            raise FormatError(f"{path}: {os.path.getsize(path)} bytes, manifest says {info.bytes}")
+        return read_row(path, local)
 
     def document_sequences(self, i: int) -> list[np.ndarray]:
         shard, local = self.locate(i)

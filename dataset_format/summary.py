@@ -25,6 +25,7 @@ def summarize(ss: ShardSet) -> dict:
         "tokenizer": tokenizer,
         "document_length_percentiles": percentiles(lengths),
         "mean_document_length": float(lengths.mean()) if lengths.size else 0.0,
+        "metadata_sidecars": sum(s.meta is not None for s in manifest.shards) if manifest else 0,
         "source": manifest.source if manifest else {},
         "pipeline": manifest.pipeline if manifest else {},
         "shard_list": [

@@ -144,6 +144,8 @@ def assert_sidecars_match(out: Path, order) -> dict[str, dict]:
 def assert_dump_shows_books_and_verify_checks_sidecars(out: Path, tmp_path: Path) -> None:
     """tools/dump --doc on a whole book: its file and title, and a bounded preview; --verify
     on copies of the set whose sidecar lost a row (re-hashed) or a byte, or is gone."""
+    shards = len(Manifest.read(str(out)).shards)
+    assert f"metadata    per-document sidecar ({shards} of {shards} shards" in dump(out).stdout
     shown = dump(out, "--doc", 0)
     record = json.loads(dump(out, "--doc", 0, "--json", "--ids").stdout)
     metadata = record["metadata"]

@@ -71,6 +71,7 @@ def test_summary_json_counts(shard_set):
     assert info["document_length_percentiles"]["p0"] == lengths[0]
     human = dump(directory)
     assert "documents   400" in human.stdout and "byte-level-bpe" in human.stdout
+    assert "metadata    none (0 of 2 shards" in human.stdout and info["metadata_sidecars"] == 0
 
 
 def test_doc_decodes_to_the_original_text(shard_set):
