@@ -138,8 +138,12 @@ class Provenance:
             language_score=float(score) if score else None,
         )
 
-    def to_row(self) -> dict:
-        return dataclasses.asdict(self)
+    def values(self) -> list:
+        """The fields' values in PROVENANCE_FIELDS order (a spill file's compact form)."""
+        return list(dataclasses.astuple(self))
+
+
+PROVENANCE_FIELDS = tuple(field.name for field in dataclasses.fields(Provenance))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,8 +4,9 @@ The bucket's documents are sorted by id and cut into consecutive shards of at mo
 `shard_tokens` tokens (a single longer document gets a shard to itself), named
 `shard-<bucket:05d>-<part:05d>`, each with its metadata sidecar
 (`shard-<bucket:05d>-<part:05d>.meta.parquet`: one row a document, written here by the same
-worker, so provenance never funnels through one worker either). Same input, same shards, same names: a retried merge rewrites
-identical files, each written under a temporary name and renamed into place.
+worker, so provenance never funnels through one worker either). Same input, same shards, same
+names: a retried merge rewrites identical files, each written under a temporary name and
+renamed into place.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def write_bucket(
             try:
                 for (s, j), tokens in zip(order[start:end], lengths[start:end]):
                     writer.add_document(spills[s].document_sequences(j))
-                    sidecar.add({"id": spills[s].ids[j], **spills[s].provenance[j],
+                    sidecar.add({"id": spills[s].ids[j], **spills[s].provenance(j),
                                  "tokens": tokens})
                     text_bytes += spills[s].text_bytes[j]
                 meta = sidecar.finalize()
