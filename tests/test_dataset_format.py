@@ -879,3 +879,37 @@ def test_a_sequence_pointer_outside_the_data_names_the_data_size(real_pair):
     rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<q", 10**9) + d[pos + 8:])
     with pytest.raises(FormatError, match=rf"outside the {size} bytes of the data file"):
         IndexedDataset(real_pair).sequence(3)
+
+
+def test_document_metadata_is_found_across_shards_and_row_groups(
+    tmp_path, book_documents, monkeypatch
+):
+    """Each shard of Alice's paragraphs gets a sidecar written in row groups of 7 rows: every
+    document's row comes back by its global number, and the set verifies."""
+    import pyarrow.parquet as pq
+
+    from dataset_format import sidecar
+
+    monkeypatch.setattr(sidecar, "ROW_GROUP_ROWS", 7)
+    paragraphs, ids = book_documents
+    paragraphs, ids = paragraphs[:60], ids[:60]
+    directory = tmp_path / "set"
+    directory.mkdir()
+    rows = [
+        {"id": f"books:11-0.txt#{i}", "input": str(CORPORA / "books" / "11-0.txt"), "url": "",
+         "title": paragraph[:40], "language": "en", "language_score": 0.5, "tokens": len(doc)}
+        for i, (paragraph, doc) in enumerate(zip(paragraphs, ids))
+    ]
+    infos = []
+    for k, (start, end) in enumerate(((0, 25), (25, 60))):
+        prefix = write_pair(directory / f"shard-{k:05d}", [[d] for d in ids[start:end]])
+        writer = sidecar.SidecarWriter(sidecar.sidecar_name(prefix))
+        for row in rows[start:end]:
+            writer.add(row)
+        infos.append(dataclasses.replace(shard_info(prefix), meta=writer.finalize()))
+    write_shard_set_manifest(str(directory), infos, dtype="uint16", sequence_unit="document")
+    assert pq.ParquetFile(directory / "shard-00001.meta.parquet").metadata.num_row_groups == 5
+    ss = ShardSet(str(directory))
+    ss.verify()
+    assert [ss.document_metadata(i) for i in range(60)] == rows
+    assert ss.document_metadata(-1) == rows[-1]
