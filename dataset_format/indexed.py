@@ -25,11 +25,14 @@ import struct
 import uuid
 from array import array
 from collections.abc import Iterable, Sequence
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from common.safe_io import UnsafeInputError, require_regular_file
+
+if TYPE_CHECKING:
+    from dataset_format.sidecar import SidecarInfo
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -88,9 +91,13 @@ class ShardInfo:
     idx_bytes: int
     bin_sha256: str
     idx_sha256: str
+    meta: SidecarInfo | None = None  # the shard's per-document metadata file, where written
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if self.meta is None:
+            del data["meta"]  # a set without sidecars keeps the manifest it always had
+        return data
 
 
 def _header_bytes(dtype: np.dtype, sequences: int, documents: int) -> bytes:

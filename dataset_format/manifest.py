@@ -1,6 +1,7 @@
 """`manifest.json`: what makes a directory of pairs a self-describing shard set.
 
-It lists the shards in global document order with their counts, byte sizes and sha256 sums,
+It lists the shards in global document order with their counts, byte sizes and sha256 sums
+(and, where the pipeline wrote one, each shard's metadata sidecar: its rows, size and sha256),
 the token dtype, the tokenizer's identity and special ids (the tokenizer file itself sits beside
 it), and the source and pipeline settings that produced the set. It is written last and
 atomically: a directory without it is not a finished set.
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped
 from dataset_format.indexed import TOKEN_DTYPE_CODES, FormatError, ShardInfo, file_sha256
+from dataset_format.sidecar import SidecarInfo
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "mmidx-shard-set"
@@ -121,11 +123,23 @@ def shard_from_json(data: object, where: str) -> ShardInfo:
         raise FormatError(f"{where}: malformed manifest: a shard entry is {type(data).__name__}")
     name = check_file_name(_field(data, "name", str, where), "shard name", where)
     counts = {key: _count(data, key, f"{where}: shard {name!r}") for key in _SHARD_INT_FIELDS}
+    meta = _field(data, "meta", dict, f"{where}: shard {name!r}", required=False)
     return ShardInfo(
         name=name,
         **counts,
         bin_sha256=_sha256(data, "bin_sha256", f"{where}: shard {name!r}"),
         idx_sha256=_sha256(data, "idx_sha256", f"{where}: shard {name!r}"),
+        meta=None if meta is None else sidecar_from_json(meta, f"{where}: shard {name!r}: meta"),
+    )
+
+
+def sidecar_from_json(data: dict, where: str) -> SidecarInfo:
+    """A shard's optional `meta` entry (its metadata sidecar), every field type-checked."""
+    return SidecarInfo(
+        file=check_file_name(_field(data, "file", str, where), "sidecar file", where),
+        rows=_count(data, "rows", where),
+        bytes=_count(data, "bytes", where),
+        sha256=_sha256(data, "sha256", where),
     )
 
 
@@ -237,6 +251,9 @@ class Manifest:
         for shard in self.shards:
             check_file_name(shard.name, "shard name", where)
             names += [("shard file", shard.name + ".bin"), ("shard file", shard.name + ".idx")]
+            if shard.meta is not None:
+                check_file_name(shard.meta.file, "sidecar file", where)
+                names.append(("sidecar file", shard.meta.file))
         if self.tokenizer is not None and self.tokenizer.file is not None:
             check_file_name(self.tokenizer.file, "tokenizer file", where)
             names.append(("tokenizer file", self.tokenizer.file))

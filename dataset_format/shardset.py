@@ -28,6 +28,7 @@ from dataset_format.indexed import (
     idx_path,
 )
 from dataset_format.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest
+from dataset_format.sidecar import read_row, verify_sidecar
 
 _COPY_BLOCK = 4 << 20
 
@@ -107,6 +108,10 @@ def fetch_shard_set(url: str, cache_dir: str | None = None) -> str:
         ):
             name = shard.name + ext
             _fetch(fs, f"{root}/{name}", os.path.join(local, name), digest, size)
+        if shard.meta is not None:
+            name = shard.meta.file
+            _fetch(fs, f"{root}/{name}", os.path.join(local, name), shard.meta.sha256,
+                   shard.meta.bytes)
     if manifest.tokenizer and manifest.tokenizer.file:
         name = manifest.tokenizer.file
         _fetch(fs, f"{root}/{name}", os.path.join(local, name), manifest.tokenizer.sha256)
@@ -161,6 +166,7 @@ class ShardSet:
         """Each file the manifest names resolves inside the set's directory (no symlink out)."""
         root = os.path.realpath(directory)
         names = [s.name + ext for s in manifest.shards for ext in (".bin", ".idx")]
+        names += [s.meta.file for s in manifest.shards if s.meta is not None]
         if manifest.tokenizer is not None and manifest.tokenizer.file:
             names.append(manifest.tokenizer.file)
         for name in names:
@@ -242,6 +248,18 @@ class ShardSet:
             shard, local = shard + 1, 0
         return np.concatenate(parts)
 
+    def document_metadata(self, i: int) -> dict | None:
+        """Document i's row of its shard's metadata sidecar (input, id, URL or title,
+        language, tokens); None where the set has no sidecar for that shard."""
+        shard, local = self.locate(i)
+        info = self.manifest.shards[shard].meta if self.manifest is not None else None
+        if info is None:
+            return None
+        path = os.path.join(self.directory, info.file)
+        if os.path.getsize(path) != info.bytes:  # read no more than the manifest admits
+            raise FormatError(f"{path}: {os.path.getsize(path)} bytes, manifest says {info.bytes}")
+        return read_row(path, local)
+
     def document_sequences(self, i: int) -> list[np.ndarray]:
         shard, local = self.locate(i)
         return self.shards[shard].document_sequences(local)
@@ -260,7 +278,8 @@ class ShardSet:
         return self.num_documents
 
     def verify(self, checksums: bool = True) -> None:
-        """Every invariant of every shard, and (with a manifest) every checksum; FormatError.
+        """Every invariant of every shard, and (with a manifest) every checksum and every
+        metadata sidecar's row count; FormatError.
 
         `checksums` reads all data, so it also checks every token id against the vocabulary
         size the manifest's tokenizer records.
@@ -278,6 +297,8 @@ class ShardSet:
                 raise FormatError(
                     f"{bin_path(shard.prefix)}: {size} bytes, manifest says {info.bin_bytes}"
                 )
+            if info.meta is not None:
+                verify_sidecar(self.directory, info.meta, shard.num_documents, checksums)
             if not checksums:
                 continue
             for path, listed in (

@@ -75,6 +75,13 @@ SourceRecord = Union[Document, Failure]
 PARTS_REMOVED = "parts_removed"
 # The text those parts held: the read stage moves it from the document to the audit record.
 PARTS_REMOVED_TEXT = "parts_removed_text"
+# The input file (path or URL) a document was read from: set by the read stage for every
+# document, whatever its source, and kept in the shard set's metadata sidecar.
+INPUT_META = "input"
+# The language the clean stage identified for a kept document, and its probability (as text,
+# four decimals), where a language filter ran.
+LANGUAGE_META = "language"
+LANGUAGE_SCORE_META = "language_score"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +94,7 @@ class Reject:
     reason: str  # e.g. "too_short", "language", "gopher_symbol_ratio", "exact_duplicate"
     detail: str = ""
     text: str = ""  # the text as it was when rejected, for the audit file
+    url: str = ""  # the page's address (web sources), so an audit can look the page up
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +116,37 @@ class ClusterMember:
 
 
 @dataclasses.dataclass(frozen=True)
+class Provenance:
+    """Where a kept document came from: its row of the shard set's metadata sidecar
+    (dataset_format/sidecar.py names the same columns), less the id and the token count,
+    which the shard writer knows. Small strings only: it travels with the token ids."""
+
+    input: str = ""
+    url: str = ""
+    title: str = ""
+    language: str = ""
+    language_score: float | None = None
+
+    @classmethod
+    def of(cls, doc: Document) -> Provenance:
+        score = doc.meta.get(LANGUAGE_SCORE_META)
+        return cls(
+            input=str(doc.meta.get(INPUT_META, "")),
+            url=doc.url,
+            title=doc.title,
+            language=str(doc.meta.get(LANGUAGE_META, "")),
+            language_score=float(score) if score else None,
+        )
+
+    def values(self) -> list:
+        """The fields' values in PROVENANCE_FIELDS order (a spill file's compact form)."""
+        return list(dataclasses.astuple(self))
+
+
+PROVENANCE_FIELDS = tuple(field.name for field in dataclasses.fields(Provenance))
+
+
+@dataclasses.dataclass(frozen=True)
 class TokenizedDocument:
     """A document as token ids: one array per sequence (one per document for GPT, one per sentence
     with --split-sentences for BERT), ready for the shard writer."""
@@ -116,3 +155,4 @@ class TokenizedDocument:
     source: str
     sequences: tuple  # tuple[np.ndarray, ...] of integer token ids
     text_bytes: int = 0  # UTF-8 size of the cleaned text, for throughput and stats
+    provenance: Provenance = Provenance()

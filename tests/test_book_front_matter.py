@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.document import PARTS_REMOVED, Document, ReadTask
+from pipelines.document import INPUT_META, PARTS_REMOVED, Document, ReadTask
 from pipelines.sources.books.book_front_matter import is_prose, paragraphs, strip_front_matter
 from pipelines.sources.books.books import strip_gutenberg
 
@@ -180,7 +180,11 @@ def test_books_source_counts_the_cut_in_meta_and_the_read_stage_audits_it_with_i
     out = list(read.process(task))
     (doc,) = [record for record in out if isinstance(record, Document)]
     assert doc.text.startswith("  ETYMOLOGY.")
-    assert doc.meta == {"encoding": "utf-8", PARTS_REMOVED: "title_page 1, contents 1"}
+    assert doc.meta == {
+        "encoding": "utf-8",
+        PARTS_REMOVED: "title_page 1, contents 1",
+        INPUT_META: task.path,  # the read stage's: the metadata sidecar's input column
+    }
     (audit,) = [o.value for o in out if getattr(o, "tag", None) == "failures"]
     assert audit.reason == PARTS_REMOVED and audit.detail == "title_page 1, contents 1"
     assert audit.text.startswith("MOBY-DICK;") and "CHAPTER 135. The Chase" in audit.text

@@ -537,6 +537,15 @@ def set_tokenizer_file(name):
     return edit
 
 
+def set_sidecar(index, name, rows=10):
+    """Give shard `index` a metadata sidecar entry (the pipeline's `meta`) naming `name`."""
+
+    def edit(data):
+        data["shards"][index]["meta"] = {"file": name, "rows": rows, "bytes": 1, "sha256": "0" * 64}
+
+    return edit
+
+
 def upload(fs, directory: Path, remote: str) -> None:
     for name in os.listdir(directory):
         fs.put_file(str(directory / name), f"{remote}/{name}")
@@ -605,6 +614,9 @@ def test_remote_manifest_cannot_write_outside_the_cache(
         (set_tokenizer_file("manifest.json"), "names the same file"),
         (set_shard_name(0, "shard\n00000"), "not a plain file name"),
         (set_shard_name(0, ""), "non-empty file name"),
+        (set_sidecar(0, "../other/shard-00000.meta.parquet"), "not a plain file name"),
+        (set_sidecar(1, "shard-00000.idx"), "names the same file"),
+        (set_sidecar(1, "MANIFEST.json"), "names the same file"),
     ],
 )
 def test_local_manifest_names_only_plain_files_of_its_set(
@@ -709,6 +721,11 @@ def test_manifest_that_is_not_an_object(tmp_path, book_documents, raw, message):
         (lambda d: d.update(dtype="float32"), "dtype 'float32' has no MMIDIDX code for token"),
         (lambda d: d["tokenizer"].update(special_ids={"eod": "x"}), "special id 'eod'"),
         (lambda d: d["tokenizer"].update(file=5), "'file' must be str or NoneType"),
+        (lambda d: d["shards"][0].update(meta=[]), "shard 'shard-00000': malformed manifest: 'meta' must be dict"),
+        (set_sidecar(0, "a.parquet", rows="10"), "meta: malformed manifest: 'rows' must be int, got str"),
+        (set_sidecar(0, "a.parquet", rows=-1), r"meta: malformed manifest: 'rows' must be in \[0, "),
+        (lambda d: set_sidecar(0, "a.parquet")(d) or d["shards"][0]["meta"].pop("sha256"),
+         "meta: malformed manifest: missing 'sha256'"),
     ],
 )
 def test_manifest_fields_of_the_wrong_type(tmp_path, book_documents, tokenizer_json, edit, message):
@@ -862,3 +879,37 @@ def test_a_sequence_pointer_outside_the_data_names_the_data_size(real_pair):
     rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<q", 10**9) + d[pos + 8:])
     with pytest.raises(FormatError, match=rf"outside the {size} bytes of the data file"):
         IndexedDataset(real_pair).sequence(3)
+
+
+def test_document_metadata_is_found_across_shards_and_row_groups(
+    tmp_path, book_documents, monkeypatch
+):
+    """Each shard of Alice's paragraphs gets a sidecar written in row groups of 7 rows: every
+    document's row comes back by its global number, and the set verifies."""
+    import pyarrow.parquet as pq
+
+    from dataset_format import sidecar
+
+    monkeypatch.setattr(sidecar, "ROW_GROUP_ROWS", 7)
+    paragraphs, ids = book_documents
+    paragraphs, ids = paragraphs[:60], ids[:60]
+    directory = tmp_path / "set"
+    directory.mkdir()
+    rows = [
+        {"id": f"books:11-0.txt#{i}", "input": str(CORPORA / "books" / "11-0.txt"), "url": "",
+         "title": paragraph[:40], "language": "en", "language_score": 0.5, "tokens": len(doc)}
+        for i, (paragraph, doc) in enumerate(zip(paragraphs, ids))
+    ]
+    infos = []
+    for k, (start, end) in enumerate(((0, 25), (25, 60))):
+        prefix = write_pair(directory / f"shard-{k:05d}", [[d] for d in ids[start:end]])
+        writer = sidecar.SidecarWriter(sidecar.sidecar_name(prefix))
+        for row in rows[start:end]:
+            writer.add(row)
+        infos.append(dataclasses.replace(shard_info(prefix), meta=writer.finalize()))
+    write_shard_set_manifest(str(directory), infos, dtype="uint16", sequence_unit="document")
+    assert pq.ParquetFile(directory / "shard-00001.meta.parquet").metadata.num_row_groups == 5
+    ss = ShardSet(str(directory))
+    ss.verify()
+    assert [ss.document_metadata(i) for i in range(60)] == rows
+    assert ss.document_metadata(-1) == rows[-1]

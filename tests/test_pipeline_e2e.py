@@ -59,12 +59,16 @@ def set_files(directory: Path) -> dict[str, bytes]:
     }
 
 
-def dump_verify(directory: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "dump"), str(directory), "--verify"],
+def dump(directory: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / "tools" / "dump"), str(directory), *map(str, args)],
         capture_output=True,
         text=True,
     )
+
+
+def dump_verify(directory: Path) -> None:
+    result = dump(directory, "--verify")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -113,6 +117,135 @@ def assert_matches_reference(out: Path, order, texts, tokenizer, shard_tokens: i
         assert info.tokens <= shard_tokens or info.documents == 1
 
 
+def assert_sidecars_match(out: Path, order) -> dict[str, dict]:
+    """Row i of the metadata sidecars (read with pyarrow, shard by shard in manifest order) is
+    document i of the set: its id, token count, URL, title, language, and an input file that
+    exists. Returns the rows by document id."""
+    import pyarrow.parquet as pq
+
+    manifest = Manifest.read(str(out))
+    rows = []
+    for info in manifest.shards:
+        table = pq.read_table(out / info.meta.file)
+        assert table.num_rows == info.meta.rows == info.documents
+        rows += table.to_pylist()
+    assert [r["id"] for r in rows] == [d.id for d in order]
+    assert [r["tokens"] for r in rows] == [sum(len(s) for s in d.sequences) for d in order]
+    for row, doc in zip(rows, order):
+        wanted = doc.provenance
+        assert (row["url"], row["title"], row["language"]) == (
+            wanted.url, wanted.title, wanted.language
+        ), doc.id
+        assert row["language_score"] == pytest.approx(wanted.language_score, abs=1e-4)
+        assert Path(row["input"]).is_file(), row
+    return {r["id"]: r for r in rows}
+
+
+def assert_dump_shows_books_and_verify_checks_sidecars(out: Path, tmp_path: Path) -> None:
+    """tools/dump --doc on a whole book: its file and title, and a bounded preview; --verify
+    on copies of the set whose sidecar lost a row (re-hashed) or a byte, or is gone."""
+    shards = len(Manifest.read(str(out)).shards)
+    assert f"metadata    per-document sidecar ({shards} of {shards} shards" in dump(out).stdout
+    shown = dump(out, "--doc", 0)
+    record = json.loads(dump(out, "--doc", 0, "--json", "--ids").stdout)
+    metadata = record["metadata"]
+    assert Path(metadata["input"]).name == metadata["id"].removeprefix("books:")
+    assert f"input           {metadata['input']}" in shown.stdout
+    assert f"title           {metadata['title']}" in shown.stdout
+    assert record["length"] == metadata["tokens"] > 2000 and record["truncated"]
+    assert len(record["ids"]) == record["shown"] == 200
+    assert len(shown.stdout) < 3000, len(shown.stdout)  # a book's 1.5 MB is the old default
+    # --hist of a few whole books: rows from the shortest to the longest, empty runs merged
+    rows = [line.split() for line in dump(out, "--hist").stdout.splitlines()[1:]]
+    counts = [int(row[1]) for row in rows]
+    assert counts[0] > 0 and counts[-1] > 0 and sum(counts) == manifest_documents(out)
+    assert all(a or b for a, b in zip(counts, counts[1:])), rows  # never two empty rows
+    lengths = sorted(ShardSet(str(out)).document_lengths().tolist())
+    assert rows[0][0].startswith(f"{lengths[0]}-")
+    assert rows[-1][0].endswith(f"-{lengths[-1]}")
+
+    manifest = Manifest.read(str(out))
+    sidecar = manifest.shards[0].meta.file
+
+    def broken_copy(name: str, breaks) -> Path:
+        import shutil
+
+        copy = tmp_path / name
+        shutil.copytree(out, copy)
+        breaks(copy / sidecar)
+        return copy
+
+    def drop_a_row(path: Path) -> None:
+        import hashlib
+
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        pq.write_table(table.slice(1), path)
+        data = json.loads((path.parent / "manifest.json").read_text())
+        data["shards"][0]["meta"].update(
+            bytes=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest()
+        )
+        (path.parent / "manifest.json").write_text(json.dumps(data))
+
+    def flip_a_byte(path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+
+    rows = manifest.shards[0].documents
+    for name, breaks, fault in (
+        ("row", drop_a_row, f"{rows - 1} rows, but the manifest lists {rows} and the shard "
+                            f"holds {rows} documents"),
+        ("byte", flip_a_byte, "checksum mismatch"),
+        ("gone", Path.unlink, "metadata sidecar named in the manifest is missing"),
+    ):
+        result = dump(broken_copy(name, breaks), "--verify")
+        assert result.returncode == 1 and f"{sidecar}: {fault}" in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    # training never reads a sidecar: the set without one still opens and serves its tokens
+    assert ShardSet(str(tmp_path / "gone")).document(0).tolist() == ShardSet(str(out)).document(
+        0
+    ).tolist()
+
+
+def manifest_documents(out: Path) -> int:
+    return Manifest.read(str(out)).documents
+
+
+def web_pages() -> list[dict]:
+    """The article-extraction benchmark's pages: human-checked text and the page's URL."""
+    path = CORPORA / "web" / "html" / "ground-truth.subset.json"
+    return list(json.loads(path.read_text(encoding="utf-8")).values())
+
+
+def assert_provenance_of(source: str, rows: dict[str, dict]) -> None:
+    """Each source's documents map back to where they came from."""
+    if source == "books":
+        for doc_id, row in rows.items():
+            assert Path(row["input"]).name == doc_id.removeprefix("books:")
+        assert rows["books:pg1080.txt"]["title"].startswith("A Modest Proposal")
+        assert rows["books:pg1080.txt"]["language"] == "en"
+    elif source == "wikipedia":
+        titles = {row["title"]: row for row in rows.values()}
+        assert titles["April"]["input"].endswith("simplewiki-sample.xml.bz2")
+        assert titles["April"]["url"] == "https://simple.wikipedia.org/wiki/April"
+        assert titles["Archer (typeface)"]["input"].endswith("enwiki-articles-partial.xml")
+    elif source == "webtext":
+        urls = {row["url"]: row for row in rows.values() if row["url"]}
+        english = {p["url"] for p in web_pages()} & {
+            "https://www.space.com/jupiter-moon-europa-water-vapor-confirmed.html",
+            "https://phys.org/news/2019-11-hibernating-astronauts-smaller-spacecraft.html",
+        }
+        assert len(english) == 2 and english <= set(urls)
+        assert all(urls[u]["input"].endswith("pages.jsonl") for u in urls)
+        assert set(urls) <= {p["url"] for p in web_pages()}
+    else:
+        assert {Path(row["input"]).name for row in rows.values()} == {
+            "part-0.jsonl", "part-1.jsonl"
+        }
+
+
 # -- inputs --------------------------------------------------------------------------------------
 def _links(directory: Path, files: list[Path]) -> str:
     directory.mkdir()
@@ -132,6 +265,14 @@ def inputs(tmp_path_factory) -> dict[str, str]:
         CORPORA / "wikipedia" / "enwiki-articles-partial.xml",
     ]
     webtext = sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))
+    # web: the WebText pages, and the article-extraction benchmark's pages with their URLs
+    web = root / "web"
+    web.mkdir()
+    for path in webtext:
+        (web / path.name).symlink_to(path)
+    with open(web / "pages.jsonl", "w", encoding="utf-8") as f:
+        for page in web_pages():
+            f.write(json.dumps({"text": page["articleBody"], "url": page["url"]}) + "\n")
     jsonl = root / "jsonl"
     jsonl.mkdir()
     for i, group in enumerate((webtext[:5], webtext[5:])):
@@ -141,7 +282,7 @@ def inputs(tmp_path_factory) -> dict[str, str]:
     return {
         "books": _links(root / "books", books),
         "wikipedia": _links(root / "wiki", wiki),
-        "webtext": str(CORPORA / "web" / "text" / "webtext_train_10" / "*.txt"),
+        "webtext": str(web / "*"),
         "jsonl": str(jsonl / "*.jsonl"),
     }
 
@@ -177,7 +318,10 @@ def test_source_end_to_end_in_process_and_multi_processing(source, inputs, gpt2,
     )
     assert order, "the sample must leave documents to write"
     assert_matches_reference(tmp_path / "a", order, texts, gpt2, shard_tokens)
+    assert_provenance_of(source, assert_sidecars_match(tmp_path / "a", order))
     dump_verify(tmp_path / "a")
+    if source == "books":
+        assert_dump_shows_books_and_verify_checks_sidecars(tmp_path / "a", tmp_path)
     stats = json.loads((tmp_path / "a" / "stats.json").read_text())
     assert stats["read"] == records and stats["written"] == len(order)
     assert stats["read"] == stats["written"] + stats["dropped_total"] + stats["failed_total"]
@@ -670,6 +814,12 @@ def test_fsspec_output_with_rejects(inputs, gpt2, capsys):
     ]
     assert len(rejects) == stats["dropped_total"] > 0
     assert all(r["kind"] == "reject" and r["text"] for r in rejects)
+    # a dropped web page is named by its URL: the Korean and Russian benchmark pages (not en)
+    dropped_pages = {r["url"]: r for r in rejects if r["url"]}
+    assert set(dropped_pages) <= {p["url"] for p in web_pages()}
+    assert dropped_pages["https://gto-normativy.ru/skajrim-skorost-bega-kak-uvelichit/"][
+        "reason"] == "language"
+    assert any(url.startswith("http://entermedia.co.kr/") for url in dropped_pages)
     assert not fs.exists("/pipeline-e2e/set/_work")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.document import Document, Failure
+from pipelines.document import INPUT_META, Document, Failure
 from pipelines.sources.books import books
 from pipelines.sources.files import jsonl
 from pipelines.sources.ranges import (
@@ -57,6 +57,13 @@ def _write_jsonl(path: Path, texts: list[str], bad_line: int | None = None) -> P
         lines.insert(bad_line, '{"text": "no closing brace"')
     path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
     return path
+
+
+def _as_read_stage_yields(record, path: str):
+    """A source's record as the read stage passes it on: a Document with its input file."""
+    if not isinstance(record, Document):
+        return record
+    return dataclasses.replace(record, meta={**record.meta, INPUT_META: path})
 
 
 def _read_all(module, pattern: str, **options: str) -> tuple[list, int]:
@@ -201,6 +208,7 @@ def test_the_pipeline_reads_one_big_jsonl_file_with_several_tasks(tmp_path):
 
     path = _write_jsonl(tmp_path / "owt.jsonl", _texts())
     expected, _ = _read_all(jsonl, str(path))
+    expected = [_as_read_stage_yields(record, str(path)) for record in expected]
     with beam.Pipeline(runner=FnApiRunner()) as p:
         read = p | ReadSource("jsonl", str(tmp_path / "*.jsonl"), {"task_bytes": "4KiB"})
         assert_that(read["documents"], equal_to(expected), label="documents")
@@ -296,7 +304,9 @@ def test_max_expansion_bounds_a_parquet_task_by_its_own_bytes(tmp_path, monkeypa
     dofn.start_bundle()
     outputs = [output for task in tasks for output in dofn.process(task)]
     assert [o for o in outputs if hasattr(o, "tag")] == []  # no expansion_limit failure
-    expected = [record for task in tasks for record in parquet.read(task)]
+    expected = [
+        _as_read_stage_yields(record, task.path) for task in tasks for record in parquet.read(task)
+    ]
     assert outputs == expected
 
 

@@ -71,14 +71,17 @@ def test_summary_json_counts(shard_set):
     assert info["document_length_percentiles"]["p0"] == lengths[0]
     human = dump(directory)
     assert "documents   400" in human.stdout and "byte-level-bpe" in human.stdout
+    assert "metadata    none (0 of 2 shards" in human.stdout and info["metadata_sidecars"] == 0
 
 
 def test_doc_decodes_to_the_original_text(shard_set):
-    directory, paragraphs, _ = shard_set
-    out = dump(directory, "--doc", 250, "--json")
+    directory, paragraphs, encoded = shard_set
+    out = dump(directory, "--doc", 250, "--json", "--max-tokens", 0, "--ids")
     record = json.loads(out.stdout)
     assert record["text"] == paragraphs[250] + "<|endoftext|>"
-    seq = json.loads(dump(directory, "--seq", 250, "--json").stdout)
+    assert record["ids"] == encoded[250].ids + [50256] and not record["truncated"]
+    assert record["metadata"] is None  # a set written without sidecars has no metadata
+    seq = json.loads(dump(directory, "--seq", 250, "--json", "--max-tokens", 0, "--ids").stdout)
     assert seq["ids"] == record["ids"]
     missing = dump(directory, "--doc", 400)
     assert missing.returncode == 1 and "out of range" in missing.stderr

@@ -26,7 +26,7 @@ from pipelines.clean import filters
 from pipelines.clean.filters import C4_BOILERPLATE_PHRASES
 from pipelines.clean.language import identify_language, supported_languages
 from pipelines.clean.normalize import normalize_text
-from pipelines.document import Document, Reject
+from pipelines.document import LANGUAGE_META, LANGUAGE_SCORE_META, Document, Reject
 
 __all__ = ["CleanConfig", "clean_document", "FILTER_NAMES", "normalize_text"]
 
@@ -373,20 +373,21 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
     """The normalised document, or a Reject naming the first rule it failed (one of
     FILTER_NAMES) with the measured value in `detail` and the normalised text in `text`.
 
-    A kept document whose language was identified carries it as `meta["language"]`.
+    A kept document whose language was identified carries it as `meta["language"]`, and
+    its probability as `meta["language_score"]`.
     """
     text = normalize_text(doc.text)
 
     def reject(reason_detail: tuple[str, str]) -> Reject:
         reason, detail = reason_detail
-        return Reject(doc.id, doc.source, reason, detail, text)
+        return Reject(doc.id, doc.source, reason, detail, text, url=doc.url)
 
     measures = _Measures(text)
     reason = _length_reason(measures, config)
     if reason:
         return reject(reason)
 
-    language = None
+    language, confidence = None, 0.0
     if config.language != "any":
         language, confidence = identify_language(text)
         if language not in config.language or confidence < config.language_threshold:
@@ -436,7 +437,8 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
 
     meta = dict(doc.meta)
     if language is not None:
-        meta["language"] = language
+        meta[LANGUAGE_META] = language
+        meta[LANGUAGE_SCORE_META] = f"{confidence:.4f}"
     if skipped:
         meta["rules_skipped"] = ",".join(skipped)
     return dataclasses.replace(doc, text=text, meta=meta)

@@ -199,6 +199,7 @@ def decontaminate(
                 CONTAMINATION,
                 detail=f"{len(matches)} evaluation {evals.lengths[0]}-gram matches; {why}",
                 text=doc.text,
+                url=doc.url,
             ),
             len(matches),
         )

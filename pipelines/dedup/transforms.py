@@ -341,6 +341,7 @@ class _ApplyFn(CountingFn):
                     DUPLICATE_ID,
                     f"document id {doc_id!r} occurs twice",
                     extra.text,
+                    url=extra.url,
                 ),
             )
         doc = docs[0]
@@ -358,7 +359,7 @@ class _ApplyFn(CountingFn):
         if decision.jaccard is not None:
             detail += f" jaccard={decision.jaccard:.4f}"
         self._counts.inc(REMOVAL_COUNTERS[reason])
-        yield pvalue.TaggedOutput("rejects", Reject(doc.id, doc.source, reason, detail, doc.text))
+        yield pvalue.TaggedOutput("rejects", Reject(doc.id, doc.source, reason, detail, doc.text, url=doc.url))
         yield pvalue.TaggedOutput(
             "clusters",
             ClusterMember(

@@ -11,6 +11,7 @@ import apache_beam as beam
 from apache_beam import pvalue
 
 from pipelines.document import (
+    INPUT_META,
     PARTS_REMOVED,
     PARTS_REMOVED_TEXT,
     Document,
@@ -111,9 +112,9 @@ class ReadDoFn(_SourceTaskDoFn):
                     if self.progress:
                         self.progress.add(docs_read=1, bytes_read=size)
                     cut_text = record.meta.get(PARTS_REMOVED_TEXT, "")
-                    if cut_text:
-                        meta = {k: v for k, v in record.meta.items() if k != PARTS_REMOVED_TEXT}
-                        record = dataclasses.replace(record, meta=meta)
+                    meta = {k: v for k, v in record.meta.items() if k != PARTS_REMOVED_TEXT}
+                    meta[INPUT_META] = task.path  # the sidecar's input column, for every source
+                    record = dataclasses.replace(record, meta=meta)
                     yield record
                     yield from self._parts_removed(record, cut_text)
                 else:
@@ -140,14 +141,14 @@ class ReadDoFn(_SourceTaskDoFn):
 
     def _parts_removed(self, doc: Document, cut_text: str) -> Iterator:
         """A kept document the source cut parts of (a book's apparatus): counted, and its note
-        (the count by kind) with the cut text written to the rejects audit when rejects are
-        kept."""
+        (the count by kind) with the cut text written to the parts-removed audit file when
+        rejects are kept (write/rejects.py sends it there by its reason: it is no drop)."""
         removed = doc.meta.get(PARTS_REMOVED)
         if removed:
             self.counts.inc("docs_with_parts_removed")
             if self.keep_failures:
                 yield pvalue.TaggedOutput(
-                    "failures", Reject(doc.id, doc.source, PARTS_REMOVED, removed, cut_text)
+                    "failures", Reject(doc.id, doc.source, PARTS_REMOVED, removed, cut_text, doc.url)
                 )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dataset_format import SPECIAL_TOKEN_NAMES
-from pipelines.document import Document, Reject, TokenizedDocument
+from pipelines.document import Document, Provenance, Reject, TokenizedDocument
 from pipelines.sentences import split_sentences
 from pipelines.tokenize.tokenizer import TextTokenizer
 
@@ -72,12 +72,19 @@ def tokenize_batch(
                     "too_few_tokens",
                     f"{token_count} tokens < {max(min_tokens, 1)}",
                     doc.text,
+                    url=doc.url,
                 )
             )
             continue
         if eod is not None:
             sequences[-1] = np.concatenate([sequences[-1], eod])
         tokenized.append(
-            TokenizedDocument(doc.id, doc.source, tuple(sequences), len(doc.text.encode("utf-8")))
+            TokenizedDocument(
+                doc.id,
+                doc.source,
+                tuple(sequences),
+                len(doc.text.encode("utf-8")),
+                Provenance.of(doc),
+            )
         )
     return tokenized, rejects

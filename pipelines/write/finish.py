@@ -112,11 +112,9 @@ def finish_shard_set(
     try:
         tokenizer_info = _tokenizer_info(out, tokenizer_ref)
         for shard in shards:
-            for ext, expected in ((".bin", shard.bin_bytes), (".idx", shard.idx_bytes)):
-                if out.size(shard.name + ext) != expected:
-                    raise RuntimeError(
-                        f"{out.path(shard.name + ext)}: missing or not {expected} bytes"
-                    )
+            for name, expected in _shard_files(shard):
+                if out.size(name) != expected:
+                    raise RuntimeError(f"{out.path(name)}: missing or not {expected} bytes")
         out.delete(n for n in out.list_files() if base_name(n) != n)
         _write_json(out, STATS_NAME, {**stats, "status": "finishing"})
         manifest = Manifest(
@@ -128,7 +126,7 @@ def finish_shard_set(
             pipeline=spec.pipeline,
         )
         set_files = [MANIFEST_NAME, STATS_NAME, TOKENIZER_NAME]
-        set_files += [s.name + ext for s in shards for ext in (".bin", ".idx")]
+        set_files += [name for s in shards for name, _ in _shard_files(s)]
         set_files += [f"{REJECTS_DIR}/{n}" for n in out.child(REJECTS_DIR).list_files()]
         write_marker(out, str(spec.run.get("run_id", "")), set_files)
         _write_json(out, MANIFEST_NAME, manifest.to_json())  # marks the set finished
@@ -141,6 +139,14 @@ def finish_shard_set(
         _write_failed_stats(out, stats, e)
         raise
     return stats
+
+
+def _shard_files(shard: ShardInfo) -> list[tuple[str, int]]:
+    """(name, bytes) of each file of a shard: its pair and its metadata sidecar."""
+    files = [(shard.name + ".bin", shard.bin_bytes), (shard.name + ".idx", shard.idx_bytes)]
+    if shard.meta is not None:
+        files.append((shard.meta.file, shard.meta.bytes))
+    return files
 
 
 def _write_failed_stats(out: OutputDir, stats: dict, error: Exception) -> None:

@@ -2,12 +2,16 @@
 
 The bucket's documents are sorted by id and cut into consecutive shards of at most
 `shard_tokens` tokens (a single longer document gets a shard to itself), named
-`shard-<bucket:05d>-<part:05d>`. Same input, same shards, same names: a retried merge rewrites
-identical files, each written under a temporary name and renamed into place.
+`shard-<bucket:05d>-<part:05d>`, each with its metadata sidecar
+(`shard-<bucket:05d>-<part:05d>.meta.parquet`: one row a document, written here by the same
+worker, so provenance never funnels through one worker either). Same input, same shards, same
+names: a retried merge rewrites identical files, each written under a temporary name and
+renamed into place.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import resource
@@ -18,6 +22,7 @@ import apache_beam as beam
 from apache_beam import pvalue
 
 from dataset_format import IndexedDatasetWriter, ShardInfo
+from dataset_format.sidecar import SidecarWriter, sidecar_name
 from pipelines.runner import progress as progress_lib
 from pipelines.stats import BundleCounts
 from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
@@ -125,18 +130,24 @@ def write_bucket(
             name = shard_name(bucket, part)
             prefix = output.path(name) if output.is_local else os.path.join(local_dir, name)
             writer = IndexedDatasetWriter(prefix, dtype)
+            sidecar = SidecarWriter(sidecar_name(prefix))
             text_bytes = 0
             try:
-                for s, j in order[start:end]:
+                for (s, j), tokens in zip(order[start:end], lengths[start:end]):
                     writer.add_document(spills[s].document_sequences(j))
+                    sidecar.add({"id": spills[s].ids[j], **spills[s].provenance(j),
+                                 "tokens": tokens})
                     text_bytes += spills[s].text_bytes[j]
-                info = writer.finalize()
+                meta = sidecar.finalize()
+                info = dataclasses.replace(writer.finalize(), meta=meta)
             except BaseException:
                 writer.discard()
+                sidecar.discard()
                 raise
             if not output.is_local:
-                # .bin before .idx, like the local writer: a pair is whole only once both are.
-                for ext in (".bin", ".idx"):
+                # the sidecar, then .bin before .idx, like the local writer: a pair is whole
+                # only once both are.
+                for ext in (meta.file.removeprefix(name), ".bin", ".idx"):
                     output.put_file(prefix + ext, name + ext)
                     os.remove(prefix + ext)
             yield info, text_bytes

@@ -300,8 +300,8 @@ class OutputLayout:
 SHARD_SET = OutputLayout(
     tool="preprocess",
     run_files=re.compile(
-        r"^(manifest\.json|stats\.json|tokenizer\.json|shard-\d{5}-\d{5}\.(bin|idx)"
-        r"|rejects/rejects-\d{5}\.jsonl)$"
+        r"^(manifest\.json|stats\.json|tokenizer\.json|shard-\d{5}-\d{5}\.(bin|idx|meta\.parquet)"
+        r"|rejects/(rejects|parts_removed)-\d{5}\.jsonl)$"
     ),
     finished_file=MANIFEST_NAME,
     finished_words="a finished shard set",

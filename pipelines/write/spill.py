@@ -21,7 +21,7 @@ import numpy as np
 import xxhash
 from apache_beam.transforms.window import GlobalWindows
 
-from pipelines.document import TokenizedDocument
+from pipelines.document import PROVENANCE_FIELDS, TokenizedDocument
 from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
 
 # Default bucket count: one bucket per this many input bytes (compressed, as listed), at least 1.
@@ -43,8 +43,8 @@ def bucket_of(doc_id: str, num_buckets: int) -> int:
 # final name: the name is unique to the bundle attempt and is handed on only once the file is
 # complete, so nothing ever reads a half-written one (no temporary name, no rename, which on GCS
 # is a copy and a delete). Layout: the token ids, then int32 sequence lengths, then int32
-# sequence counts per document, then a JSON footer (ids, text bytes, dtype, counts), then its
-# length (u64) and the magic.
+# sequence counts per document, then a JSON footer (ids, text bytes, each document's provenance
+# for the metadata sidecar, dtype, counts), then its length (u64) and the magic.
 SPILL_MAGIC = b"SPILL001"
 SPILL_SUFFIX = ".spill"
 _FOOTER_TAIL = struct.Struct("<Q8s")
@@ -60,6 +60,7 @@ class SpillWriter:
         self._file = open(path, "wb")
         self.ids: list[str] = []
         self.text_bytes: list[int] = []
+        self.provenance: list[list] = []
         self.sequence_lengths: list[int] = []
         self.sequence_counts: list[int] = []
         self.tokens = 0
@@ -75,6 +76,7 @@ class SpillWriter:
         self.sequence_counts.append(len(doc.sequences))
         self.ids.append(doc.id)
         self.text_bytes.append(int(doc.text_bytes))
+        self.provenance.append(doc.provenance.values())
 
     def close(self) -> None:
         footer = json.dumps(
@@ -84,6 +86,8 @@ class SpillWriter:
                 "sequences": len(self.sequence_lengths),
                 "ids": self.ids,
                 "text_bytes": self.text_bytes,
+                "provenance_fields": PROVENANCE_FIELDS,
+                "provenance": self.provenance,  # lists, not dicts: a bucket's merge holds them
             }
         ).encode("utf-8")
         self._file.write(np.asarray(self.sequence_lengths, np.int32).tobytes())
@@ -114,6 +118,8 @@ class SpillFile:
             footer = json.loads(f.read(footer_bytes))
         self.ids: list[str] = footer["ids"]
         self.text_bytes: list[int] = footer["text_bytes"]
+        self._provenance_fields: list[str] = footer["provenance_fields"]
+        self._provenance: list[list] = footer["provenance"]
         dtype = np.dtype(footer["dtype"])
         tokens, sequences, documents = footer["tokens"], footer["sequences"], len(self.ids)
         body = tokens * dtype.itemsize + 4 * (sequences + documents)
@@ -135,6 +141,11 @@ class SpillFile:
 
     def document_lengths(self) -> np.ndarray:
         return np.diff(self._sequence_offsets[self._document_index])
+
+    def provenance(self, i: int) -> dict:
+        """Document i's Provenance fields by name (its metadata-sidecar row, less id and
+        tokens)."""
+        return dict(zip(self._provenance_fields, self._provenance[i]))
 
     def document_sequences(self, i: int) -> list[np.ndarray]:
         first, last = int(self._document_index[i]), int(self._document_index[i + 1])
