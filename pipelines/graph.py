@@ -86,6 +86,19 @@ def prepare(plan: Plan, tokenizer, run_id: str) -> tuple[OutputClaim, TokenizerR
         raise
 
 
+def drop_flags(config: PreprocessConfig) -> dict[str, str]:
+    """Each drop reason of the graph's stages -> what changes it, as each stage declares."""
+    from pipelines.clean import FILTER_FLAGS
+    from pipelines.tokenize.encode import DROP_FLAGS as TOKENIZE_FLAGS
+
+    flags = {**FILTER_FLAGS, **TOKENIZE_FLAGS}
+    if config.dedup:
+        from pipelines.dedup.transforms import DROP_FLAGS as DEDUP_FLAGS
+
+        flags.update(DEDUP_FLAGS)
+    return flags
+
+
 def shard_set_spec(
     plan: Plan, tokenizer_ref: TokenizerRef, run_info: dict | None = None
 ) -> ShardSetSpec:
@@ -96,6 +109,7 @@ def shard_set_spec(
         sequence_unit="sentence" if config.split_sentences else "document",
         max_failure_rate=config.max_failure_rate,
         max_drop_share=config.max_drop_share,
+        drop_flags=drop_flags(config),
         source={
             "name": config.source,
             "input": config.input,

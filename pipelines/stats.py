@@ -230,8 +230,10 @@ def build_stats(
     return stats
 
 
-def check_stats(stats: Mapping) -> None:
-    """Raise AccountError when the account does not balance, nothing was read, or too many failed."""
+def check_stats(stats: Mapping, drop_flags: Mapping[str, str] | None = None) -> None:
+    """Raise AccountError when the account does not balance, nothing was read, nothing was
+    written, or too many failed. `drop_flags` names what changes each drop reason (each stage
+    declares its own; see `nothing_written`)."""
     if not stats["balanced"]:
         raise AccountError(
             f"the account does not balance: read {stats['read']} != written {stats['written']} "
@@ -259,6 +261,8 @@ def check_stats(stats: Mapping) -> None:
             f"{stats['max_failure_rate']:.2%}). Replace those files, or raise --max-failure-rate "
             "to accept the loss"
         )
+    if stats["written"] == 0:
+        raise AccountError(nothing_written(stats, drop_flags or {}))
     _check_drop_share(stats)
     if stats["failure_rate"] > stats["max_failure_rate"]:
         worst = sorted(stats["failed"].items(), key=lambda kv: -kv[1])[:3]
@@ -270,6 +274,28 @@ def check_stats(stats: Mapping) -> None:
             f"most common: {', '.join(f'{k}={v}' for k, v in worst)}{_most_in(stats)}. The logs "
             "name each failed record's location; --keep-rejects writes them to OUTPUT/rejects/"
         )
+
+
+# How many of the largest causes the line of a run that wrote nothing names.
+CAUSES_NAMED = 3
+
+
+def nothing_written(stats: Mapping, drop_flags: Mapping[str, str]) -> str:
+    """The one line of a run that read records and wrote no document: the largest causes
+    (drop reasons and failures) with their counts, and for each drop reason what changes it.
+    A shard set of nothing is a failure whatever --max-drop-share says: nobody trains on it."""
+    causes = [
+        (n, f"{n:,} dropped as {reason!r} ({drop_flags.get(reason, 'no flag changes it')})")
+        for reason, n in stats["dropped"].items()
+    ] + [
+        (n, f"{n:,} failed as {reason!r} (unreadable; the logs name each record)")
+        for reason, n in stats["failed"].items()
+    ]
+    causes.sort(key=lambda cause: -cause[0])
+    named = "; ".join(text for _, text in causes[:CAUSES_NAMED])
+    more = len(causes) - CAUSES_NAMED
+    rest = f"; and {more} more reason(s) in stats.json" if more > 0 else ""
+    return f"no document was written: of {stats['read']:,} records read, {named}{rest}"
 
 
 def _check_drop_share(stats: Mapping) -> None:

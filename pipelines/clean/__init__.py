@@ -28,30 +28,35 @@ from pipelines.clean.language import identify_language, supported_languages
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import Document, Reject
 
-__all__ = ["CleanConfig", "clean_document", "FILTER_NAMES", "normalize_text"]
+__all__ = ["CleanConfig", "clean_document", "FILTER_FLAGS", "FILTER_NAMES", "normalize_text"]
 
-# Every reason clean_document can reject with, in the order the checks run.
-FILTER_NAMES = (
-    "too_short",
-    "too_few_words",
-    "too_many_words",
-    "language",
-    "gopher_duplicate_lines",
-    "gopher_duplicate_line_chars",
-    "gopher_duplicate_paragraphs",
-    "gopher_duplicate_paragraph_chars",
-    "gopher_top_ngram",
-    "gopher_duplicate_ngrams",
-    "gopher_mean_word_length",
-    "gopher_alpha_words",
-    "gopher_stop_words",
-    "gopher_symbol_ratio",
-    "gopher_bullet_lines",
-    "gopher_ellipsis_lines",
-    "c4_lorem_ipsum",
-    "c4_curly_brace",
-    "c4_too_few_sentences",
-)
+# Every reason clean_document can reject with, in the order the checks run, and what changes
+# its rule (named in the one line of a run that writes no document). Only the language has a
+# flag; every other rule is the clean preset's (CleanConfig field named), and the source picks
+# the preset (`CleanConfig.for_source`).
+_PRESET = "the clean preset of --source:"
+FILTER_FLAGS = {
+    "too_short": f"{_PRESET} min_chars",
+    "too_few_words": f"{_PRESET} min_words",
+    "too_many_words": f"{_PRESET} max_words",
+    "language": "--language, e.g. --language any",
+    "gopher_duplicate_lines": f"{_PRESET} max_duplicate_line_fraction",
+    "gopher_duplicate_line_chars": f"{_PRESET} max_duplicate_line_char_fraction",
+    "gopher_duplicate_paragraphs": f"{_PRESET} max_duplicate_paragraph_fraction",
+    "gopher_duplicate_paragraph_chars": f"{_PRESET} max_duplicate_paragraph_char_fraction",
+    "gopher_top_ngram": f"{_PRESET} max_top_ngram_char_fraction",
+    "gopher_duplicate_ngrams": f"{_PRESET} max_duplicate_ngram_char_fraction",
+    "gopher_mean_word_length": f"{_PRESET} mean_word_length",
+    "gopher_alpha_words": f"{_PRESET} min_alpha_word_fraction",
+    "gopher_stop_words": f"{_PRESET} min_stop_words",
+    "gopher_symbol_ratio": f"{_PRESET} max_symbol_word_ratio",
+    "gopher_bullet_lines": f"{_PRESET} max_bullet_line_fraction",
+    "gopher_ellipsis_lines": f"{_PRESET} max_ellipsis_line_fraction",
+    "c4_lorem_ipsum": f"{_PRESET} c4_reject_lorem_ipsum",
+    "c4_curly_brace": f"{_PRESET} c4_reject_curly_brace",
+    "c4_too_few_sentences": f"{_PRESET} c4_min_sentences",
+}
+FILTER_NAMES = tuple(FILTER_FLAGS)
 
 # Rules that do not apply to a document whose words are mostly (over half) letters of a script
 # written without spaces: a letter is not a word, so a mean word length of 3-10 letters and

@@ -20,6 +20,10 @@ from pipelines.document import Document, Reject, TokenizedDocument
 from pipelines.sentences import split_sentences
 from pipelines.tokenize.tokenizer import TextTokenizer
 
+TOO_FEW_TOKENS = "too_few_tokens"
+# The reason this stage drops with, and the flag that changes it.
+DROP_FLAGS = {TOO_FEW_TOKENS: "--min-tokens"}
+
 # tokenize_batch's flag of the same name shadows the function there.
 _split_into_sentences = split_sentences
 
@@ -37,7 +41,7 @@ def tokenize_batch(
     One sequence per document, or with `split_sentences` one per sentence (BERT). With
     `append_eod` the end-of-document id is appended to each document's last sequence. A
     document with fewer than `min_tokens` tokens (counted before the EOD), or with none at all,
-    is rejected as "too_few_tokens".
+    is rejected as TOO_FEW_TOKENS.
     """
     eod = None
     if append_eod:
@@ -69,7 +73,7 @@ def tokenize_batch(
                 Reject(
                     doc.id,
                     doc.source,
-                    "too_few_tokens",
+                    TOO_FEW_TOKENS,
                     f"{token_count} tokens < {max(min_tokens, 1)}",
                     doc.text,
                 )
