@@ -4,7 +4,9 @@ Deduplicate (unless --no-dedup) -> Tokenize -> WriteShards -> Finish."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import logging
 import os
 
 import apache_beam as beam
@@ -15,7 +17,7 @@ from pipelines.clean.transforms import Clean
 from pipelines.io import match_inputs
 from pipelines.options import PreprocessConfig
 from pipelines.runner.runners import tokenizer_threads
-from pipelines.sources import check_options, get_source, sized_read_options
+from pipelines.sources import check_options, get_source, sized_read_options, source_traits
 from pipelines.sources.transforms import ReadSource
 from pipelines.stage import CountRejects
 from pipelines.stats import MergeCounts
@@ -32,6 +34,12 @@ from pipelines.write import (
     claim_output,
     default_num_buckets,
 )
+
+
+LOG = logging.getLogger(__name__)
+# Input files the launcher opens to say which language the run keeps, where each file names its
+# own (a few KB read from each)
+LANGUAGE_PROBES = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +70,7 @@ def plan_run(config: PreprocessConfig) -> Plan:
     if "://" not in pattern and os.path.isdir(pattern):
         pattern = os.path.join(pattern, "**")  # a directory: every file under it (as sources do)
     files = match_inputs(pattern)
+    LOG.info("%s", language_line(config, [f.path for f in files]))
     input_bytes = sum(f.size_bytes for f in files)
     if config.num_buckets is None:
         config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))
@@ -70,6 +79,33 @@ def plan_run(config: PreprocessConfig) -> Plan:
 
         config = dataclasses.replace(config, dedup_config=preprocess_dedup_config(config, files))
     return Plan(config, len(files), input_bytes)
+
+
+def language_line(config: PreprocessConfig, paths: list[str]) -> str:
+    """The run's first line about the language filter: the languages it keeps and why; where
+    the source's files name their own (SourceTraits.input_language), those of the first few
+    files, each of which decides for its own documents on the worker that reads it."""
+    clean = config.clean_config()
+    default = "any" if clean.language == "any" else ",".join(clean.language)
+    if not clean.language_from_source:
+        why = "--language" if config.language is not None else "the default; --language sets it"
+        return f"language: {default} ({why})"
+    from pipelines.clean import supported_languages
+
+    probe = source_traits(config.source).input_language
+    found = [code for code in map(probe, paths[:LANGUAGE_PROBES]) if code is not None]
+    unknown = " (not one the identifier knows: no document of it is dropped for its language)"
+    named = [
+        f"{code}{'' if code in supported_languages() else unknown}" if code
+        else f"{default} (the input names none)"
+        for code in found
+    ]
+    more = f"; {len(paths) - LANGUAGE_PROBES} more files not opened" if len(
+        paths) > LANGUAGE_PROBES else ""
+    if len(set(named)) == 1 and not more:
+        return f"language: {named[0]} (from the input's own siteinfo; --language overrides)"
+    counts = ", ".join(f"{name}: {n} file(s)" for name, n in collections.Counter(named).items())
+    return f"language: each input file's own, from its siteinfo: {counts}{more}; --language overrides"
 
 
 def prepare(plan: Plan, tokenizer, run_id: str) -> tuple[OutputClaim, TokenizerRef]:

@@ -16,6 +16,9 @@ Counter names:
                                                         pages did not deliver (Failure.rows_lost)
     records_failed_in<TAB><reason><TAB><file>           records failed per input file
                                                         (`file_failure_key`)
+    seen<TAB><reason><TAB><value>                       what a drop reason's rule measured on
+                                                        the documents it judged (the language
+                                                        identified: `seen_key`)
 Keys holding a TAB carry a file's name: they travel as data only, never as a Beam metric.
     dropped_<reason>                                    a filter or dedup Reject
     failed_<reason>                                     a Failure (unparseable record, a stage error)
@@ -55,6 +58,10 @@ _LOST_IN = INPUT_BYTES_LOST + "\t"  # + reason + "\t" + location: one key per br
 # + reason + "\t" + file: records failed per file and reason (not "failed_...": that prefix is
 # the per-reason totals)
 _FAILED_IN = "records_failed_in\t"
+_SEEN = "seen\t"  # + reason + "\t" + value
+# A drop reason that takes more than this share of the documents read is named in a note at the
+# end of a run that still wrote documents (stats.json "notes").
+NOTE_DROP_SHARE = 0.5
 # stats.json lists this many files with failed records, most first (and counts them all)
 MAX_FILES_LISTED = 100
 # Fraction of records that may fail to parse before the run is declared failed. Truncated files
@@ -143,6 +150,23 @@ def file_failure_key(path: str, reason: str) -> str:
     return f"{_FAILED_IN}{reason}\t{path}"
 
 
+def seen_key(reason: str, value: str) -> str:
+    """The count key of one document on which the rule of drop reason `reason` measured
+    `value` (kept or dropped)."""
+    return f"{_SEEN}{reason}\t{value}"
+
+
+def _seen(counts: Mapping[str, int]) -> dict[str, dict[str, int]]:
+    """reason -> {value: documents}, most first."""
+    seen: dict[str, dict[str, int]] = {}
+    for key, n in counts.items():
+        if key.startswith(_SEEN):
+            reason, value = key[len(_SEEN) :].split("\t", 1)
+            seen.setdefault(reason, {})[value] = int(n)
+    return {reason: dict(sorted(values.items(), key=lambda kv: (-kv[1], kv[0])))
+            for reason, values in sorted(seen.items())}
+
+
 def _per_file(counts: Mapping[str, int], prefix: str, count_name: str) -> list[dict]:
     """The per-file keys under `prefix` as {file, reason, count_name}, most first."""
     files = []
@@ -223,6 +247,7 @@ def build_stats(
         "sequences_written": int(counts.get("sequences_written", 0)),
         "tokens_written": int(counts.get("tokens_written", 0)),
         "bytes_written": int(counts.get("bytes_written", 0)),
+        "seen": _seen(counts),
     }
     if DEDUP_INPUT_BYTES in counts:
         stats["dedup_shuffle"] = shuffle_summary(counts)
@@ -298,6 +323,22 @@ def nothing_written(stats: Mapping, drop_flags: Mapping[str, str]) -> str:
     return f"no document was written: of {stats['read']:,} records read, {named}{rest}"
 
 
+def drop_notes(stats: Mapping, drop_flags: Mapping[str, str]) -> list[str]:
+    """One line for each drop reason that took more than NOTE_DROP_SHARE of the documents read,
+    with what its rule saw most (top CAUSES_NAMED) and what changes it."""
+    read, notes = stats["documents_read"], []
+    for reason, dropped in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]):
+        if not read or dropped <= NOTE_DROP_SHARE * read:
+            break
+        seen = list(stats.get("seen", {}).get(reason, {}).items())[:CAUSES_NAMED]
+        saw = f"; it saw {', '.join(f'{v} {n:,}' for v, n in seen)}" if seen else ""
+        notes.append(
+            f"{reason!r} dropped {dropped:,} of {read:,} documents read ({dropped / read:.1%})"
+            f"{saw}; changed by {drop_flags.get(reason, 'no flag')}"
+        )
+    return notes
+
+
 def _check_drop_share(stats: Mapping) -> None:
     """AccountError when one reason dropped at least --max-drop-share of the documents read."""
     share, read = stats.get("max_drop_share", 0.0), stats["documents_read"]
@@ -357,6 +398,7 @@ def format_report(stats: Mapping) -> str:
     number = max(len(r[1]) for r in rows)
     lines = [f"{name:<{width}}  {value:>{number}}  {note}".rstrip() for name, value, note in rows]
     balance = "balanced" if stats["balanced"] else "NOT BALANCED"
+    lines += [f"note: {note}" for note in stats.get("notes", ())]
     lines.append(
         f"account: read = written + dropped + failed: {stats['read']:,} = {stats['written']:,} + "
         f"{stats['dropped_total']:,} + {stats['failed_total']:,} ({balance}); "

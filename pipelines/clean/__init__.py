@@ -27,8 +27,12 @@ from pipelines.clean.filters import C4_BOILERPLATE_PHRASES
 from pipelines.clean.language import identify_language, supported_languages
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import Document, Reject
+from pipelines.sources.traits import LANGUAGE_META
 
-__all__ = ["CleanConfig", "clean_document", "FILTER_FLAGS", "FILTER_NAMES", "normalize_text"]
+__all__ = [
+    "CleanConfig", "clean_document", "FILTER_FLAGS", "FILTER_NAMES", "language_seen",
+    "normalize_text",
+]
 
 # Every reason clean_document can reject with, in the order the checks run, and what changes
 # its rule (named in the one line of a run that writes no document). Only the language has a
@@ -103,6 +107,7 @@ class CleanConfig:
     | min_words | 10 | 50 (Gopher) | too_few_words |
     | max_words | None | 100,000 (Gopher) | too_many_words |
     | language | "en" | "en" | language |
+    | language_from_source | False | False | language |
     | language_threshold | 0.65 | 0.65 | language |
     | max_duplicate_line_fraction | None | 0.30 | gopher_duplicate_lines |
     | max_duplicate_line_char_fraction | None | 0.20 | gopher_duplicate_line_chars |
@@ -125,7 +130,10 @@ class CleanConfig:
 
     `language` is one code ("en"), several ("en,fr" or a tuple), or "any" (no language id).
     A document is kept when its most likely language is one of them with probability at least
-    `language_threshold`. `min_stop_words` (English stop words) only applies to documents
+    `language_threshold`. With `language_from_source`, a document that carries its input's own
+    language (meta[LANGUAGE_META], set by a source with `SourceTraits.input_language`: a
+    Wikipedia dump's) is held to that one instead, or to none where the identifier does not
+    know that language (a known language it cannot check is not a reason to drop). `min_stop_words` (English stop words) only applies to documents
     identified as English. `max_top_ngram_char_fraction` and `max_duplicate_ngram_char_fraction`
     are ((n, max_fraction), ...) pairs.
     """
@@ -134,6 +142,7 @@ class CleanConfig:
     min_words: int = 10
     max_words: int | None = None
     language: str | tuple[str, ...] = "en"
+    language_from_source: bool = False
     language_threshold: float = 0.65
     max_duplicate_line_fraction: float | None = None
     max_duplicate_line_char_fraction: float | None = None
@@ -374,6 +383,21 @@ def _line_quality_reason(measures: _Measures, config: CleanConfig) -> tuple[str,
     return None
 
 
+def _wanted_languages(doc: Document, config: CleanConfig) -> str | tuple[str, ...]:
+    """The languages `doc` is kept in: its source's own (see CleanConfig) or the config's."""
+    own = doc.meta.get(LANGUAGE_META) if config.language_from_source else None
+    if not own:
+        return config.language
+    return (own,) if own in supported_languages() else "any"
+
+
+def language_seen(result: Document | Reject) -> str | None:
+    """The language identified in a result of clean_document (None where none was)."""
+    if isinstance(result, Reject):
+        return result.detail.split(" ", 1)[0] if result.reason == "language" else None
+    return result.meta.get("language")
+
+
 def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
     """The normalised document, or a Reject naming the first rule it failed (one of
     FILTER_NAMES) with the measured value in `detail` and the normalised text in `text`.
@@ -392,10 +416,13 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
         return reject(reason)
 
     language = None
-    if config.language != "any":
+    wanted = _wanted_languages(doc, config)
+    if wanted != "any":
         language, confidence = identify_language(text)
-        if language not in config.language or confidence < config.language_threshold:
-            return reject(("language", f"{language} p={confidence:.3f}"))
+        if language not in wanted:
+            return reject(("language", f"{language} p={confidence:.3f}, not {','.join(wanted)}"))
+        if confidence < config.language_threshold:
+            return reject(("language", f"{language} p={confidence:.3f} < {config.language_threshold}"))
 
     reason = _repetition_reason(measures, config)
     if reason:

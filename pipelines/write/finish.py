@@ -19,7 +19,13 @@ import apache_beam as beam
 
 from common.output_dir import base_name
 from dataset_format import MANIFEST_NAME, Manifest, ShardInfo, TokenizerInfo
-from pipelines.stats import DEFAULT_MAX_DROP_SHARE, AccountError, build_stats, check_stats
+from pipelines.stats import (
+    DEFAULT_MAX_DROP_SHARE,
+    AccountError,
+    build_stats,
+    check_stats,
+    drop_notes,
+)
 from pipelines.write.output import (
     REJECTS_DIR,
     SPILL_DIR,
@@ -107,6 +113,7 @@ def finish_shard_set(
     except AccountError as e:
         _write_failed_stats(out, stats, e)
         raise
+    stats["notes"] = drop_notes(stats, spec.drop_flags)
     # stats.json says "ok" only once the manifest is written: until then it says "finishing",
     # and any error on the way turns it into "failed" (as far as the disk still allows).
     try:
