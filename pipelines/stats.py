@@ -24,6 +24,7 @@ Keys holding a TAB carry a file's name: they travel as data only, never as a Bea
     failed_<reason>                                     a Failure (unparseable record, a stage error)
     docs_written, sequences_written, tokens_written,
     bytes_written, shards_written                       what the shards hold
+    tokens_unknown                                      of them, the tokenizer's unknown token
     dedup_shuffle_bytes_<stage>, dedup_input_bytes      what dedup shuffled (stats["dedup_shuffle"])
 
 The identity checked at the end (`read` counts documents plus records that could not be read):
@@ -54,6 +55,11 @@ DEDUP_INPUT_BYTES = "dedup_input_bytes"
 INPUT_BYTES = "input_bytes"
 INPUT_BYTES_LOST = "input_bytes_lost"
 INPUT_ROWS_LOST = "input_rows_lost"
+TOKENS_UNKNOWN = "tokens_unknown"
+# The share of the tokens written that are the unknown token ([UNK]) above which the report
+# shows it: a vocabulary that cannot spell the text (a cased text through an uncased
+# vocabulary with --lowercase no, a script it lacks) loses that text to the model silently.
+UNKNOWN_SHARE_SHOWN = 0.01
 _LOST_IN = INPUT_BYTES_LOST + "\t"  # + reason + "\t" + location: one key per broken file
 # + reason + "\t" + file: records failed per file and reason (not "failed_...": that prefix is
 # the per-reason totals)
@@ -218,6 +224,7 @@ def build_stats(
     rows_lost = int(counts.get(INPUT_ROWS_LOST, 0))
     failed_by_file = _per_file(counts, _FAILED_IN, "records")
     dropped_total, failed_total = sum(dropped.values()), sum(failed.values())
+    unknown, tokens = int(counts.get(TOKENS_UNKNOWN, 0)), int(counts.get("tokens_written", 0))
     stats = {
         "read": read,
         "written": written,
@@ -247,6 +254,8 @@ def build_stats(
         "sequences_written": int(counts.get("sequences_written", 0)),
         "tokens_written": int(counts.get("tokens_written", 0)),
         "bytes_written": int(counts.get("bytes_written", 0)),
+        "unknown_tokens": unknown,
+        "unknown_token_share": unknown / tokens if tokens else 0.0,
         "seen": _seen(counts),
     }
     if DEDUP_INPUT_BYTES in counts:
@@ -385,6 +394,10 @@ def format_report(stats: Mapping) -> str:
         ("sequences", f"{stats['sequences_written']:,}", ""),
         ("tokens", f"{stats['tokens_written']:,}", ""),
     ]
+    if stats.get("unknown_token_share", 0.0) > UNKNOWN_SHARE_SHOWN:
+        rows.append(("  unknown", f"{stats['unknown_tokens']:,}",
+                     f"{stats['unknown_token_share']:.1%} of the tokens are the unknown token: "
+                     "text the vocabulary cannot spell (see --lowercase, --tokenizer)"))
     elapsed = stats.get("elapsed_s")
     if elapsed:
         rows.append(

@@ -23,10 +23,10 @@ GPT2 = str(GPT2_VOCAB)
 IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 
-def _run(capsys, inputs: str, out, *flags: str) -> tuple[int, str, str]:
-    code = main(["--source=wikipedia", f"--input={inputs}", f"--output={out}",
-                 f"--tokenizer={GPT2}", "--append-eod", "--no-dedup", "--progress-interval=0",
-                 *flags, *IN_PROCESS])
+def _run(capsys, inputs: str, out, *flags: str,
+         tokenizer: tuple[str, ...] = (f"--tokenizer={GPT2}", "--append-eod")):
+    code = main(["--source=wikipedia", f"--input={inputs}", f"--output={out}", *tokenizer,
+                 "--no-dedup", "--progress-interval=0", *flags, *IN_PROCESS])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -132,3 +132,33 @@ def test_a_language_filter_that_drops_most_documents_says_so(tmp_path, capsys):
             "e.g. --language any")
     assert stats["notes"] == [note]
     assert f"note: {note}" in report
+
+
+@pytest.mark.slow
+def test_the_unknown_token_share_of_a_bert_set_is_reported(tmp_path, capsys):
+    # Cased text through the uncased BERT vocabulary with --lowercase no: a quarter of the
+    # tokens of the Simple English sample are [UNK], which no line said before.
+    from pipelines.tokenize.encode import tokenize_batch
+    from pipelines.tokenize.tokenizer import load_tokenizer
+
+    bert = str(CORPORA / "vocab" / "bert-base-uncased" / "vocab.txt")
+    flags = (f"--tokenizer={bert}", "--split-sentences")
+    code, report, err = _run(capsys, str(SIMPLE), tmp_path / "cased", "--lowercase=no",
+                             tokenizer=flags)
+    assert code == 0, err
+    tokenizer = load_tokenizer(bert, lowercase=False)
+    articles = [r for r in wikipedia.read(ReadTask("wikipedia", str(SIMPLE)))]
+    kept = [clean_document(doc, CleanConfig()) for doc in articles]
+    tokenized, _ = tokenize_batch([d for d in kept if isinstance(d, Document)], tokenizer,
+                                  split_sentences=True, append_eod=False)
+    ids = [int(i) for doc in tokenized for sequence in doc.sequences for i in sequence]
+    unknown = ids.count(tokenizer.special_ids["unk"])
+    stats = json.loads((tmp_path / "cased" / "stats.json").read_text())
+    assert stats["tokens_written"] == len(ids) and stats["unknown_tokens"] == unknown
+    assert stats["unknown_token_share"] == unknown / len(ids) > 0.2
+    (row,) = [line.split() for line in report.splitlines() if line.startswith("  unknown")]
+    assert row[:3] == ["unknown", f"{unknown:,}", f"{unknown / len(ids):.1%}"]
+    code, report, err = _run(capsys, str(SIMPLE), tmp_path / "uncased", tokenizer=flags)
+    assert code == 0, err
+    stats = json.loads((tmp_path / "uncased" / "stats.json").read_text())
+    assert stats["unknown_tokens"] == 0 and "unknown token" not in report

@@ -24,6 +24,16 @@ TOO_FEW_TOKENS = "too_few_tokens"
 # The reason this stage drops with, and the flag that changes it.
 DROP_FLAGS = {TOO_FEW_TOKENS: "--min-tokens"}
 
+def unknown_tokens(tokenized: Sequence[TokenizedDocument], tokenizer: TextTokenizer) -> int:
+    """How many of the tokens of `tokenized` are the tokenizer's unknown token ([UNK], <unk>):
+    text its vocabulary cannot spell, lost to the model (0 for a tokenizer without one, as
+    byte-level BPE, which spells every byte)."""
+    unk = tokenizer.special_ids.get("unk")
+    if unk is None:
+        return 0
+    return sum(int(np.count_nonzero(ids == unk)) for doc in tokenized for ids in doc.sequences)
+
+
 # tokenize_batch's flag of the same name shadows the function there.
 _split_into_sentences = split_sentences
 
