@@ -51,6 +51,8 @@ class Plan:
     input_bytes: int
     # the workers the runner has, when the launcher knows (tasks are sized for them)
     workers: int | None = None
+    # which languages the run keeps and why (`language_line`), said as the graph is built
+    language: str = ""
 
     def read_options(self) -> dict[str, str]:
         """The source options the readers get: the user's, with the task size for this run."""
@@ -70,7 +72,6 @@ def plan_run(config: PreprocessConfig) -> Plan:
     if "://" not in pattern and os.path.isdir(pattern):
         pattern = os.path.join(pattern, "**")  # a directory: every file under it (as sources do)
     files = match_inputs(pattern)
-    LOG.info("%s", language_line(config, [f.path for f in files]))
     input_bytes = sum(f.size_bytes for f in files)
     if config.num_buckets is None:
         config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))
@@ -78,7 +79,8 @@ def plan_run(config: PreprocessConfig) -> Plan:
         from pipelines.dedup.sizing import preprocess_dedup_config
 
         config = dataclasses.replace(config, dedup_config=preprocess_dedup_config(config, files))
-    return Plan(config, len(files), input_bytes)
+    language = language_line(config, [f.path for f in files])
+    return Plan(config, len(files), input_bytes, language=language)
 
 
 def language_line(config: PreprocessConfig, paths: list[str]) -> str:
@@ -172,6 +174,8 @@ def build_pipeline(
 ):
     """Apply the whole preprocessing graph to `p`; returns the PCollection of the final stats."""
     config = plan.config
+    if plan.language:
+        LOG.info("%s", plan.language)
     spec = shard_set_spec(plan, tokenizer_ref, run_info)
     keep = config.keep_rejects
     read = p | "ReadSource" >> ReadSource(
