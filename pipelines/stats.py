@@ -25,6 +25,8 @@ Keys holding a TAB carry a file's name: they travel as data only, never as a Bea
     docs_written, sequences_written, tokens_written,
     bytes_written, shards_written                       what the shards hold
     tokens_unknown                                      of them, the tokenizer's unknown token
+    cpu_us_<stage>                                      CPU time of a stage's own work, in
+                                                        microseconds (stage.StageClock)
     dedup_shuffle_bytes_<stage>, dedup_input_bytes      what dedup shuffled (stats["dedup_shuffle"])
 
 The identity checked at the end (`read` counts documents plus records that could not be read):
@@ -56,6 +58,7 @@ INPUT_BYTES = "input_bytes"
 INPUT_BYTES_LOST = "input_bytes_lost"
 INPUT_ROWS_LOST = "input_rows_lost"
 TOKENS_UNKNOWN = "tokens_unknown"
+CPU_US = "cpu_us_"
 # The share of the tokens written that are the unknown token ([UNK]) above which the report
 # shows it: a vocabulary that cannot spell the text (a cased text through an uncased
 # vocabulary with --lowercase no, a script it lacks) loses that text to the model silently.
@@ -257,6 +260,9 @@ def build_stats(
         "unknown_tokens": unknown,
         "unknown_token_share": unknown / tokens if tokens else 0.0,
         "seen": _seen(counts),
+        # CPU seconds of each stage's own work, summed over workers, most first
+        "cpu_s": {stage: round(us / 1e6, 3) for stage, us in sorted(
+            _by_prefix(counts, CPU_US).items(), key=lambda kv: (-kv[1], kv[0]))},
     }
     if DEDUP_INPUT_BYTES in counts:
         stats["dedup_shuffle"] = shuffle_summary(counts)
@@ -398,6 +404,10 @@ def format_report(stats: Mapping) -> str:
         rows.append(("  unknown", f"{stats['unknown_tokens']:,}",
                      f"{stats['unknown_token_share']:.1%} of the tokens are the unknown token: "
                      "text the vocabulary cannot spell (see --lowercase, --tokenizer)"))
+    cpu = stats.get("cpu_s") or {}
+    if cpu:
+        rows.append(("cpu", f"{sum(cpu.values()):,.1f} s",
+                     ", ".join(f"{stage} {seconds:,.1f} s" for stage, seconds in cpu.items())))
     elapsed = stats.get("elapsed_s")
     if elapsed:
         rows.append(

@@ -23,10 +23,11 @@ GPT2 = str(GPT2_VOCAB)
 IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 
-def _run(capsys, inputs: str, out, *flags: str,
+def _run(capsys, inputs: str, out, *flags: str, dedup: bool = False,
          tokenizer: tuple[str, ...] = (f"--tokenizer={GPT2}", "--append-eod")):
     code = main(["--source=wikipedia", f"--input={inputs}", f"--output={out}", *tokenizer,
-                 "--no-dedup", "--progress-interval=0", *flags, *IN_PROCESS])
+                 *([] if dedup else ["--no-dedup"]), "--progress-interval=0", *flags,
+                 *IN_PROCESS])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -162,3 +163,21 @@ def test_the_unknown_token_share_of_a_bert_set_is_reported(tmp_path, capsys):
     assert code == 0, err
     stats = json.loads((tmp_path / "uncased" / "stats.json").read_text())
     assert stats["unknown_tokens"] == 0 and "unknown token" not in report
+
+
+@pytest.mark.slow
+def test_each_stage_reports_the_cpu_time_of_its_own_work(tmp_path, capsys):
+    # In one process (the in-memory runner) the stages' times are parts of the process's CPU
+    # time: each is there, and together they are no more than the run took.
+    import time
+
+    started = time.process_time()
+    code, report, err = _run(capsys, str(SIMPLE), tmp_path / "out", dedup=True)
+    spent = time.process_time() - started
+    assert code == 0, err
+    cpu = json.loads((tmp_path / "out" / "stats.json").read_text())["cpu_s"]
+    assert set(cpu) == {"read", "clean", "dedup", "tokenize", "write"}
+    assert all(seconds > 0 for seconds in cpu.values())
+    assert sum(cpu.values()) < spent
+    (row,) = [line for line in report.splitlines() if line.startswith("cpu ")]
+    assert f"read {cpu['read']:,.1f} s" in row and f"write {cpu['write']:,.1f} s" in row

@@ -12,6 +12,8 @@ from pipelines.stats import seen_key
 
 
 class CleanDoFn(CountingDoFn):
+    STAGE = "clean"
+
     def __init__(self, config, keep_rejects: bool):
         self.config = config
         self.keep_rejects = keep_rejects
@@ -20,7 +22,7 @@ class CleanDoFn(CountingDoFn):
         from pipelines.clean import clean_document, language_seen
 
         try:
-            result = clean_document(doc, self.config)
+            result = self.clock.call(clean_document, doc, self.config)
         except Exception as error:
             yield from self._fail(stage_error(doc.id, "clean", error), self.keep_rejects)
             return

@@ -18,6 +18,8 @@ from pipelines.tokenize.tokenizer_ref import TokenizerRef
 class TokenizeDoFn(CountingDoFn):
     """Buffers documents and tokenizes them with one encode_batch call per batch."""
 
+    STAGE = "tokenize"
+
     def __init__(
         self,
         tokenizer_ref: TokenizerRef,
@@ -64,7 +66,8 @@ class TokenizeDoFn(CountingDoFn):
     def _tokenize(self, docs: list[Document]):
         from pipelines.tokenize.encode import tokenize_batch
 
-        return tokenize_batch(
+        return self.clock.call(
+            tokenize_batch,
             docs,
             self.tokenizer,
             split_sentences=self.split_sentences,
