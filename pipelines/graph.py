@@ -35,7 +35,6 @@ from pipelines.write import (
     default_num_buckets,
 )
 
-
 LOG = logging.getLogger(__name__)
 # Input files the launcher opens to say which language the run keeps, where each file names its
 # own (a few KB read from each)
@@ -102,12 +101,13 @@ def language_line(config: PreprocessConfig, paths: list[str]) -> str:
         else f"{default} (the input names none)"
         for code in found
     ]
-    more = f"; {len(paths) - LANGUAGE_PROBES} more files not opened" if len(
-        paths) > LANGUAGE_PROBES else ""
+    unopened = len(paths) - LANGUAGE_PROBES
+    more = f"; {unopened} more files not opened" if unopened > 0 else ""
     if len(set(named)) == 1 and not more:
         return f"language: {named[0]} (from the input's own siteinfo; --language overrides)"
     counts = ", ".join(f"{name}: {n} file(s)" for name, n in collections.Counter(named).items())
-    return f"language: each input file's own, from its siteinfo: {counts}{more}; --language overrides"
+    return (f"language: each input file's own, from its siteinfo: {counts}{more}; "
+            "--language overrides")
 
 
 def prepare(plan: Plan, tokenizer, run_id: str) -> tuple[OutputClaim, TokenizerRef]:

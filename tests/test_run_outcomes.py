@@ -181,3 +181,22 @@ def test_each_stage_reports_the_cpu_time_of_its_own_work(tmp_path, capsys):
     assert sum(cpu.values()) < spent
     (row,) = [line for line in report.splitlines() if line.startswith("cpu ")]
     assert f"read {cpu['read']:,.1f} s" in row and f"write {cpu['write']:,.1f} s" in row
+
+
+def test_the_first_lines_name_each_dumps_language():
+    from pipelines.graph import language_line
+    from pipelines.options import PreprocessConfig
+
+    def line(*flags, source="wikipedia", paths=(GREEK, SIMPLE, GREEK)):
+        config = PreprocessConfig(source=source, input="-", output="-", tokenizer=GPT2,
+                                  **dict(flags))
+        return language_line(config, [str(p) for p in paths])
+
+    assert line() == ("language: each input file's own, from its siteinfo: el: 2 file(s), "
+                      "en: 1 file(s); --language overrides")
+    assert line(paths=(GREEK,)) == (
+        "language: el (from the input's own siteinfo; --language overrides)")
+    assert line(("language", "fr")) == "language: fr (--language)"
+    assert line(source="books") == "language: en (the default; --language sets it)"
+    many = line(paths=[SIMPLE] * 10)
+    assert many.endswith("en: 8 file(s); 2 more files not opened; --language overrides")

@@ -133,8 +133,8 @@ class CleanConfig:
     `language_threshold`. With `language_from_source`, a document that carries its input's own
     language (meta[LANGUAGE_META], set by a source with `SourceTraits.input_language`: a
     Wikipedia dump's) is held to that one instead, or to none where the identifier does not
-    know that language (a known language it cannot check is not a reason to drop). `min_stop_words` (English stop words) only applies to documents
-    identified as English. `max_top_ngram_char_fraction` and `max_duplicate_ngram_char_fraction`
+    know that language (a known language it cannot check is not a reason to drop).
+    `min_stop_words` (English stop words) only applies to documents identified as English. `max_top_ngram_char_fraction` and `max_duplicate_ngram_char_fraction`
     are ((n, max_fraction), ...) pairs.
     """
 
@@ -422,7 +422,8 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
         if language not in wanted:
             return reject(("language", f"{language} p={confidence:.3f}, not {','.join(wanted)}"))
         if confidence < config.language_threshold:
-            return reject(("language", f"{language} p={confidence:.3f} < {config.language_threshold}"))
+            threshold = config.language_threshold
+            return reject(("language", f"{language} p={confidence:.3f} < {threshold}"))
 
     reason = _repetition_reason(measures, config)
     if reason:
