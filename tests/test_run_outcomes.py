@@ -11,7 +11,7 @@ import pytest
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document, ReadTask, Reject
 from pipelines.preprocess import main
-from pipelines.sources.traits import LANGUAGE_META
+from pipelines.sources.traits import SOURCE_LANGUAGE_META
 from pipelines.sources.wikipedia import wikipedia
 from pipelines.sources.wikipedia.wiki_dump import SiteInfo, read_siteinfo
 from tests.conftest import CORPORA, GPT2_VOCAB
@@ -72,7 +72,7 @@ def _greek_articles(count: int) -> list[Document]:
 
 def test_a_document_is_held_to_its_dumps_language_unless_one_is_given():
     greek = _greek_articles(20)
-    assert {doc.meta[LANGUAGE_META] for doc in greek} == {"el"}
+    assert {doc.meta[SOURCE_LANGUAGE_META] for doc in greek} == {"el"}
     own = CleanConfig(language_from_source=True)
     kept = [clean_document(doc, own) for doc in greek]
     assert all(isinstance(doc, Document) and doc.meta["language"] == "el" for doc in kept)
@@ -80,7 +80,7 @@ def test_a_document_is_held_to_its_dumps_language_unless_one_is_given():
     assert isinstance(rejected, Reject) and rejected.reason == "language"
     assert rejected.detail == "el p=1.000, not en"
     # A wiki whose language the identifier does not know is not dropped for its language...
-    nan = Document("x", "wikipedia", greek[0].text, meta={LANGUAGE_META: "nan"})
+    nan = Document("x", "wikipedia", greek[0].text, meta={SOURCE_LANGUAGE_META: "nan"})
     assert isinstance(clean_document(nan, own), Document)
     # ... nor one whose dump names none held to anything but the default.
     unnamed = Document("y", "wikipedia", greek[0].text)

@@ -27,7 +27,7 @@ from pipelines.clean.filters import C4_BOILERPLATE_PHRASES
 from pipelines.clean.language import identify_language, supported_languages
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import Document, Reject
-from pipelines.sources.traits import LANGUAGE_META
+from pipelines.sources.traits import SOURCE_LANGUAGE_META
 
 __all__ = [
     "CleanConfig", "clean_document", "FILTER_FLAGS", "FILTER_NAMES", "language_seen",
@@ -131,7 +131,7 @@ class CleanConfig:
     `language` is one code ("en"), several ("en,fr" or a tuple), or "any" (no language id).
     A document is kept when its most likely language is one of them with probability at least
     `language_threshold`. With `language_from_source`, a document that carries its input's own
-    language (meta[LANGUAGE_META], set by a source with `SourceTraits.input_language`: a
+    language (meta[SOURCE_LANGUAGE_META], set by a source with `SourceTraits.input_language`: a
     Wikipedia dump's) is held to that one instead, or to none where the identifier does not
     know that language (a known language it cannot check is not a reason to drop).
     `min_stop_words` (English stop words) only applies to documents identified as English. `max_top_ngram_char_fraction` and `max_duplicate_ngram_char_fraction`
@@ -385,7 +385,7 @@ def _line_quality_reason(measures: _Measures, config: CleanConfig) -> tuple[str,
 
 def _wanted_languages(doc: Document, config: CleanConfig) -> str | tuple[str, ...]:
     """The languages `doc` is kept in: its source's own (see CleanConfig) or the config's."""
-    own = doc.meta.get(LANGUAGE_META) if config.language_from_source else None
+    own = doc.meta.get(SOURCE_LANGUAGE_META) if config.language_from_source else None
     if not own:
         return config.language
     return (own,) if own in supported_languages() else "any"

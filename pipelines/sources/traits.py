@@ -17,7 +17,7 @@ from pipelines.sources.sizes import DEFAULT_TASK_BYTES, TASK_BYTES_OPTION, size_
 
 # The meta key under which a source whose input says its own language (`input_language`) puts
 # that language's code on each document it reads.
-LANGUAGE_META = "source_language"
+SOURCE_LANGUAGE_META = "source_language"
 
 
 class DocumentBound(enum.Enum):
@@ -85,7 +85,7 @@ class SourceTraits:
     # For a source whose input files say what language they are in (a Wikipedia dump's
     # <siteinfo>): path -> that language's code ("" where the file names none; None where the
     # file is not one the source reads as input). Each document read then carries the code in
-    # meta[LANGUAGE_META], which the language filter keeps where --language is not given (the
-    # file is read on a worker, so the language travels with its documents); the launcher
+    # meta[SOURCE_LANGUAGE_META], which the language filter keeps where --language is not given
+    # (the file is read on a worker, so the language travels with its documents); the launcher
     # calls this on a few input files to say so in the run's first lines.
     input_language: Callable[[str], str | None] | None = None

@@ -38,7 +38,7 @@ from apache_beam.metrics import Metrics
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import match_inputs, open_input
 from pipelines.sources.file_source import check_file_options
-from pipelines.sources.traits import LANGUAGE_META, SourceTraits, TaskSize
+from pipelines.sources.traits import SOURCE_LANGUAGE_META, SourceTraits, TaskSize
 from pipelines.sources.wikipedia import wikimarkup
 from pipelines.sources.wikipedia.wiki_dump import (
     BZ2_STREAM_MAGIC,
@@ -191,7 +191,7 @@ def page_document(page: WikiPage, dbname: str) -> Document | None:
     meta = {"page_id": page.page_id, "revision_id": page.revision_id, "dbname": dbname}
     language = dump_language(page.site)
     if language:
-        meta[LANGUAGE_META] = language
+        meta[SOURCE_LANGUAGE_META] = language
     return Document(
         id=f"wikipedia:{dbname}:{page.page_id}",
         source=NAME,
