@@ -301,9 +301,6 @@ def check_stats(stats: Mapping, drop_flags: Mapping[str, str] | None = None) -> 
             f"{stats['max_failure_rate']:.2%}). Replace those files, or raise --max-failure-rate "
             "to accept the loss"
         )
-    if stats["written"] == 0:
-        raise AccountError(nothing_written(stats, drop_flags or {}))
-    _check_drop_share(stats)
     if stats["failure_rate"] > stats["max_failure_rate"]:
         worst = sorted(stats["failed"].items(), key=lambda kv: -kv[1])[:3]
         rows_lost = stats.get("input_rows_lost", 0)
@@ -314,6 +311,11 @@ def check_stats(stats: Mapping, drop_flags: Mapping[str, str] | None = None) -> 
             f"most common: {', '.join(f'{k}={v}' for k, v in worst)}{_most_in(stats)}. The logs "
             "name each failed record's location; --keep-rejects writes them to OUTPUT/rejects/"
         )
+    # Past the failures (the input's fault, named with its files): a run that wrote nothing
+    # names its largest causes, and only then one reason's share is bounded.
+    if stats["written"] == 0:
+        raise AccountError(nothing_written(stats, drop_flags or {}))
+    _check_drop_share(stats)
 
 
 # How many of the largest causes the line of a run that wrote nothing names.
