@@ -200,3 +200,22 @@ def test_the_first_lines_name_each_dumps_language():
     assert line(source="books") == "language: en (the default; --language sets it)"
     many = line(paths=[SIMPLE] * 10)
     assert many.endswith("en: 8 file(s); 2 more files not opened; --language overrides")
+
+
+def test_a_run_that_writes_nothing_names_its_failed_records_among_the_causes(tmp_path, capsys):
+    # Four French paragraphs of Candide (not English) and two records without text, under a
+    # failure rate that lets the failures pass: the failures are among the causes named.
+    text = (CORPORA / "books" / "Candide-fr.txt").read_text(encoding="utf-8-sig")
+    french = [" ".join(p.split()) for p in text.split("\n\n") if len(p) > 600][5:9]
+    lines = [json.dumps({"text": p}) for p in french] + ["{}", "{}"]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code = main(["--source=jsonl", f"--input={tmp_path / 'in.jsonl'}", f"--output={tmp_path}/o",
+                 f"--tokenizer={GPT2}", "--no-dedup", "--max-failure-rate=1",
+                 "--progress-interval=0", *IN_PROCESS])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        "preprocess: FAILED: no document was written: of 6 records read, 4 dropped as "
+        "'language' (--language, e.g. --language any); 2 failed as 'missing_text' "
+        "(unreadable; the logs name each record)"
+    )
