@@ -4,7 +4,9 @@ Deduplicate (unless --no-dedup) -> Tokenize -> WriteShards -> Finish."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import logging
 import os
 
 import apache_beam as beam
@@ -15,7 +17,7 @@ from pipelines.clean.transforms import Clean
 from pipelines.io import match_inputs
 from pipelines.options import PreprocessConfig
 from pipelines.runner.runners import tokenizer_threads
-from pipelines.sources import check_options, get_source, sized_read_options
+from pipelines.sources import check_options, get_source, sized_read_options, source_traits
 from pipelines.sources.transforms import ReadSource
 from pipelines.stage import CountRejects
 from pipelines.stats import MergeCounts
@@ -33,6 +35,11 @@ from pipelines.write import (
     default_num_buckets,
 )
 
+LOG = logging.getLogger(__name__)
+# Input files the launcher opens to say which language the run keeps, where each file names its
+# own (a few KB read from each)
+LANGUAGE_PROBES = 8
+
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
@@ -43,6 +50,8 @@ class Plan:
     input_bytes: int
     # the workers the runner has, when the launcher knows (tasks are sized for them)
     workers: int | None = None
+    # which languages the run keeps and why (`language_line`), said as the graph is built
+    language: str = ""
 
     def read_options(self) -> dict[str, str]:
         """The source options the readers get: the user's, with the task size for this run."""
@@ -69,7 +78,36 @@ def plan_run(config: PreprocessConfig) -> Plan:
         from pipelines.dedup.sizing import preprocess_dedup_config
 
         config = dataclasses.replace(config, dedup_config=preprocess_dedup_config(config, files))
-    return Plan(config, len(files), input_bytes)
+    language = language_line(config, [f.path for f in files])
+    return Plan(config, len(files), input_bytes, language=language)
+
+
+def language_line(config: PreprocessConfig, paths: list[str]) -> str:
+    """The run's first line about the language filter: the languages it keeps and why; where
+    the source's files name their own (SourceTraits.input_language), those of the first few
+    files, each of which decides for its own documents on the worker that reads it."""
+    clean = config.clean_config()
+    default = "any" if clean.language == "any" else ",".join(clean.language)
+    if not clean.language_from_source:
+        why = "--language" if config.language is not None else "the default; --language sets it"
+        return f"language: {default} ({why})"
+    from pipelines.clean import supported_languages
+
+    probe = source_traits(config.source).input_language
+    found = [code for code in map(probe, paths[:LANGUAGE_PROBES]) if code is not None]
+    unknown = " (not one the identifier knows: no document of it is dropped for its language)"
+    named = [
+        f"{code}{'' if code in supported_languages() else unknown}" if code
+        else f"{default} (the input names none)"
+        for code in found
+    ]
+    unopened = len(paths) - LANGUAGE_PROBES
+    more = f"; {unopened} more files not opened" if unopened > 0 else ""
+    if len(set(named)) == 1 and not more:
+        return f"language: {named[0]} (from the input's own siteinfo; --language overrides)"
+    counts = ", ".join(f"{name}: {n} file(s)" for name, n in collections.Counter(named).items())
+    return (f"language: each input file's own, from its siteinfo: {counts}{more}; "
+            "--language overrides")
 
 
 def prepare(plan: Plan, tokenizer, run_id: str) -> tuple[OutputClaim, TokenizerRef]:
@@ -86,6 +124,19 @@ def prepare(plan: Plan, tokenizer, run_id: str) -> tuple[OutputClaim, TokenizerR
         raise
 
 
+def drop_flags(config: PreprocessConfig) -> dict[str, str]:
+    """Each drop reason of the graph's stages -> what changes it, as each stage declares."""
+    from pipelines.clean import FILTER_FLAGS
+    from pipelines.tokenize.encode import DROP_FLAGS as TOKENIZE_FLAGS
+
+    flags = {**FILTER_FLAGS, **TOKENIZE_FLAGS}
+    if config.dedup:
+        from pipelines.dedup.transforms import DROP_FLAGS as DEDUP_FLAGS
+
+        flags.update(DEDUP_FLAGS)
+    return flags
+
+
 def shard_set_spec(
     plan: Plan, tokenizer_ref: TokenizerRef, run_info: dict | None = None
 ) -> ShardSetSpec:
@@ -96,6 +147,7 @@ def shard_set_spec(
         sequence_unit="sentence" if config.split_sentences else "document",
         max_failure_rate=config.max_failure_rate,
         max_drop_share=config.max_drop_share,
+        drop_flags=drop_flags(config),
         source={
             "name": config.source,
             "input": config.input,
@@ -122,6 +174,8 @@ def build_pipeline(
 ):
     """Apply the whole preprocessing graph to `p`; returns the PCollection of the final stats."""
     config = plan.config
+    if plan.language:
+        LOG.info("%s", plan.language)
     spec = shard_set_spec(plan, tokenizer_ref, run_info)
     keep = config.keep_rejects
     read = p | "ReadSource" >> ReadSource(

@@ -102,8 +102,11 @@ class PreprocessConfig:
         help="drop documents with fewer tokens (default: the source's own: 128 for web "
         "text, else 0: drop only documents with no tokens)",
     )
-    language: str = option(
-        "en", help="keep documents in these languages: 'en', 'en,fr', or 'any' (default en)"
+    # None: the source's own where its input names one (SourceTraits.input_language), else en
+    language: str | None = option(
+        None,
+        help="keep documents in these languages: 'en', 'en,fr', or 'any' (default: a "
+        "Wikipedia dump's own, from its <siteinfo>; else en)",
     )
     shard_tokens: int = option(
         DEFAULT_SHARD_TOKENS,
@@ -198,8 +201,12 @@ class PreprocessConfig:
 
     def clean_config(self):
         from pipelines.clean import CleanConfig
+        from pipelines.sources import source_traits
 
-        return CleanConfig.for_source(self.source, language=self.language)
+        if self.language is not None:
+            return CleanConfig.for_source(self.source, language=self.language)
+        own = source_traits(self.source).input_language is not None
+        return CleanConfig.for_source(self.source, language_from_source=own)
 
     def describe(self) -> dict:
         """The settings that decide the output's content (recorded in manifest.json)."""

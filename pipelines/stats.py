@@ -16,11 +16,17 @@ Counter names:
                                                         pages did not deliver (Failure.rows_lost)
     records_failed_in<TAB><reason><TAB><file>           records failed per input file
                                                         (`file_failure_key`)
+    seen<TAB><reason><TAB><value>                       what a drop reason's rule measured on
+                                                        the documents it judged (the language
+                                                        identified: `seen_key`)
 Keys holding a TAB carry a file's name: they travel as data only, never as a Beam metric.
     dropped_<reason>                                    a filter or dedup Reject
     failed_<reason>                                     a Failure (unparseable record, a stage error)
     docs_written, sequences_written, tokens_written,
     bytes_written, shards_written                       what the shards hold
+    tokens_unknown                                      of them, the tokenizer's unknown token
+    cpu_us_<stage>                                      CPU time of a stage's own work, in
+                                                        microseconds (stage.StageClock)
     dedup_shuffle_bytes_<stage>, dedup_input_bytes      what dedup shuffled (stats["dedup_shuffle"])
 
 The identity checked at the end (`read` counts documents plus records that could not be read):
@@ -51,10 +57,20 @@ DEDUP_INPUT_BYTES = "dedup_input_bytes"
 INPUT_BYTES = "input_bytes"
 INPUT_BYTES_LOST = "input_bytes_lost"
 INPUT_ROWS_LOST = "input_rows_lost"
+TOKENS_UNKNOWN = "tokens_unknown"
+CPU_US = "cpu_us_"
+# The share of the tokens written that are the unknown token ([UNK]) above which the report
+# shows it: a vocabulary that cannot spell the text (a cased text through an uncased
+# vocabulary with --lowercase no, a script it lacks) loses that text to the model silently.
+UNKNOWN_SHARE_SHOWN = 0.01
 _LOST_IN = INPUT_BYTES_LOST + "\t"  # + reason + "\t" + location: one key per broken file
 # + reason + "\t" + file: records failed per file and reason (not "failed_...": that prefix is
 # the per-reason totals)
 _FAILED_IN = "records_failed_in\t"
+_SEEN = "seen\t"  # + reason + "\t" + value
+# A drop reason that takes more than this share of the documents read is named in a note at the
+# end of a run that still wrote documents (stats.json "notes").
+NOTE_DROP_SHARE = 0.5
 # stats.json lists this many files with failed records, most first (and counts them all)
 MAX_FILES_LISTED = 100
 # Fraction of records that may fail to parse before the run is declared failed. Truncated files
@@ -143,6 +159,23 @@ def file_failure_key(path: str, reason: str) -> str:
     return f"{_FAILED_IN}{reason}\t{path}"
 
 
+def seen_key(reason: str, value: str) -> str:
+    """The count key of one document on which the rule of drop reason `reason` measured
+    `value` (kept or dropped)."""
+    return f"{_SEEN}{reason}\t{value}"
+
+
+def _seen(counts: Mapping[str, int]) -> dict[str, dict[str, int]]:
+    """reason -> {value: documents}, most first."""
+    seen: dict[str, dict[str, int]] = {}
+    for key, n in counts.items():
+        if key.startswith(_SEEN):
+            reason, value = key[len(_SEEN) :].split("\t", 1)
+            seen.setdefault(reason, {})[value] = int(n)
+    return {reason: dict(sorted(values.items(), key=lambda kv: (-kv[1], kv[0])))
+            for reason, values in sorted(seen.items())}
+
+
 def _per_file(counts: Mapping[str, int], prefix: str, count_name: str) -> list[dict]:
     """The per-file keys under `prefix` as {file, reason, count_name}, most first."""
     files = []
@@ -194,6 +227,7 @@ def build_stats(
     rows_lost = int(counts.get(INPUT_ROWS_LOST, 0))
     failed_by_file = _per_file(counts, _FAILED_IN, "records")
     dropped_total, failed_total = sum(dropped.values()), sum(failed.values())
+    unknown, tokens = int(counts.get(TOKENS_UNKNOWN, 0)), int(counts.get("tokens_written", 0))
     stats = {
         "read": read,
         "written": written,
@@ -223,6 +257,12 @@ def build_stats(
         "sequences_written": int(counts.get("sequences_written", 0)),
         "tokens_written": int(counts.get("tokens_written", 0)),
         "bytes_written": int(counts.get("bytes_written", 0)),
+        "unknown_tokens": unknown,
+        "unknown_token_share": unknown / tokens if tokens else 0.0,
+        "seen": _seen(counts),
+        # CPU seconds of each stage's own work, summed over workers, most first
+        "cpu_s": {stage: round(us / 1e6, 3) for stage, us in sorted(
+            _by_prefix(counts, CPU_US).items(), key=lambda kv: (-kv[1], kv[0]))},
     }
     if DEDUP_INPUT_BYTES in counts:
         stats["dedup_shuffle"] = shuffle_summary(counts)
@@ -230,8 +270,10 @@ def build_stats(
     return stats
 
 
-def check_stats(stats: Mapping) -> None:
-    """Raise AccountError when the account does not balance, nothing was read, or too many failed."""
+def check_stats(stats: Mapping, drop_flags: Mapping[str, str] | None = None) -> None:
+    """Raise AccountError when the account does not balance, nothing was read, nothing was
+    written, or too many failed. `drop_flags` names what changes each drop reason (each stage
+    declares its own; see `nothing_written`)."""
     if not stats["balanced"]:
         raise AccountError(
             f"the account does not balance: read {stats['read']} != written {stats['written']} "
@@ -259,7 +301,6 @@ def check_stats(stats: Mapping) -> None:
             f"{stats['max_failure_rate']:.2%}). Replace those files, or raise --max-failure-rate "
             "to accept the loss"
         )
-    _check_drop_share(stats)
     if stats["failure_rate"] > stats["max_failure_rate"]:
         worst = sorted(stats["failed"].items(), key=lambda kv: -kv[1])[:3]
         rows_lost = stats.get("input_rows_lost", 0)
@@ -270,6 +311,49 @@ def check_stats(stats: Mapping) -> None:
             f"most common: {', '.join(f'{k}={v}' for k, v in worst)}{_most_in(stats)}. The logs "
             "name each failed record's location; --keep-rejects writes them to OUTPUT/rejects/"
         )
+    # Past the failures (the input's fault, named with its files): a run that wrote nothing
+    # names its largest causes, and only then one reason's share is bounded.
+    if stats["written"] == 0:
+        raise AccountError(nothing_written(stats, drop_flags or {}))
+    _check_drop_share(stats)
+
+
+# How many of the largest causes the line of a run that wrote nothing names.
+CAUSES_NAMED = 3
+
+
+def nothing_written(stats: Mapping, drop_flags: Mapping[str, str]) -> str:
+    """The one line of a run that read records and wrote no document: the largest causes
+    (drop reasons and failures) with their counts, and for each drop reason what changes it.
+    A shard set of nothing is a failure whatever --max-drop-share says: nobody trains on it."""
+    causes = [
+        (n, f"{n:,} dropped as {reason!r} ({drop_flags.get(reason, 'no flag changes it')})")
+        for reason, n in stats["dropped"].items()
+    ] + [
+        (n, f"{n:,} failed as {reason!r} (unreadable; the logs name each record)")
+        for reason, n in stats["failed"].items()
+    ]
+    causes.sort(key=lambda cause: -cause[0])
+    named = "; ".join(text for _, text in causes[:CAUSES_NAMED])
+    more = len(causes) - CAUSES_NAMED
+    rest = f"; and {more} more reason(s) in stats.json" if more > 0 else ""
+    return f"no document was written: of {stats['read']:,} records read, {named}{rest}"
+
+
+def drop_notes(stats: Mapping, drop_flags: Mapping[str, str]) -> list[str]:
+    """One line for each drop reason that took more than NOTE_DROP_SHARE of the documents read,
+    with what its rule saw most (top CAUSES_NAMED) and what changes it."""
+    read, notes = stats["documents_read"], []
+    for reason, dropped in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]):
+        if not read or dropped <= NOTE_DROP_SHARE * read:
+            break
+        seen = list(stats.get("seen", {}).get(reason, {}).items())[:CAUSES_NAMED]
+        saw = f"; it saw {', '.join(f'{v} {n:,}' for v, n in seen)}" if seen else ""
+        notes.append(
+            f"{reason!r} dropped {dropped:,} of {read:,} documents read ({dropped / read:.1%})"
+            f"{saw}; changed by {drop_flags.get(reason, 'no flag')}"
+        )
+    return notes
 
 
 def _check_drop_share(stats: Mapping) -> None:
@@ -318,6 +402,14 @@ def format_report(stats: Mapping) -> str:
         ("sequences", f"{stats['sequences_written']:,}", ""),
         ("tokens", f"{stats['tokens_written']:,}", ""),
     ]
+    if stats.get("unknown_token_share", 0.0) > UNKNOWN_SHARE_SHOWN:
+        rows.append(("  unknown", f"{stats['unknown_tokens']:,}",
+                     f"{stats['unknown_token_share']:.1%} of the tokens are the unknown token: "
+                     "text the vocabulary cannot spell (see --lowercase, --tokenizer)"))
+    cpu = stats.get("cpu_s") or {}
+    if cpu:
+        rows.append(("cpu", f"{sum(cpu.values()):,.1f} s",
+                     ", ".join(f"{stage} {seconds:,.1f} s" for stage, seconds in cpu.items())))
     elapsed = stats.get("elapsed_s")
     if elapsed:
         rows.append(
@@ -331,6 +423,7 @@ def format_report(stats: Mapping) -> str:
     number = max(len(r[1]) for r in rows)
     lines = [f"{name:<{width}}  {value:>{number}}  {note}".rstrip() for name, value, note in rows]
     balance = "balanced" if stats["balanced"] else "NOT BALANCED"
+    lines += [f"note: {note}" for note in stats.get("notes", ())]
     lines.append(
         f"account: read = written + dropped + failed: {stats['read']:,} = {stats['written']:,} + "
         f"{stats['dropped_total']:,} + {stats['failed_total']:,} ({balance}); "

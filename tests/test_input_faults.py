@@ -162,10 +162,11 @@ def test_a_wrong_content_length_halfway_costs_one_record(tmp_path: Path, capsys)
     inputs.mkdir()
     path = inputs / "crawl.warc.gz"
     path.write_bytes(gzip.compress(real + bad + real + real))
-    # the page is not English: every copy read drops as "language", which is not this case
+    # the page is no article for the web rules: every copy read drops, so the run writes nothing
+    # and fails on that (not this case); its stats.json still holds the whole account
     code, err, stats = preprocess(capsys, path, tmp_path / "out", "webtext",
                                   "--max-failure-rate=0.3", "--max-drop-share=0")
-    assert code == 0, err
+    assert code == 1 and "no document was written" in _failed_line(err)
     assert stats["failed"] == {"corrupt_input": 1} and stats["balanced"]
     # whirlwind holds one page: the copies before and after the bad one are read
     assert stats["documents_read"] == 3
@@ -240,7 +241,9 @@ def test_one_reason_dropping_every_document_fails_the_run(tmp_path: Path, capsys
     (inputs / "book.jsonl").write_bytes(_book_jsonl(100))
     code, err, stats = preprocess(capsys, inputs, tmp_path / "out", "jsonl", "--language=el")
     assert code == 1 and stats["status"] == "failed"
-    assert "100 of 100 documents read were dropped as 'language'" in _failed_line(err)
+    # a run that writes nothing fails on that first, naming what changes the reason
+    assert _failed_line(err).endswith("no document was written: of 100 records read, 100 "
+                                      "dropped as 'language' (--language, e.g. --language any)")
     # a lower bound fails a run that drops less than all (here: the too-short paragraphs)
     code, err, stats = preprocess(capsys, inputs, tmp_path / "out2", "jsonl", "--language=en",
                                   "--max-drop-share=0.0001")

@@ -729,33 +729,48 @@ def test_an_input_with_no_records_is_a_clear_error(tmp_path, capsys):
     assert not (out / "manifest.json").exists()
 
 
-def test_a_run_that_keeps_no_document_still_finishes_an_empty_set(tmp_path, capsys):
-    # Chapter headings of a real book: each too short for the clean stage. The finishing step
-    # runs once whatever reaches it (its shards and counts are side inputs, empty here). One
-    # reason dropping every document fails the run by default (--max-drop-share); with the
-    # bound off, the empty set is finished.
+def _paragraphs(name: str, count: int, min_chars: int = 400) -> list[str]:
+    """The first `count` paragraphs of a shared book that are at least `min_chars` long."""
+    text = (CORPORA / "books" / name).read_text(encoding="utf-8-sig")
+    paragraphs = [" ".join(p.split()) for p in text.split("\n\n")]
+    return [p for p in paragraphs if len(p) >= min_chars][:count]
+
+
+def test_a_run_that_writes_no_document_fails_naming_the_largest_causes(tmp_path, capsys):
+    # Real text that every stage drops part of: three chapter headings (too short), two French
+    # paragraphs of Candide (not English), four English paragraphs of a book under a
+    # --min-tokens none reaches (one of them twice: one copy is an exact duplicate). No reason
+    # drops everything, so --max-drop-share passes the run; nothing is written, so it fails,
+    # naming the three largest causes, largest first, each with what changes it.
     lines = (CORPORA / "books" / "11-0.txt").read_text(encoding="utf-8-sig").splitlines()
     headings = [line for line in lines if line.startswith("CHAPTER ")][:3]
-    (tmp_path / "headings.jsonl").write_text(
-        "".join(json.dumps({"text": h}) + "\n" for h in headings), encoding="utf-8"
+    english = _paragraphs("pg1080.txt", 4)
+    texts = headings + _paragraphs("Candide-fr.txt", 2) + english + english[:1]
+    (tmp_path / "mixed.jsonl").write_text(
+        "".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8"
     )
-    def run(out, *flags):
-        args = [f"--input={tmp_path / 'headings.jsonl'}", f"--output={out}", f"--tokenizer={GPT2}"]
-        return preprocess(capsys, "--source=jsonl", *args, "--append-eod", *flags, *IN_PROCESS)
 
-    out = tmp_path / "out"
-    code, report, err = run(out)
-    assert code == 1
-    assert "3 of 3 documents read were dropped as 'too_short'" in err
-    assert json.loads((out / "stats.json").read_text())["status"] == "failed"
-    out = tmp_path / "out2"
-    code, report, err = run(out, "--max-drop-share=0")
-    assert code == 0, err
-    assert "the shard set is empty" in err
-    stats = json.loads((out / "stats.json").read_text())
-    assert (stats["read"], stats["written"], stats["shards"]) == (3, 0, 0)
-    assert stats["dropped"] == {"too_short": 3} and stats["balanced"]
-    assert Manifest.read(str(out)).shards == [] and ShardSet(str(out)).num_documents == 0
+    def run(out, *flags):
+        args = [f"--input={tmp_path / 'mixed.jsonl'}", f"--output={out}", f"--tokenizer={GPT2}"]
+        return preprocess(capsys, "--source=jsonl", *args, "--min-tokens=100000", *flags,
+                          *IN_PROCESS)
+
+    for number, flags in enumerate(((), ("--max-drop-share=0",))):
+        out = tmp_path / f"out{number}"
+        code, report, err = run(out, *flags)
+        assert code == 1, err
+        line = err.strip().splitlines()[-1]
+        assert line == (
+            "preprocess: FAILED: no document was written: of 10 records read, "
+            "4 dropped as 'too_few_tokens' (--min-tokens); "
+            "3 dropped as 'too_short' (the clean preset of --source: min_chars); "
+            "2 dropped as 'language' (--language, e.g. --language any); "
+            "and 1 more reason(s) in stats.json"
+        )
+        stats = json.loads((out / "stats.json").read_text())
+        assert stats["status"] == "failed" and stats["dropped"] == {
+            "exact_duplicate": 1, "language": 2, "too_few_tokens": 4, "too_short": 3}
+        assert not (out / "manifest.json").exists()
 
 
 def test_a_fifty_megabyte_document(tmp_path, gpt2, capsys):

@@ -64,7 +64,8 @@ def test_simplewiki_articles():
     assert april.id == "wikipedia:simplewiki:1"
     assert april.source == "wikipedia"
     assert april.url == "https://simple.wikipedia.org/wiki/April"
-    assert april.meta == {"page_id": "1", "revision_id": "6516364", "dbname": "simplewiki"}
+    assert april.meta == {"page_id": "1", "revision_id": "6516364", "dbname": "simplewiki",
+                          "source_language": "en"}
     assert april.text.startswith("April is the 4th month of the year, and comes between March")
     for doc in docs:
         for markup in ("{{", "[[", "<ref", "]]", "}}"):

@@ -241,3 +241,20 @@ def test_seq_with_a_pointer_out_of_range_is_one_line(shard_set, tmp_path):
     idx.write_bytes(bytes(data))
     assert dump(copy, "--seq", 2).returncode == 0
     assert_one_line_error(dump(copy, "--seq", 3), "shard-00000.idx: sequence 3 points to byte")
+
+
+def test_verify_refuses_a_set_of_no_shards(shard_set, tmp_path):
+    # A well-formed manifest listing no shard (what a run that wrote nothing finished before
+    # such runs failed): --verify must not say OK.
+    directory, _, _ = shard_set
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write_shard_set_manifest(
+        str(empty), [], dtype="uint16", sequence_unit="document",
+        tokenizer=TokenizerInfo(file="tokenizer.json", kind="byte-level-bpe", vocab_size=50257,
+                                special_ids={"eod": 50256}),
+        tokenizer_file=str(directory / "tokenizer.json"), source={"name": "books"},
+    )
+    out = dump(empty, "--verify")
+    assert out.returncode == 1 and "OK" not in out.stdout
+    assert out.stderr == f"tools/dump: {empty}: the shard set holds no shard: nothing was written\n"

@@ -27,31 +27,40 @@ from pipelines.clean.filters import C4_BOILERPLATE_PHRASES
 from pipelines.clean.language import identify_language, supported_languages
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import LANGUAGE_META, LANGUAGE_SCORE_META, Document, Reject
+from pipelines.sources.traits import SOURCE_LANGUAGE_META
 
-__all__ = ["CleanConfig", "clean_document", "FILTER_NAMES", "normalize_text"]
+__all__ = [
+    "CleanConfig", "clean_document", "FILTER_FLAGS", "FILTER_NAMES", "language_seen",
+    "normalize_text",
+]
 
-# Every reason clean_document can reject with, in the order the checks run.
-FILTER_NAMES = (
-    "too_short",
-    "too_few_words",
-    "too_many_words",
-    "language",
-    "gopher_duplicate_lines",
-    "gopher_duplicate_line_chars",
-    "gopher_duplicate_paragraphs",
-    "gopher_duplicate_paragraph_chars",
-    "gopher_top_ngram",
-    "gopher_duplicate_ngrams",
-    "gopher_mean_word_length",
-    "gopher_alpha_words",
-    "gopher_stop_words",
-    "gopher_symbol_ratio",
-    "gopher_bullet_lines",
-    "gopher_ellipsis_lines",
-    "c4_lorem_ipsum",
-    "c4_curly_brace",
-    "c4_too_few_sentences",
-)
+# Every reason clean_document can reject with, in the order the checks run, and what changes
+# its rule (named in the one line of a run that writes no document). Only the language has a
+# flag; every other rule is the clean preset's (CleanConfig field named), and the source picks
+# the preset (`CleanConfig.for_source`).
+_PRESET = "the clean preset of --source:"
+FILTER_FLAGS = {
+    "too_short": f"{_PRESET} min_chars",
+    "too_few_words": f"{_PRESET} min_words",
+    "too_many_words": f"{_PRESET} max_words",
+    "language": "--language, e.g. --language any",
+    "gopher_duplicate_lines": f"{_PRESET} max_duplicate_line_fraction",
+    "gopher_duplicate_line_chars": f"{_PRESET} max_duplicate_line_char_fraction",
+    "gopher_duplicate_paragraphs": f"{_PRESET} max_duplicate_paragraph_fraction",
+    "gopher_duplicate_paragraph_chars": f"{_PRESET} max_duplicate_paragraph_char_fraction",
+    "gopher_top_ngram": f"{_PRESET} max_top_ngram_char_fraction",
+    "gopher_duplicate_ngrams": f"{_PRESET} max_duplicate_ngram_char_fraction",
+    "gopher_mean_word_length": f"{_PRESET} mean_word_length",
+    "gopher_alpha_words": f"{_PRESET} min_alpha_word_fraction",
+    "gopher_stop_words": f"{_PRESET} min_stop_words",
+    "gopher_symbol_ratio": f"{_PRESET} max_symbol_word_ratio",
+    "gopher_bullet_lines": f"{_PRESET} max_bullet_line_fraction",
+    "gopher_ellipsis_lines": f"{_PRESET} max_ellipsis_line_fraction",
+    "c4_lorem_ipsum": f"{_PRESET} c4_reject_lorem_ipsum",
+    "c4_curly_brace": f"{_PRESET} c4_reject_curly_brace",
+    "c4_too_few_sentences": f"{_PRESET} c4_min_sentences",
+}
+FILTER_NAMES = tuple(FILTER_FLAGS)
 
 # Rules that do not apply to a document whose words are mostly (over half) letters of a script
 # written without spaces: a letter is not a word, so a mean word length of 3-10 letters and
@@ -98,6 +107,7 @@ class CleanConfig:
     | min_words | 10 | 50 (Gopher) | too_few_words |
     | max_words | None | 100,000 (Gopher) | too_many_words |
     | language | "en" | "en" | language |
+    | language_from_source | False | False | language |
     | language_threshold | 0.65 | 0.65 | language |
     | max_duplicate_line_fraction | None | 0.30 | gopher_duplicate_lines |
     | max_duplicate_line_char_fraction | None | 0.20 | gopher_duplicate_line_chars |
@@ -120,8 +130,11 @@ class CleanConfig:
 
     `language` is one code ("en"), several ("en,fr" or a tuple), or "any" (no language id).
     A document is kept when its most likely language is one of them with probability at least
-    `language_threshold`. `min_stop_words` (English stop words) only applies to documents
-    identified as English. `max_top_ngram_char_fraction` and `max_duplicate_ngram_char_fraction`
+    `language_threshold`. With `language_from_source`, a document that carries its input's own
+    language (meta[SOURCE_LANGUAGE_META], set by a source with `SourceTraits.input_language`: a
+    Wikipedia dump's) is held to that one instead, or to none where the identifier does not
+    know that language (a known language it cannot check is not a reason to drop).
+    `min_stop_words` (English stop words) only applies to documents identified as English. `max_top_ngram_char_fraction` and `max_duplicate_ngram_char_fraction`
     are ((n, max_fraction), ...) pairs.
     """
 
@@ -129,6 +142,7 @@ class CleanConfig:
     min_words: int = 10
     max_words: int | None = None
     language: str | tuple[str, ...] = "en"
+    language_from_source: bool = False
     language_threshold: float = 0.65
     max_duplicate_line_fraction: float | None = None
     max_duplicate_line_char_fraction: float | None = None
@@ -369,6 +383,21 @@ def _line_quality_reason(measures: _Measures, config: CleanConfig) -> tuple[str,
     return None
 
 
+def _wanted_languages(doc: Document, config: CleanConfig) -> str | tuple[str, ...]:
+    """The languages `doc` is kept in: its source's own (see CleanConfig) or the config's."""
+    own = doc.meta.get(SOURCE_LANGUAGE_META) if config.language_from_source else None
+    if not own:
+        return config.language
+    return (own,) if own in supported_languages() else "any"
+
+
+def language_seen(result: Document | Reject) -> str | None:
+    """The language identified in a result of clean_document (None where none was)."""
+    if isinstance(result, Reject):
+        return result.detail.split(" ", 1)[0] if result.reason == "language" else None
+    return result.meta.get("language")
+
+
 def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
     """The normalised document, or a Reject naming the first rule it failed (one of
     FILTER_NAMES) with the measured value in `detail` and the normalised text in `text`.
@@ -388,10 +417,14 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
         return reject(reason)
 
     language, confidence = None, 0.0
-    if config.language != "any":
+    wanted = _wanted_languages(doc, config)
+    if wanted != "any":
         language, confidence = identify_language(text)
-        if language not in config.language or confidence < config.language_threshold:
-            return reject(("language", f"{language} p={confidence:.3f}"))
+        if language not in wanted:
+            return reject(("language", f"{language} p={confidence:.3f}, not {','.join(wanted)}"))
+        if confidence < config.language_threshold:
+            threshold = config.language_threshold
+            return reject(("language", f"{language} p={confidence:.3f} < {threshold}"))
 
     reason = _repetition_reason(measures, config)
     if reason:

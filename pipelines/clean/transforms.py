@@ -8,21 +8,27 @@ import apache_beam as beam
 
 from pipelines.document import Document, Reject
 from pipelines.stage import CountingDoFn, stage_error
+from pipelines.stats import seen_key
 
 
 class CleanDoFn(CountingDoFn):
+    STAGE = "clean"
+
     def __init__(self, config, keep_rejects: bool):
         self.config = config
         self.keep_rejects = keep_rejects
 
     def process(self, doc: Document) -> Iterator:
-        from pipelines.clean import clean_document
+        from pipelines.clean import clean_document, language_seen
 
         try:
-            result = clean_document(doc, self.config)
+            result = self.clock.call(clean_document, doc, self.config)
         except Exception as error:
             yield from self._fail(stage_error(doc.id, "clean", error), self.keep_rejects)
             return
+        language = language_seen(result)
+        if language:  # the languages a filter that drops most saw are named at the end
+            self.counts.inc(seen_key("language", language))
         if isinstance(result, Reject):
             yield from self._reject(result, self.keep_rejects)
         else:

@@ -9,6 +9,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.dedup.config import DedupConfig
 from pipelines.document import Document
+from pipelines.stage import StageClock
 from pipelines.stats import BundleCounts
 
 
@@ -34,6 +35,7 @@ class DocBatcher(beam.DoFn):
         self._batch: list = []
         self._batch_chars = 0
         self._counts = BundleCounts()
+        self._clock = StageClock("dedup")
 
     def _add(self, doc: Document, payload=None):
         self._batch.append((doc, payload))
@@ -46,14 +48,15 @@ class DocBatcher(beam.DoFn):
 
     def finish_bundle(self):
         yield from emit_windowed(self._flush())
+        self._clock.drain(self._counts)
         counts = self._counts.drain()
         if counts:
             yield pvalue.TaggedOutput("counts", GlobalWindows.windowed_value(counts))
 
     def _flush(self):
         batch, self._batch, self._batch_chars = self._batch, [], 0
-        if batch:
-            yield from self._flush_batch(batch)
+        if batch:  # its shingling, hashing, matching timed as dedup's CPU time
+            yield from self._clock.items(self._flush_batch(batch))
 
     def _flush_batch(self, batch):
         raise NotImplementedError

@@ -80,6 +80,14 @@ REMOVAL_COUNTERS = {
     DUPLICATE_ID: "dedup_duplicate_id_removed",
 }
 REASONS = tuple(REMOVAL_COUNTERS)
+# What changes each reason (named in the one line of a run that writes no document).
+DROP_FLAGS = {
+    CONTAMINATION: "--decontaminate",
+    URL_DUPLICATE: "--no-url-dedup",
+    EXACT_DUPLICATE: "--no-exact-dedup",
+    NEAR_DUPLICATE: "--dedup-threshold or --no-near-dedup",
+    DUPLICATE_ID: "the input holds one record twice",
+}
 _STEP_ORDER = (URL_DUPLICATE, EXACT_DUPLICATE, NEAR_DUPLICATE)
 LOG = logging.getLogger(__name__)
 

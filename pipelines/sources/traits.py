@@ -1,6 +1,7 @@
 """What the rest of the pipeline must know about a source, declared by the source itself.
 
-Each source module sets `TRAITS = SourceTraits(...)`; the clean preset (`CleanConfig.for_source`),
+Each source module sets `TRAITS = SourceTraits(...)`; the clean preset and the default language
+(`CleanConfig.for_source`, `PreprocessConfig.clean_config`),
 the default `--min-tokens` (`PreprocessConfig`), the task size (`sources.sized_read_options`) and
 dedup's bound on the documents (`dedup/sizing.py`) read them through `sources.source_traits`, so
 that no code outside `pipelines/sources/` compares a source's name.
@@ -10,9 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pipelines.sources.sizes import DEFAULT_TASK_BYTES, TASK_BYTES_OPTION, size_option
+
+# The meta key under which a source whose input says its own language (`input_language`) puts
+# that language's code on each document it reads.
+SOURCE_LANGUAGE_META = "source_language"
 
 
 class DocumentBound(enum.Enum):
@@ -77,3 +82,10 @@ class SourceTraits:
     min_tokens: int = 0
     task_size: TaskSize = TaskSize()
     documents: DocumentBound = DocumentBound.TEXT
+    # For a source whose input files say what language they are in (a Wikipedia dump's
+    # <siteinfo>): path -> that language's code ("" where the file names none; None where the
+    # file is not one the source reads as input). Each document read then carries the code in
+    # meta[SOURCE_LANGUAGE_META], which the language filter keeps where --language is not given
+    # (the file is read on a worker, so the language travels with its documents); the launcher
+    # calls this on a few input files to say so in the run's first lines.
+    input_language: Callable[[str], str | None] | None = None

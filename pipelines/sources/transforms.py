@@ -68,6 +68,8 @@ class _SourceTaskDoFn(CountingDoFn):
 
 
 class ReadDoFn(_SourceTaskDoFn):
+    STAGE = "read"
+
     def __init__(
         self,
         source: str,
@@ -87,7 +89,7 @@ class ReadDoFn(_SourceTaskDoFn):
         if self.max_expansion > 0:
             bound = expansion_bound(task_bytes, self.max_expansion)
         try:
-            for record in self.source.read(task):
+            for record in self.clock.items(self.source.read(task)):
                 records += 1
                 if isinstance(record, Document):
                     size = len(record.text.encode("utf-8"))

@@ -20,6 +20,20 @@ from pipelines.document import Document, Provenance, Reject, TokenizedDocument
 from pipelines.sentences import split_sentences
 from pipelines.tokenize.tokenizer import TextTokenizer
 
+TOO_FEW_TOKENS = "too_few_tokens"
+# The reason this stage drops with, and the flag that changes it.
+DROP_FLAGS = {TOO_FEW_TOKENS: "--min-tokens"}
+
+def unknown_tokens(tokenized: Sequence[TokenizedDocument], tokenizer: TextTokenizer) -> int:
+    """How many of the tokens of `tokenized` are the tokenizer's unknown token ([UNK], <unk>):
+    text its vocabulary cannot spell, lost to the model (0 for a tokenizer without one, as
+    byte-level BPE, which spells every byte)."""
+    unk = tokenizer.special_ids.get("unk")
+    if unk is None:
+        return 0
+    return sum(int(np.count_nonzero(ids == unk)) for doc in tokenized for ids in doc.sequences)
+
+
 # tokenize_batch's flag of the same name shadows the function there.
 _split_into_sentences = split_sentences
 
@@ -37,7 +51,7 @@ def tokenize_batch(
     One sequence per document, or with `split_sentences` one per sentence (BERT). With
     `append_eod` the end-of-document id is appended to each document's last sequence. A
     document with fewer than `min_tokens` tokens (counted before the EOD), or with none at all,
-    is rejected as "too_few_tokens".
+    is rejected as TOO_FEW_TOKENS.
     """
     eod = None
     if append_eod:
@@ -69,7 +83,7 @@ def tokenize_batch(
                 Reject(
                     doc.id,
                     doc.source,
-                    "too_few_tokens",
+                    TOO_FEW_TOKENS,
                     f"{token_count} tokens < {max(min_tokens, 1)}",
                     doc.text,
                     url=doc.url,

@@ -11,11 +11,14 @@ import apache_beam as beam
 from pipelines.document import Document
 from pipelines.runner import progress as progress_lib
 from pipelines.stage import CountingDoFn, stage_error, windowed
+from pipelines.stats import TOKENS_UNKNOWN
 from pipelines.tokenize.tokenizer_ref import TokenizerRef
 
 
 class TokenizeDoFn(CountingDoFn):
     """Buffers documents and tokenizes them with one encode_batch call per batch."""
+
+    STAGE = "tokenize"
 
     def __init__(
         self,
@@ -63,7 +66,8 @@ class TokenizeDoFn(CountingDoFn):
     def _tokenize(self, docs: list[Document]):
         from pipelines.tokenize.encode import tokenize_batch
 
-        return tokenize_batch(
+        return self.clock.call(
+            tokenize_batch,
             docs,
             self.tokenizer,
             split_sentences=self.split_sentences,
@@ -87,10 +91,13 @@ class TokenizeDoFn(CountingDoFn):
                     yield from self._fail(
                         stage_error(doc.id, "tokenize", error), self.keep_rejects
                     )
+        from pipelines.tokenize.encode import unknown_tokens
+
         tokens = 0
         for tokenized, rejects in results:
             for reject in rejects:
                 yield from self._reject(reject, self.keep_rejects)
+            self.counts.inc(TOKENS_UNKNOWN, unknown_tokens(tokenized, self.tokenizer))
             for doc in tokenized:
                 tokens += sum(len(s) for s in doc.sequences)
                 yield doc

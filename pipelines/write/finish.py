@@ -19,7 +19,13 @@ import apache_beam as beam
 
 from common.output_dir import base_name
 from dataset_format import MANIFEST_NAME, Manifest, ShardInfo, TokenizerInfo
-from pipelines.stats import DEFAULT_MAX_DROP_SHARE, AccountError, build_stats, check_stats
+from pipelines.stats import (
+    DEFAULT_MAX_DROP_SHARE,
+    AccountError,
+    build_stats,
+    check_stats,
+    drop_notes,
+)
 from pipelines.write.output import (
     REJECTS_DIR,
     SPILL_DIR,
@@ -47,6 +53,8 @@ class ShardSetSpec:
     pipeline: dict
     run: dict = dataclasses.field(default_factory=dict)
     max_drop_share: float = DEFAULT_MAX_DROP_SHARE
+    # drop reason -> what changes it, as each stage of the graph declares (stats.check_stats)
+    drop_flags: dict = dataclasses.field(default_factory=dict)
 
 
 def _tokenizer_info(out: OutputDir, tokenizer_ref) -> TokenizerInfo:
@@ -78,7 +86,7 @@ def finish_shard_set(
     """Write stats.json, check the account, ship the tokenizer, write manifest.json last.
 
     Raises AccountError (after writing stats.json with the reason) when the account does not
-    balance or too many records failed; then no manifest is written.
+    balance, no document was written or too many records failed; then no manifest is written.
     """
     out = OutputDir(spec.output)
     shards = sorted(shards, key=lambda s: s.name)
@@ -96,7 +104,7 @@ def finish_shard_set(
     stats = build_stats(counts, max_failure_rate=spec.max_failure_rate,
                         max_drop_share=spec.max_drop_share, extra=extra)
     try:
-        check_stats(stats)
+        check_stats(stats, spec.drop_flags)
         if sum(s.documents for s in shards) != stats["written"]:
             raise AccountError(
                 f"the shards hold {sum(s.documents for s in shards)} documents but "
@@ -105,8 +113,7 @@ def finish_shard_set(
     except AccountError as e:
         _write_failed_stats(out, stats, e)
         raise
-    if stats["written"] == 0:
-        LOG.warning("every document was dropped or failed: the shard set is empty (see stats.json)")
+    stats["notes"] = drop_notes(stats, spec.drop_flags)
     # stats.json says "ok" only once the manifest is written: until then it says "finishing",
     # and any error on the way turns it into "failed" (as far as the disk still allows).
     try:

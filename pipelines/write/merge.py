@@ -24,6 +24,7 @@ from apache_beam import pvalue
 from dataset_format import IndexedDatasetWriter, ShardInfo
 from dataset_format.sidecar import SidecarWriter, sidecar_name
 from pipelines.runner import progress as progress_lib
+from pipelines.stage import StageClock
 from pipelines.stats import BundleCounts
 from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
 from pipelines.write.spill import SpillFile
@@ -170,9 +171,10 @@ class MergeBucketDoFn(beam.DoFn):
     def process(self, element: tuple[int, Iterable[str]]) -> Iterator:
         bucket, names = element
         counts = BundleCounts()
-        for info, text_bytes in write_bucket(
+        clock = StageClock("write")  # merging the bucket's spills into its shards
+        for info, text_bytes in clock.items(write_bucket(
             bucket, list(names), self.out, self.shard_tokens, self.dtype
-        ):
+        )):
             counts.inc("shards_written")
             counts.inc("docs_written", info.documents)
             counts.inc("sequences_written", info.sequences)
@@ -183,5 +185,6 @@ class MergeBucketDoFn(beam.DoFn):
             yield info
         if self.progress:
             self.progress.flush()
+        clock.drain(counts)
         yield pvalue.TaggedOutput("counts", counts.drain())
         yield pvalue.TaggedOutput("spills", (bucket, list(names)))

@@ -16,7 +16,6 @@ Failure saying from where its input is lost (Failure.lost_from). A page whose fi
 
 from __future__ import annotations
 
-import bz2
 import dataclasses
 import io
 import re
@@ -337,24 +336,20 @@ def _location(task: ReadTask) -> str:
     return f"{task.path}@{task.start}-{task.end if task.end >= 0 else 'end'}"
 
 
-def _read_header_siteinfo(path: str) -> SiteInfo | None:
-    """The <siteinfo> in a multistream dump's first bz2 stream (a range task needs it for ids
-    and namespace names; the header stream is a few KB)."""
+def read_siteinfo(path: str) -> SiteInfo | None:
+    """The <siteinfo> at the start of a dump, in any compression (a range task of a multistream
+    dump needs it for ids and namespace names; the launcher for the dump's language). Parsing
+    stops at its end, a few KB in. None when the file cannot be read or holds none."""
     handler = _DumpHandler(None, stop_after_siteinfo=True)
     parser = expat.ParserCreate()
     handler.install(parser)
-    decompressor = bz2.BZ2Decompressor()
     try:
         with open_input(path) as raw:
-            for data in _raw_chunks(raw, 0, -1):
-                while data or not decompressor.needs_input:
-                    parser.Parse(decompressor.decompress(data, _MAX_OUT), False)
-                    data = b""
-                    if decompressor.eof:
-                        return handler.site
+            for chunk in _decompressed(raw, 0, -1, path):
+                parser.Parse(chunk, False)
     except _SiteInfoDone:
         return handler.site
-    except (OSError, EOFError, expat.ExpatError, _ForbiddenDTD, _NotMediaWiki):
+    except (OSError, EOFError, expat.ExpatError, _ForbiddenDTD, _NotMediaWiki, _InputError):
         return None
     return handler.site
 
@@ -512,7 +507,7 @@ def parse_pages(task: ReadTask) -> Iterator[WikiPage | Failure]:
     truncated or corrupt part-way ends the task with one Failure (pages before it are kept)."""
     location = _location(task)
     is_range = task.start > 0 or task.end >= 0
-    site = _read_header_siteinfo(task.path) if task.start > 0 else None
+    site = read_siteinfo(task.path) if task.start > 0 else None
     handler = _DumpHandler(
         site, stop_after_siteinfo=False, max_page_bytes=sizes.max_document_bytes(task.options)
     )

@@ -19,6 +19,9 @@ namespaces from `<siteinfo>` (a range task reads them from the dump's first stre
 
 Options: `wiki_task_mb` (float, MB of compressed input per task of a multistream dump),
 `wiki_index` (an explicit index file, when the pattern matches one dump), `max_document_bytes`.
+
+Each document carries its wiki's language (`dump_language`: "elwiki" -> "el") in
+meta["source_language"], the language the clean stage keeps unless --language says otherwise.
 """
 
 from __future__ import annotations
@@ -35,15 +38,62 @@ from apache_beam.metrics import Metrics
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.io import match_inputs, open_input
 from pipelines.sources.file_source import check_file_options
-from pipelines.sources.traits import SourceTraits, TaskSize
+from pipelines.sources.traits import SOURCE_LANGUAGE_META, SourceTraits, TaskSize
 from pipelines.sources.wikipedia import wikimarkup
-from pipelines.sources.wikipedia.wiki_dump import BZ2_STREAM_MAGIC, SiteInfo, WikiPage, parse_pages
+from pipelines.sources.wikipedia.wiki_dump import (
+    BZ2_STREAM_MAGIC,
+    SiteInfo,
+    WikiPage,
+    parse_pages,
+    read_siteinfo,
+)
 
 NAME = "wikipedia"
-# Curated text (the light clean preset). A multistream dump is cut into tasks of `wiki_task_mb`
-# MB of compressed input.
+
+# --- the wiki's language -------------------------------------------------------------------------
+
+# A dbname is the wiki's code (dashes written "_") and its project: "elwiki", "zh_yuewiki",
+# "enwiktionary".
+_DBNAME = re.compile(
+    r"([a-z][a-z0-9_]*?)(?:wiki|wiktionary|wikibooks|wikinews|wikiquote|wikisource|wikiversity"
+    r"|wikivoyage)"
+)
+# Wikimedia's codes that name a language by another code than ISO 639's (which the language
+# identifier uses), and wikis of no one language.
+_WIKI_CODES = {"simple": "en", "be-x-old": "be", "be-tarask": "be", "zh-yue": "yue",
+               "zh-min-nan": "nan", "zh-classical": "lzh", "nb": "no"}
+_MULTILINGUAL = frozenset({"commons", "meta", "species", "wikidata", "incubator", "sources",
+                           "mediawiki", "outreach", "test", "beta"})
+
+
+def dump_language(site: SiteInfo) -> str:
+    """The language code of the wiki a dump comes from: its <dbname>'s ("elwiki" -> "el",
+    "simplewiki" -> "en", "zh_yuewiki" -> "yue"), else the first label of <base>'s host
+    ("https://uk.wikipedia.org/..." -> "uk"); "" for a wiki of no one language (Commons,
+    Meta) and a dump that says neither."""
+    match = _DBNAME.fullmatch(site.dbname)
+    code = match.group(1).replace("_", "-") if match else ""
+    if not code and site.base:
+        host = urllib.parse.urlsplit(site.base).hostname or ""
+        code = host.split(".")[0] if host.count(".") >= 2 else ""
+    code = _WIKI_CODES.get(code, code)
+    return "" if code in _MULTILINGUAL else code
+
+
+def input_language(path: str) -> str | None:
+    """A dump's language from its <siteinfo> (SourceTraits.input_language); None for a
+    multistream index, which is no dump."""
+    if _INDEX_NAME.search(path):
+        return None
+    site = read_siteinfo(path)
+    return dump_language(site) if site else ""
+
+
+# Curated text (the light clean preset), in the language its dump names. A multistream dump is
+# cut into tasks of `wiki_task_mb` MB of compressed input.
 TRAITS = SourceTraits(
-    task_size=TaskSize("wiki_task_mb", default=64.0, unit=1_000_000, unit_name="MB")
+    task_size=TaskSize("wiki_task_mb", default=64.0, unit=1_000_000, unit_name="MB"),
+    input_language=input_language,
 )
 SKIP_REASONS = ("namespace", "redirect", "disambiguation", "empty")
 
@@ -138,13 +188,17 @@ def page_document(page: WikiPage, dbname: str) -> Document | None:
     text = wikimarkup.wikitext_to_text(page.text, _markup_config(page.site))
     if not text:
         return None
+    meta = {"page_id": page.page_id, "revision_id": page.revision_id, "dbname": dbname}
+    language = dump_language(page.site)
+    if language:
+        meta[SOURCE_LANGUAGE_META] = language
     return Document(
         id=f"wikipedia:{dbname}:{page.page_id}",
         source=NAME,
         text=text,
         url=page_url(page.site.base, page.title),
         title=page.title,
-        meta={"page_id": page.page_id, "revision_id": page.revision_id, "dbname": dbname},
+        meta=meta,
     )
 
 
