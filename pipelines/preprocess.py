@@ -52,12 +52,12 @@ from pipelines.runner.beam_worker import (  # noqa: E402
     add_stderr_handler,
 )
 from pipelines.runner.progress import ProgressDisplay  # noqa: E402
-from pipelines.runner.reach import UnreachableError, check_reachable  # noqa: E402
+from pipelines.runner.reach import UnreachableError, check_all_reachable  # noqa: E402
 from pipelines.runner.runners import (  # noqa: E402
     beam_parser,
     planned_workers,
     resolve_runner,
-    unknown_arguments,
+    unknown_arguments_error,
     where_it_runs,
     worker_count,
 )
@@ -301,12 +301,12 @@ def _main(argv: list[str], verbose: bool) -> int:
     standbys = None
     try:
         try:
-            unknown = unknown_arguments(argv)
-            if unknown:
-                raise ValueError(f"unknown option(s): {', '.join(unknown)}")
+            refused = unknown_arguments_error(argv)
+            if refused:
+                raise ValueError(refused)
             config = PreprocessConfig.from_options(options)
-            for location in (config.input, config.output):
-                check_reachable(location)  # a few seconds, where a listing waits minutes
+            # a few seconds, where a listing waits minutes
+            check_all_reachable((*config.input, config.output))
             plan = plan_run(config)
             runner, local = resolve_runner(options, argv, plan.input_bytes)
             plan = dataclasses.replace(plan, workers=planned_workers(options, runner, local))

@@ -122,7 +122,7 @@ def test_dask_shards_equal_the_direct_runners(cluster, doubled_jsonl, tmp_path, 
 
 
 def test_dask_options_are_known_to_the_launcher():
-    from pipelines.preprocess import unknown_arguments
+    from pipelines.runner.runners import unknown_arguments
 
     assert unknown_arguments(["--runner=DaskRunner", "--dask_client_address=tcp://h:8786"]) == []
 

@@ -31,8 +31,7 @@ from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
 from pipelines.graph import build_pipeline, plan_run
 from pipelines.options import PreprocessConfig
-from pipelines.preprocess import unknown_arguments
-from pipelines.runner.runners import resolve_runner, tokenizer_threads
+from pipelines.runner.runners import resolve_runner, tokenizer_threads, unknown_arguments
 from pipelines.sources.transforms import ReadSource
 from pipelines.tokenize.tokenizer import load_tokenizer
 from pipelines.tokenize.tokenizer_ref import TokenizerRef

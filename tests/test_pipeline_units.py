@@ -244,7 +244,7 @@ def test_options_parse_with_beam_options_and_per_source_defaults():
     from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
     from pipelines.options import PreprocessConfig, PreprocessOptions
-    from pipelines.preprocess import unknown_arguments
+    from pipelines.runner.runners import unknown_arguments
 
     argv = [
         "--source=webtext",

@@ -1,7 +1,7 @@
 """Which runner a preprocess run uses and how many workers it has: a local run on the Python
 FnApiRunner (in the launcher's process for a small input, else one worker process per core),
 our DaskRunner, or any other Beam runner by name; and the thread pool each worker's tokenizer
-gets; and which flags no option class knows (preprocess and dedup refuse them)."""
+gets; and which arguments no option class takes (preprocess and dedup refuse them)."""
 
 from __future__ import annotations
 
@@ -59,13 +59,28 @@ def beam_parser(option_classes, **kwargs) -> argparse.ArgumentParser:
 
 
 def unknown_arguments(argv: Sequence[str], exclude: Sequence[type] = ()) -> list[str]:
-    """Flags no PipelineOptions class knows. Beam drops them with a warning, which would turn a
-    typo such as --shard_tokens (ours use dashes) into a silently ignored setting. `exclude`:
-    option classes of another command, whose flags count as unknown (pipelines.dedup's)."""
+    """What no PipelineOptions class takes: the flags none knows, else (no such flag) the words
+    no flag takes. Beam drops both, an unknown flag with a warning and a word silently, which
+    would turn a typo such as --shard_tokens (ours use dashes) into an ignored setting and
+    `--output out extra` into a lost input. Words after an unknown flag may be its value, so
+    only the flag is named then. `exclude`: option classes of another command, whose flags
+    count as unknown (pipelines.dedup's)."""
     import_runner_options(argv)
     every = {str(c): c for c in PipelineOptions.__subclasses__() if c not in exclude}.values()
     _, unknown = beam_parser(every).parse_known_args(list(argv))
-    return [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    return flags or unknown
+
+
+def unknown_arguments_error(argv: Sequence[str], exclude: Sequence[type] = ()) -> str | None:
+    """The one-line refusal of `unknown_arguments`, or None when every argument is taken."""
+    unknown = unknown_arguments(argv, exclude)
+    if not unknown:
+        return None
+    if unknown[0].startswith("-"):
+        return f"unknown option(s): {', '.join(unknown)}"
+    words = ", ".join(map(repr, unknown))
+    return f"unexpected argument(s) {words}: no option takes them (inputs go after --input)"
 
 
 def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: int | None = None):

@@ -23,7 +23,7 @@ the pages simply end early), which stats.json counts as `input_rows_lost`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -80,11 +80,11 @@ def row_group_ranges(row_group_bytes: list[int], task_bytes: int) -> list[tuple[
     return ranges
 
 
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+def plan(patterns: str | Sequence[str], options: Mapping[str, str]) -> list[ReadTask]:
     check_options(options)
     task_bytes = TRAITS.task_size.bytes(options)
     tasks: list[ReadTask] = []
-    for file_task in plan_file_tasks(NAME, pattern, options):
+    for file_task in plan_file_tasks(NAME, patterns, options):
         try:
             with open_input(file_task.path) as raw:
                 metadata = pq.ParquetFile(raw).metadata

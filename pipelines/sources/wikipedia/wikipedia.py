@@ -28,11 +28,12 @@ import logging
 import posixpath
 import re
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from apache_beam.metrics import Metrics
 
 from pipelines.document import Document, Failure, ReadTask
+from pipelines.inputs import as_patterns, match_patterns
 from pipelines.io import match_inputs, open_input
 from pipelines.sources.file_source import check_file_options
 from pipelines.sources.traits import SourceTraits, TaskSize
@@ -220,18 +221,19 @@ def check_options(options: Mapping[str, str]) -> None:
     check_file_options(options, TRAITS)
 
 
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+def plan(patterns: str | Sequence[str], options: Mapping[str, str]) -> list[ReadTask]:
     """One task per dump file, except multistream dumps with an index, which become byte ranges
     of about `wiki_task_mb` MB (whole bz2 streams once read). Index files matched by the
-    pattern mark their dump as multistream; they are not read as dumps, nor read at all."""
+    patterns mark their dump as multistream; they are not read as dumps, nor read at all."""
     check_options(options)  # a bad option fails on the launcher, not on workers
     task_bytes = TRAITS.task_size.bytes(options)
-    dumps = [f for f in match_inputs(pattern) if not _INDEX_NAME.search(f.path)]
+    named = ", ".join(map(repr, as_patterns(patterns)))
+    dumps = [f for f in match_patterns(patterns) if not _INDEX_NAME.search(f.path)]
     if not dumps:
-        raise FileNotFoundError(f"{pattern!r} matches only multistream index files, no dump")
+        raise FileNotFoundError(f"{named} match(es) only multistream index files, no dump")
     explicit_index = options.get("wiki_index", "")
     if explicit_index and len(dumps) != 1:
-        raise ValueError(f"wiki_index names one index, but {pattern!r} matches {len(dumps)} dumps")
+        raise ValueError(f"wiki_index names one index, but {named} match {len(dumps)} dumps")
     if explicit_index and not _existing(explicit_index):
         raise FileNotFoundError(f"wiki_index {explicit_index!r} does not exist")
     tasks: list[ReadTask] = []
