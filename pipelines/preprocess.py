@@ -74,11 +74,14 @@ from pipelines.write import (  # noqa: E402
 LOG = logging.getLogger("pipelines.preprocess")
 
 
+PROG = "python -m pipelines.preprocess"
+
+
 # -- the launcher -----------------------------------------------------------------------------
 def build_parser(option_classes) -> argparse.ArgumentParser:
     return beam_parser(
         option_classes,
-        prog="python -m pipelines.preprocess",
+        prog=PROG,
         description=__doc__.split("\n\n")[0],
         epilog="Every Beam pipeline option applies too (--runner, --direct_num_workers, "
         "--direct_running_mode, --project, --region, --temp_location, --setup_file, ...).",
@@ -296,14 +299,18 @@ def _main(argv: list[str], verbose: bool) -> int:
     if "-h" in argv or "--help" in argv:
         build_parser([PreprocessOptions]).print_help()
         return 0
+    try:  # first: Beam's own parser would print its whole usage before a bad value's error
+        refused = unknown_arguments_error(argv, prog=PROG)
+    except ValueError as e:  # the DaskRunner named without dask installed
+        refused = str(e)
+    if refused:
+        print(f"preprocess: error: {refused}", file=sys.stderr)
+        return 2
     options = PipelineOptions(argv)
     run_id = uuid.uuid4().hex[:12]
     standbys = None
     try:
         try:
-            refused = unknown_arguments_error(argv)
-            if refused:
-                raise ValueError(refused)
             config = PreprocessConfig.from_options(options)
             # a few seconds, where a listing waits minutes
             check_all_reachable((*config.input, config.output))
@@ -397,7 +404,7 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
         p = beam.Pipeline(runner=runner, options=options)
         build_pipeline(p, plan, tokenizer_ref, progress_dir=progress_dir, run_info=run_info)
         if progress_dir and (config.progress_interval > 0 or alarm):
-            display = ProgressDisplay(progress_dir, None, config.progress_interval,
+            display = ProgressDisplay(progress_dir, config.progress_interval,
                                       stall_timeout=config.stall_timeout if alarm else 0.0,
                                       on_stall=alarm)
             display.start()

@@ -36,6 +36,7 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from common.cli import ArgumentParser
 from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
@@ -54,10 +55,12 @@ from pipelines.write import (
     write_marker,
 )
 
+PROG = "python -m pipelines.dedup"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines.dedup",
+    parser = ArgumentParser(
+        prog=PROG,
         description="Remove URL, exact and near-duplicate documents (MinHash LSH) and "
         "evaluation-set overlaps from Parquet document files.",
         epilog="Every Beam pipeline option applies too (e.g. --runner DataflowRunner).",
@@ -139,7 +142,7 @@ def unknown_flags_error(beam_args: list[str]) -> str | None:
     from pipelines.options import PreprocessOptions
     from pipelines.runner.runners import unknown_arguments_error
 
-    return unknown_arguments_error(beam_args, exclude=(PreprocessOptions,))
+    return unknown_arguments_error(beam_args, exclude=(PreprocessOptions,), prog=PROG)
 
 
 def main(argv: list[str] | None = None) -> int:

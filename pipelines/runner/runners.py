@@ -19,6 +19,8 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
+from common.cli import OneLineErrors
+
 # Runner names that mean "run it here with the Python FnApiRunner".
 LOCAL_PYTHON_RUNNERS = ("DirectRunner", "FnApiRunner", "SwitchingDirectRunner")
 # A local run whose input (bytes as listed, compressed or not) is under this runs in the
@@ -48,33 +50,42 @@ def import_runner_options(argv: Sequence[str]) -> None:
 
 def beam_parser(option_classes, **kwargs) -> argparse.ArgumentParser:
     """A parser of these PipelineOptions classes' flags, on Beam's own parser class (some option
-    classes add value-provider arguments to it), with abbreviations off: a prefix of a flag
-    never passes for it."""
+    classes add value-provider arguments to it) with the project's one-line errors, and with
+    abbreviations off: a prefix of a flag never passes for it."""
     from apache_beam.options.pipeline_options import _BeamArgumentParser
 
-    parser = _BeamArgumentParser(allow_abbrev=False, **kwargs)
+    class BeamParser(OneLineErrors, _BeamArgumentParser):
+        pass
+
+    parser = BeamParser(allow_abbrev=False, **kwargs)
     for cls in option_classes:
         cls._add_argparse_args(parser)
     return parser
 
 
-def unknown_arguments(argv: Sequence[str], exclude: Sequence[type] = ()) -> list[str]:
+def unknown_arguments(
+    argv: Sequence[str], exclude: Sequence[type] = (), prog: str | None = None
+) -> list[str]:
     """What no PipelineOptions class takes: the flags none knows, else (no such flag) the words
     no flag takes. Beam drops both, an unknown flag with a warning and a word silently, which
     would turn a typo such as --shard_tokens (ours use dashes) into an ignored setting and
     `--output out extra` into a lost input. Words after an unknown flag may be its value, so
     only the flag is named then. `exclude`: option classes of another command, whose flags
-    count as unknown (pipelines.dedup's)."""
+    count as unknown (pipelines.dedup's). A known flag's bad value (`--shard-tokens abc`) is
+    the parser's one-line error under `prog`, exit 2, before Beam's own parser would print its
+    whole usage."""
     import_runner_options(argv)
     every = {str(c): c for c in PipelineOptions.__subclasses__() if c not in exclude}.values()
-    _, unknown = beam_parser(every).parse_known_args(list(argv))
+    _, unknown = beam_parser(every, prog=prog).parse_known_args(list(argv))
     flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
     return flags or unknown
 
 
-def unknown_arguments_error(argv: Sequence[str], exclude: Sequence[type] = ()) -> str | None:
+def unknown_arguments_error(
+    argv: Sequence[str], exclude: Sequence[type] = (), prog: str | None = None
+) -> str | None:
     """The one-line refusal of `unknown_arguments`, or None when every argument is taken."""
-    unknown = unknown_arguments(argv, exclude)
+    unknown = unknown_arguments(argv, exclude, prog)
     if not unknown:
         return None
     if unknown[0].startswith("-"):

@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
+from common.cli import ArgumentParser
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document, Failure
 from pipelines.runner.beam_worker import add_stderr_handler
@@ -173,7 +174,7 @@ def train_tokenizer(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pipelines.tokenize.train_tokenizer",
         description="Train a byte-level BPE (GPT) or WordPiece (BERT) tokenizer on a corpus sample.",
     )

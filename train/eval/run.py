@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
+from common.cli import ArgumentParser
 from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped, read_text_capped
 from train.eval import lambada, scoring, wikitext
 from train.eval.load import LoadedModel, LoadError, load_model, load_tokenizer
@@ -35,7 +36,7 @@ BATCH_NAMES = {CAUSAL_LM: "causal language", MASKED_LM: "BERT"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="train/evaluate.py",
         description="Evaluate a GPT/BERT checkpoint (ours or HF) on WikiText, LAMBADA or masked LM.",
     )

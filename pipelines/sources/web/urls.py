@@ -21,7 +21,6 @@ host of the blacklisted sites.
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import re
@@ -32,6 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
 
+from common.cli import ArgumentParser
 from pipelines.io import match_inputs, open_input
 from pipelines.sources.compression import open_decompressed
 from pipelines.sources.input_errors import InputError
@@ -218,7 +218,7 @@ def write_filtered_urls(input_pattern: str, output_path: str) -> tuple[int, Coun
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", required=True, help="URL file or glob (plain or JSON lines)")
     parser.add_argument("--output", required=True, help="where to write the kept URLs")
     args = parser.parse_args(argv)
