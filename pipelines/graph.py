@@ -15,6 +15,7 @@ from pipelines.inputs import match_patterns
 from pipelines.options import PreprocessConfig
 from pipelines.runner.runners import tokenizer_threads
 from pipelines.sources import check_options, get_source, sized_read_options
+from pipelines.sources.formats import check_input_format
 from pipelines.sources.transforms import ReadSource
 from pipelines.stage import CountRejects
 from pipelines.stats import MergeCounts
@@ -58,6 +59,7 @@ def plan_run(config: PreprocessConfig) -> Plan:
     # an unknown --source or a bad --source-option fails here, not on the workers
     check_options(get_source(config.source), dict(config.source_options))
     files = match_patterns(config.input)  # each file once; a pattern matching none: an error
+    check_input_format(config.source, [f.path for f in files])  # a book given to wikipedia
     input_bytes = sum(f.size_bytes for f in files)
     if config.num_buckets is None:
         config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))

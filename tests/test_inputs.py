@@ -58,6 +58,9 @@ def test_two_wikipedia_dumps_named_separately_are_both_planned():
     ]
     tasks = get_source("wikipedia").plan(dumps, {})
     assert sorted(t.path for t in tasks) == sorted(dumps)
+    # a folder is every file under it, as for every source (it was planned as one "dump")
+    tasks = get_source("wikipedia").plan(str(WIKI), {})
+    assert sorted(t.path for t in tasks) == sorted(str(p) for p in WIKI.glob("*wiki*"))
 
 
 def test_a_pattern_that_matches_nothing_is_named(tmp_path, capsys):

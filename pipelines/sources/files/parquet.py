@@ -35,11 +35,14 @@ from pipelines.sources.input_errors import BinaryContentError, failure, failure_
 from pipelines.sources.ranges import range_input_bytes
 from pipelines.sources.reading import decode_text
 from pipelines.sources.sizes import max_document_bytes
-from pipelines.sources.traits import DocumentBound, SourceTraits
+from pipelines.sources.traits import DocumentBound, InputFormat, SourceTraits
 
 NAME = "parquet"
 # Curated records, one a row, counted in the files' footers.
-TRAITS = SourceTraits(documents=DocumentBound.ONE_PER_ROW)
+TRAITS = SourceTraits(
+    documents=DocumentBound.ONE_PER_ROW,
+    input_format=InputFormat("Parquet", lambda head: head.startswith(b"PAR1")),
+)
 TEXT_COLUMN_OPTION = "text_column"
 BATCH_ROWS_OPTION = "batch_rows"
 DEFAULT_TEXT_COLUMN = "text"

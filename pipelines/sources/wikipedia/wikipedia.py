@@ -36,15 +36,27 @@ from pipelines.document import Document, Failure, ReadTask
 from pipelines.inputs import as_patterns, match_patterns
 from pipelines.io import match_inputs, open_input
 from pipelines.sources.file_source import check_file_options
-from pipelines.sources.traits import SourceTraits, TaskSize
+from pipelines.sources.traits import InputFormat, SourceTraits, TaskSize, leading_text
 from pipelines.sources.wikipedia import wikimarkup
 from pipelines.sources.wikipedia.wiki_dump import BZ2_STREAM_MAGIC, SiteInfo, WikiPage, parse_pages
 
 NAME = "wikipedia"
 # Curated text (the light clean preset). A multistream dump is cut into tasks of `wiki_task_mb`
 # MB of compressed input.
+# The multistream index beside a dump: "offset:page_id:title" lines.
+_INDEX_LINE = re.compile(rb"\d+:\d+:")
+
+
+def _looks_like_dump(head: bytes) -> bool:
+    """A MediaWiki XML export (a multistream piece starts at a <page>), or a dump's index."""
+    text = leading_text(head)
+    xml = text.startswith(b"<") and (b"<mediawiki" in text or b"<page>" in text)
+    return xml or _INDEX_LINE.match(text) is not None
+
+
 TRAITS = SourceTraits(
-    task_size=TaskSize("wiki_task_mb", default=64.0, unit=1_000_000, unit_name="MB")
+    task_size=TaskSize("wiki_task_mb", default=64.0, unit=1_000_000, unit_name="MB"),
+    input_format=InputFormat("a MediaWiki XML dump", _looks_like_dump),
 )
 SKIP_REASONS = ("namespace", "redirect", "disambiguation", "empty")
 
@@ -153,8 +165,7 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
     """Documents for the articles of one task, and Failures for what could not be read."""
     fallback_dbname = _dbname_from_path(task.path)
     for item in parse_pages(task):
-        if isinstance(item, Failure):
-            _log.warning("wikipedia: %s: %s (%s)", item.location, item.reason, item.detail)
+        if isinstance(item, Failure):  # logged where it is counted (stage.py), once
             yield item
             continue
         _PAGES.inc()
