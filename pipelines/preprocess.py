@@ -55,6 +55,7 @@ from pipelines.runner.progress import ProgressDisplay  # noqa: E402
 from pipelines.runner.reach import UnreachableError, check_all_reachable  # noqa: E402
 from pipelines.runner.runners import (  # noqa: E402
     beam_parser,
+    check_dataflow_options,
     planned_workers,
     resolve_runner,
     unknown_arguments_error,
@@ -316,6 +317,7 @@ def _main(argv: list[str], verbose: bool) -> int:
             check_all_reachable((*config.input, config.output))
             plan = plan_run(config)
             runner, local = resolve_runner(options, argv, plan.input_bytes)
+            check_dataflow_options(options, runner, config.input, config.output)
             plan = dataclasses.replace(plan, workers=planned_workers(options, runner, local))
             tokenizer = load_tokenizer(config.tokenizer, lowercase=config.lowercase)
             if config.append_eod and "eod" not in tokenizer.special_ids:

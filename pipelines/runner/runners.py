@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from apache_beam.options.pipeline_options import (
     DebugOptions,
     DirectOptions,
+    GoogleCloudOptions,
     PipelineOptions,
     StandardOptions,
     WorkerOptions,
@@ -145,6 +146,31 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: i
         direct.direct_running_mode = None
         return FnApiRunner(default_environment=environment, provision_info=provision), True
     return FnApiRunner(provision_info=provision), True
+
+
+def check_dataflow_options(
+    options: PipelineOptions, runner, inputs: Sequence[str], output: str
+) -> None:
+    """ValueError, one line naming the flags, for a DataflowRunner launch that cannot work,
+    before the launcher writes anything: Beam finds a missing --temp_location only when it
+    stages the job, after OUTPUT was claimed and the tokenizer written there, and says it in
+    its own words ("Missing GCS path option: staging_location"). Dataflow's workers run on
+    Google Cloud: they read and write gs:// only, never the launcher's disk."""
+    if not (isinstance(runner, str) and runner.endswith("DataflowRunner")):
+        return
+    google = options.view_as(GoogleCloudOptions)
+    missing = [flag for flag, value in (("--project", google.project), ("--region", google.region))
+               if not value]
+    if not str(google.temp_location or "").startswith("gs://"):
+        missing.append("--temp_location gs://BUCKET/PATH (where the workers stage and spill)")
+    if missing:
+        raise ValueError(f"the DataflowRunner needs {', '.join(missing)}")
+    local = [path for path in (*inputs, output) if "://" not in path]
+    if local:
+        raise ValueError(
+            f"the DataflowRunner's workers cannot reach {local[0]} on this machine: give "
+            "--input and --output as gs:// URLs"
+        )
 
 
 def _provision_info(worker_options: dict):
