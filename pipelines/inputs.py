@@ -15,6 +15,7 @@ reads files (preprocess, dedup):
 
 from __future__ import annotations
 
+import argparse
 import os
 import posixpath
 import re
@@ -35,6 +36,21 @@ INPUT_LIST_HELP = (
 INPUT_ARGUMENT = {"nargs": "+", "action": "extend", "metavar": "PATH"}
 
 _WILDCARD = re.compile(r"[*?\[]")
+
+
+def add_input_arguments(parser: argparse.ArgumentParser, what: str = "input files") -> None:
+    """--input and --input-list on a command's own argparse parser (preprocess declares the
+    same flags as config fields, for Beam's parser); `what`: the files, for the help."""
+    parser.add_argument("--input", help=f"{what}: {INPUT_HELP}", **INPUT_ARGUMENT)
+    parser.add_argument("--input-list", metavar="FILE", help=INPUT_LIST_HELP)
+
+
+def parsed_inputs(args: argparse.Namespace) -> tuple[str, ...]:
+    """The patterns `add_input_arguments`' flags name (`input_patterns`); ValueError when
+    neither is given."""
+    if not (args.input or args.input_list):
+        raise ValueError("missing required option(s): --input (or --input-list)")
+    return input_patterns(args.input, args.input_list)
 
 
 def as_patterns(inputs: str | Sequence[str]) -> tuple[str, ...]:

@@ -151,3 +151,26 @@ def test_dedup_reads_every_parquet_input_once(tmp_path, capsys):
     assert capsys.readouterr().err.endswith(
         "no input files match '" + str(tmp_path / "*.nope") + "'\n"
     )
+
+
+def test_the_url_filter_and_train_tokenizer_take_inputs_by_the_same_rule(tmp_path, capsys):
+    from pipelines.sources.web.urls import main as urls_main
+    from pipelines.tokenize.train_tokenizer import main as train_main
+
+    lines = (CORPORA / "web" / "html" / "urls.txt").read_text().splitlines()
+    halves = [tmp_path / "first.txt", tmp_path / "second.txt"]
+    halves[0].write_text("\n".join(lines[:5]) + "\n")
+    halves[1].write_text("\n".join(lines[5:]) + "\n")
+    listing = tmp_path / "list.txt"
+    listing.write_text("second.txt\n")
+    kept = tmp_path / "kept.txt"
+    assert urls_main(["--input", str(halves[0]), "--input-list", str(listing),
+                      "--output", str(kept)]) == 0  # fmt: skip
+    assert kept.read_text().splitlines() == sorted(set(lines), key=lines.index)
+    capsys.readouterr()
+    output = tmp_path / "tokenizer.json"
+    argv = ["--source", "books", "--input", SWIFT, IRVING, "--vocab-size", "600",
+            "--kind", "byte-level-bpe", "--output", str(output)]  # fmt: skip
+    assert train_main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["documents"] == summary["tasks"] == 2

@@ -42,7 +42,7 @@ from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
 from pipelines.dedup.sizing import parquet_rows_bound, sized_config
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
-from pipelines.inputs import INPUT_ARGUMENT, INPUT_HELP, INPUT_LIST_HELP, input_patterns
+from pipelines.inputs import add_input_arguments, parsed_inputs
 from pipelines.stats import NAMESPACE, shuffle_summary
 from pipelines.write import (
     DEDUP_OUTPUT,
@@ -66,8 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Every Beam pipeline option applies too (e.g. --runner DataflowRunner).",
         allow_abbrev=False,  # an abbreviation would pass where the full flag was meant
     )
-    parser.add_argument("--input", help=f"Parquet document files: {INPUT_HELP}", **INPUT_ARGUMENT)
-    parser.add_argument("--input-list", metavar="FILE", help=INPUT_LIST_HELP)
+    add_input_arguments(parser, "Parquet document files")
     parser.add_argument("--output", required=True, help="output directory (local or gs://...)")
     parser.add_argument(
         "--keep-rejects",
@@ -151,9 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         refused = unknown_flags_error(beam_args)
         if refused:
             raise ValueError(refused)
-        if not (args.input or args.input_list):
-            raise ValueError("missing required option(s): --input (or --input-list)")
-        args.input = input_patterns(args.input, args.input_list)
+        args.input = parsed_inputs(args)
         config = DedupConfig.from_args(args)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
