@@ -36,6 +36,9 @@ INPUT_LIST_HELP = (
 INPUT_ARGUMENT = {"nargs": "+", "action": "extend", "metavar": "PATH"}
 
 _WILDCARD = re.compile(r"[*?\[]")
+# A list of ten million paths is ~1 GB; past this, the file given is no list (a dump named by
+# mistake), and reading it whole would fill the launcher's memory.
+MAX_LIST_BYTES = 1 << 30
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, what: str = "input files") -> None:
@@ -61,8 +64,12 @@ def as_patterns(inputs: str | Sequence[str]) -> tuple[str, ...]:
 def read_input_list(list_path: str) -> list[str]:
     """The patterns a --input-list file holds (module docstring). ValueError, one line, for a
     list that is not UTF-8 text or names no input."""
-    with open_input(list_path) as raw:
-        data = raw.read()
+    with open_input(list_path) as raw:  # a local one is checked to be a regular file
+        data = raw.read(MAX_LIST_BYTES + 1)
+    if len(data) > MAX_LIST_BYTES:
+        raise ValueError(
+            f"--input-list {list_path}: over {MAX_LIST_BYTES:,} bytes: not a list of inputs"
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:

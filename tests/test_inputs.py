@@ -96,7 +96,7 @@ def test_input_flags_collect_every_word_and_each_repeat():
     )
 
 
-def test_an_input_list_skips_comments_and_resolves_paths_from_its_own_folder(tmp_path):
+def test_an_input_list_skips_comments_and_resolves_paths_from_its_own_folder(tmp_path, monkeypatch):
     lists = tmp_path / "lists"
     lists.mkdir()
     (lists / "books").symlink_to(BOOKS)
@@ -108,6 +108,10 @@ def test_an_input_list_skips_comments_and_resolves_paths_from_its_own_folder(tmp
         read_input_list(str(listing))
     listing.write_text("# nothing yet\n\n")
     with pytest.raises(ValueError, match=r"names no input \(blank or comments only\)$"):
+        read_input_list(str(listing))
+    listing.write_text(f"{SWIFT}\n{IRVING}\n")
+    monkeypatch.setattr("pipelines.inputs.MAX_LIST_BYTES", len(SWIFT) + 4)
+    with pytest.raises(ValueError, match=rf"inputs.txt: over {len(SWIFT) + 4} bytes: not a list of inputs$"):
         read_input_list(str(listing))
 
 
