@@ -16,14 +16,14 @@ from pipelines.sources.input_errors import InputError, broken_off, failure, prin
 from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.traits import SourceTraits
 
-# Set by plan_file_tasks: the file's name relative to the input patterns' common base, used in document ids so
-# that ids do not depend on where the corpus is mounted.
+# Set by plan_file_tasks: the file's name relative to the input patterns' common base, used in
+# document ids so that ids do not depend on where the corpus is mounted.
 RELATIVE_NAME_OPTION = "relative_name"
 # Also set by plan_file_tasks: the file's size, so that splitting never opens a small file.
 FILE_BYTES_OPTION = "file_bytes"
 
 def relative_name(path: str, base: str) -> str:
-    """`path` relative to the pattern's base directory (its basename if it is not under it), as
+    """`path` relative to the patterns' base directory (its basename if it is not under it), as
     printable_name makes it."""
     if base and path.startswith(base):
         return printable_name(path[len(base):])
