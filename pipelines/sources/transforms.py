@@ -199,10 +199,10 @@ class ReadSource(beam.PTransform):
 
     Tasks are planned at run time, not on the launcher: the graph holds the patterns only, so
     its size does not grow with the number of files a glob matches (a million small files would
-    otherwise inline a million tasks into the job). The patterns are listed on one worker, each file's task
-    is split where its format allows on whichever worker the first Reshuffle sends it to, and
-    the second Reshuffle spreads the tasks over every worker; each task is read start to end
-    on one worker.
+    otherwise inline a million tasks into the job). The patterns are listed on one worker, each
+    file's task is split where its format allows on whichever worker the first Reshuffle sends
+    it to, and the second Reshuffle spreads the tasks over every worker; each task is read start
+    to end on one worker.
     """
 
     def __init__(
