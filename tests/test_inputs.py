@@ -178,3 +178,22 @@ def test_the_url_filter_and_train_tokenizer_take_inputs_by_the_same_rule(tmp_pat
     assert train_main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["documents"] == summary["tasks"] == 2
+
+
+def test_url_patterns_are_matched_and_deduplicated_like_paths():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for name in ("a/pg1080.txt", "a/41-0.txt", "b/11-0.txt"):
+        fs.pipe(f"/inputs-test/{name}", (BOOKS / Path(name).name).read_bytes())
+    try:
+        patterns = ["memory://inputs-test/a/*.txt", "memory://inputs-test/b/11-0.txt",
+                    "memory://inputs-test/a/pg1080.txt"]  # fmt: skip
+        listed = ["memory:///inputs-test/a/41-0.txt", "memory:///inputs-test/a/pg1080.txt",
+                  "memory:///inputs-test/b/11-0.txt"]  # fmt: skip (fsspec's own spelling)
+        assert [f.path for f in match_patterns(patterns)] == listed
+        assert [t.path for t in get_source("books").plan(patterns, {})] == listed
+        with pytest.raises(FileNotFoundError, match="memory://inputs-test/c/"):
+            match_patterns([*patterns, "memory://inputs-test/c/*.txt"])
+    finally:
+        fs.rm("/inputs-test", recursive=True)
