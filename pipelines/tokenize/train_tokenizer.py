@@ -203,7 +203,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # our own messages only: reading the input imports Beam, which logs GCP notices
-    add_stderr_handler(args.verbose, logging.INFO)
+    root = logging.getLogger()
+    level = root.level
+    handler = add_stderr_handler(args.verbose, logging.INFO)
+    try:
+        return _train(args)
+    finally:  # as it was: main() may be called from a program with logging of its own
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def _train(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         inputs = parsed_inputs(args)
