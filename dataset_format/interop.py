@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from common.cli import ArgumentParser
 from common.output_dir import OutputError, OutputFolder, claim_output_folder, tmp_name
 from dataset_format.indexed import FormatError, IndexedDatasetWriter, ShardInfo
 from dataset_format.manifest import MANIFEST_NAME, Manifest, TokenizerInfo, write_shard_set_manifest
@@ -397,7 +398,7 @@ def _write_llmc(shard_set: ShardSet, out: OutputFolder, shard_tokens: int) -> li
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tools/convert",
         description="Convert between shard sets and nanoGPT / llm.c token files.",
     )

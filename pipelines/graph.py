@@ -7,17 +7,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import os
 
 import apache_beam as beam
 import numpy as np
 
 from dataset_format import dtype_for_vocab
 from pipelines.clean.transforms import Clean
-from pipelines.io import match_inputs
+from pipelines.inputs import match_patterns
 from pipelines.options import PreprocessConfig
 from pipelines.runner.runners import tokenizer_threads
 from pipelines.sources import check_options, get_source, sized_read_options, source_traits
+from pipelines.sources.formats import check_input_format
 from pipelines.sources.transforms import ReadSource
 from pipelines.stage import CountRejects
 from pipelines.stats import MergeCounts
@@ -67,10 +67,8 @@ def plan_run(config: PreprocessConfig) -> Plan:
     tasks are planned at run time, by ReadSource."""
     # an unknown --source or a bad --source-option fails here, not on the workers
     check_options(get_source(config.source), dict(config.source_options))
-    pattern = config.input
-    if "://" not in pattern and os.path.isdir(pattern):
-        pattern = os.path.join(pattern, "**")  # a directory: every file under it (as sources do)
-    files = match_inputs(pattern)
+    files = match_patterns(config.input)  # each file once; a pattern matching none: an error
+    check_input_format(config.source, [f.path for f in files])  # a book given to wikipedia
     input_bytes = sum(f.size_bytes for f in files)
     if config.num_buckets is None:
         config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))
@@ -150,7 +148,7 @@ def shard_set_spec(
         drop_flags=drop_flags(config),
         source={
             "name": config.source,
-            "input": config.input,
+            "input": list(config.input),
             "files": plan.input_files,
             "input_bytes": plan.input_bytes,
         },

@@ -25,6 +25,13 @@ from common.option_fields import (
 )
 from pipelines.dedup.config import FLAG_GROUP as DEDUP_GROUP
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
+from pipelines.inputs import (
+    INPUT_ARGUMENT,
+    INPUT_HELP,
+    INPUT_LIST_HELP,
+    as_patterns,
+    input_patterns,
+)
 from pipelines.stats import DEFAULT_MAX_DROP_SHARE, DEFAULT_MAX_FAILURE_RATE
 from pipelines.write import DEFAULT_SHARD_TOKENS
 
@@ -33,9 +40,6 @@ DEFAULT_TOKENIZE_BATCH_BYTES = 4 << 20
 # Text of real corpora compresses 3-10x (zstd on repetitive web text up to ~30x); far past that
 # is a decompression bomb (1 MB of .zst holding gigabytes of lines).
 DEFAULT_MAX_EXPANSION = 100.0
-# Seconds without progress after which a local run is ended: generous, since one document or
-# one task of a slow format may keep a worker busy for minutes without moving a counter.
-DEFAULT_STALL_TIMEOUT = 1800.0
 # Seconds without progress after which a local run is ended: generous, since one document or
 # one task of a slow format may keep a worker busy for minutes without moving a counter.
 DEFAULT_STALL_TIMEOUT = 1800.0
@@ -76,12 +80,15 @@ class PreprocessConfig:
     to Beam's parser."""
 
     source: str = option(choices=_source_names, help="input format")
-    input: str = option(help="glob of input files: a local path or a gs://, s3://, fsspec URL")
+    # the patterns of --input, then --input-list's (pipelines/inputs.py); from code, one
+    # pattern may be a string
+    input: tuple[str, ...] = option(help=INPUT_HELP, flag_default=[], **INPUT_ARGUMENT)
     output: str = option(help="shard-set directory: local path or URL")
     tokenizer: str = option(
         help="tokenizers JSON file; 'vocab.json,merges.txt' or their directory (GPT-2 BPE); "
         "a BERT vocab.txt"
     )
+    input_list: str | None = option(None, metavar="FILE", help=INPUT_LIST_HELP)
     lowercase: bool | None = option(
         None,
         choices=tuple(LOWERCASE),
@@ -187,6 +194,7 @@ class PreprocessConfig:
     def __post_init__(self) -> None:
         from pipelines.sources import source_traits
 
+        object.__setattr__(self, "input", as_patterns(self.input))
         check_options(self)  # first: an unknown --source is one line, before its traits
         if self.min_tokens is None:  # the source's own default (SourceTraits.min_tokens)
             object.__setattr__(self, "min_tokens", source_traits(self.source).min_tokens)
@@ -197,7 +205,10 @@ class PreprocessConfig:
     def from_options(cls, options: PipelineOptions) -> PreprocessConfig:
         view = options.view_as(PreprocessOptions)
         dedup_config = DedupConfig.from_args(view) if view.dedup else None
-        return from_namespace(cls, view, dedup_config=dedup_config)
+        given = {"dedup_config": dedup_config}
+        if view.input or view.input_list:  # either names the inputs: neither is then missing
+            given["input"] = input_patterns(view.input, view.input_list)
+        return from_namespace(cls, view, **given)
 
     def clean_config(self):
         from pipelines.clean import CleanConfig

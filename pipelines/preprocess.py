@@ -52,12 +52,13 @@ from pipelines.runner.beam_worker import (  # noqa: E402
     add_stderr_handler,
 )
 from pipelines.runner.progress import ProgressDisplay  # noqa: E402
-from pipelines.runner.reach import UnreachableError, check_reachable  # noqa: E402
+from pipelines.runner.reach import UnreachableError, check_all_reachable  # noqa: E402
 from pipelines.runner.runners import (  # noqa: E402
     beam_parser,
+    check_dataflow_options,
     planned_workers,
     resolve_runner,
-    unknown_arguments,
+    unknown_arguments_error,
     where_it_runs,
     worker_count,
 )
@@ -74,11 +75,14 @@ from pipelines.write import (  # noqa: E402
 LOG = logging.getLogger("pipelines.preprocess")
 
 
+PROG = "python -m pipelines.preprocess"
+
+
 # -- the launcher -----------------------------------------------------------------------------
 def build_parser(option_classes) -> argparse.ArgumentParser:
     return beam_parser(
         option_classes,
-        prog="python -m pipelines.preprocess",
+        prog=PROG,
         description=__doc__.split("\n\n")[0],
         epilog="Every Beam pipeline option applies too (--runner, --direct_num_workers, "
         "--direct_running_mode, --project, --region, --temp_location, --setup_file, ...).",
@@ -296,19 +300,24 @@ def _main(argv: list[str], verbose: bool) -> int:
     if "-h" in argv or "--help" in argv:
         build_parser([PreprocessOptions]).print_help()
         return 0
+    try:  # first: Beam's own parser would print its whole usage before a bad value's error
+        refused = unknown_arguments_error(argv, prog=PROG)
+    except ValueError as e:  # the DaskRunner named without dask installed
+        refused = str(e)
+    if refused:
+        print(f"preprocess: error: {refused}", file=sys.stderr)
+        return 2
     options = PipelineOptions(argv)
     run_id = uuid.uuid4().hex[:12]
     standbys = None
     try:
         try:
-            unknown = unknown_arguments(argv)
-            if unknown:
-                raise ValueError(f"unknown option(s): {', '.join(unknown)}")
             config = PreprocessConfig.from_options(options)
-            for location in (config.input, config.output):
-                check_reachable(location)  # a few seconds, where a listing waits minutes
+            # a few seconds, where a listing waits minutes
+            check_all_reachable((*config.input, config.output))
             plan = plan_run(config)
             runner, local = resolve_runner(options, argv, plan.input_bytes)
+            check_dataflow_options(options, runner, config.input, config.output)
             plan = dataclasses.replace(plan, workers=planned_workers(options, runner, local))
             tokenizer = load_tokenizer(config.tokenizer, lowercase=config.lowercase)
             if config.append_eod and "eod" not in tokenizer.special_ids:
@@ -397,7 +406,7 @@ def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=
         p = beam.Pipeline(runner=runner, options=options)
         build_pipeline(p, plan, tokenizer_ref, progress_dir=progress_dir, run_info=run_info)
         if progress_dir and (config.progress_interval > 0 or alarm):
-            display = ProgressDisplay(progress_dir, None, config.progress_interval,
+            display = ProgressDisplay(progress_dir, config.progress_interval,
                                       stall_timeout=config.stall_timeout if alarm else 0.0,
                                       on_stall=alarm)
             display.start()

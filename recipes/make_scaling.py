@@ -12,7 +12,6 @@ settings come from the papers named next to them.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from common.cli import ArgumentParser  # noqa: E402
 from train.metrics import lookup_peak_tflops  # noqa: E402
 from train.models.presets import count_params, get_preset  # noqa: E402
 from train.models.registry import get_spec  # noqa: E402
@@ -563,7 +563,7 @@ def render(results: Path = RESULTS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if SCALING.md is stale")
     parser.add_argument("--results", type=Path, default=RESULTS, help="bench results directory")
     parser.add_argument("--out", type=Path, default=SHEET)

@@ -35,6 +35,13 @@ def _dask(cluster) -> list[str]:
     return ["--runner=DaskRunner", f"--dask_client_address={cluster.scheduler_address}"]
 
 
+def _dashboard_of(cluster) -> str:
+    port = cluster.scheduler_info.get("services", {}).get("dashboard")
+    if port is None:
+        return "no dashboard (the scheduler serves none)"
+    return f"dashboard {cluster.dashboard_link}"
+
+
 def _shards(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())
             if p.name not in ("stats.json", MARKER_NAME)}
@@ -111,8 +118,14 @@ def test_dask_shards_equal_the_direct_runners(cluster, doubled_jsonl, tmp_path, 
         *([] if dedup else ["--no-dedup"]),
     ]
     assert main([*args, f"--output={tmp_path / 'direct'}", *IN_PROCESS]) == 0
+    capsys.readouterr()
     code = main([*args, f"--output={tmp_path / 'dask'}", *_dask(cluster)])
-    assert code == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 0, err
+    # the run's first lines say where the cluster's dashboard is
+    first = err.splitlines()[0]
+    assert first == (f"INFO pipelines.runner.dask_runner: dask: scheduler "
+                     f"{cluster.scheduler_address}, {_dashboard_of(cluster)}")
     direct, dask = _shards(tmp_path / "direct"), _shards(tmp_path / "dask")
     assert len([name for name in direct if name.endswith(".bin")]) > 1
     assert dask == direct
@@ -122,7 +135,7 @@ def test_dask_shards_equal_the_direct_runners(cluster, doubled_jsonl, tmp_path, 
 
 
 def test_dask_options_are_known_to_the_launcher():
-    from pipelines.preprocess import unknown_arguments
+    from pipelines.runner.runners import unknown_arguments
 
     assert unknown_arguments(["--runner=DaskRunner", "--dask_client_address=tcp://h:8786"]) == []
 

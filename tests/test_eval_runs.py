@@ -211,3 +211,17 @@ def test_eval_data_that_is_a_device_is_one_line(gpt_run, task):
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert "eval data /dev/zero is a character device, not a regular file" in done.stderr
+
+
+def test_progress_written_to_a_log_is_lines_not_a_bar(gpt_run, wikitext_slice):
+    # stderr is a pipe here, as in a job's log: a tqdm bar's carriage returns would land in it
+    done = subprocess.run(
+        [sys.executable, "train/evaluate.py", "--device", "cpu", "--checkpoint", gpt_run,
+         "--task", "wikitext103", "--data", wikitext_slice, "--context", "32", "--stride", "16"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "\r" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("wikitext: ")]
+    done_batches, total = lines[-1].removeprefix("wikitext: ").removesuffix(" batches").split("/")
+    assert done_batches == total and 1 <= len(lines) <= 10

@@ -31,8 +31,7 @@ from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
 from pipelines.graph import build_pipeline, plan_run
 from pipelines.options import PreprocessConfig
-from pipelines.preprocess import unknown_arguments
-from pipelines.runner.runners import resolve_runner, tokenizer_threads
+from pipelines.runner.runners import resolve_runner, tokenizer_threads, unknown_arguments
 from pipelines.sources.transforms import ReadSource
 from pipelines.tokenize.tokenizer import load_tokenizer
 from pipelines.tokenize.tokenizer_ref import TokenizerRef
@@ -527,3 +526,20 @@ def test_tasks_are_sized_for_the_workers_the_runner_has(argv, local, workers):
     from pipelines.runner.runners import planned_workers
 
     assert planned_workers(PipelineOptions(argv), "DataflowRunner", local) == workers
+
+
+def test_a_local_dataflow_launch_names_the_missing_flag_before_writing(tmp_path, capsys):
+    """Issue 26: a dry run without --temp_location claimed OUTPUT, wrote tokenizer.json there
+    and then ended in Beam's "Missing GCS path option: staging_location"."""
+    out = tmp_path / "out"
+    argv = [*dataflow_argv(temp_location=None, output=str(out)), "--dry_run=True"]
+    code, lines, _ = _launch_here(argv, capsys)
+    assert (code, lines) == (2, [
+        "preprocess: error: the DataflowRunner needs --temp_location gs://BUCKET/PATH (where "
+        "the workers stage and spill)"])  # fmt: skip
+    assert not out.exists()
+    code, lines, _ = _launch_here([*dataflow_argv(output=str(out)), "--dry_run=True"], capsys)
+    assert (code, lines) == (2, [
+        f"preprocess: error: the DataflowRunner's workers cannot reach {CORPORA}/books/"
+        "pg1080.txt on this machine: give --input and --output as gs:// URLs"])  # fmt: skip
+    assert not out.exists()

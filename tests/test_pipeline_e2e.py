@@ -13,6 +13,7 @@ import io
 import json
 import lzma
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -854,6 +855,8 @@ def test_progress_lines_and_final_report(inputs, tmp_path, capsys):
     assert code == 0, captured.err
     progress_lines = [line for line in captured.err.splitlines() if "tasks " in line]
     assert progress_lines and "docs read" in progress_lines[-1]
+    # tasks read of those planned, or read alone before any is planned: never "13/None"
+    assert all(re.search(r"\] \| tasks \d+(/[1-9]\d*)? \| ", line) for line in progress_lines)
     assert "read " in captured.out and "account: read = written + dropped + failed" in captured.out
     assert "Beam metrics (namespace pipelines): " in captured.out
 

@@ -208,8 +208,12 @@ def test_progress_files_are_summed_across_workers(tmp_path):
     second.flush()
     totals = progress.read_totals(str(tmp_path))
     assert totals == {"docs_read": 5, "bytes_read": 3_000_000, "tasks": 1}
-    line = progress.format_progress(totals, 2.0, total_tasks=4)
-    assert "tasks 1/4" in line and "docs read 5" in line and "(1.50 MB/s)" in line
+    line = progress.format_progress(totals, 2.0)
+    assert "tasks 1 |" in line and "docs read 5" in line and "(1.50 MB/s)" in line
+    second.add(tasks_planned=4)
+    second.flush()
+    line = progress.format_progress(progress.read_totals(str(tmp_path)), 2.0)
+    assert "] | tasks 1/4 | docs read 5" in line
     assert progress.reporter(None) is None
     assert progress.reporter(str(tmp_path)) is progress.reporter(str(tmp_path))
 
@@ -244,7 +248,7 @@ def test_options_parse_with_beam_options_and_per_source_defaults():
     from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
     from pipelines.options import PreprocessConfig, PreprocessOptions
-    from pipelines.preprocess import unknown_arguments
+    from pipelines.runner.runners import unknown_arguments
 
     argv = [
         "--source=webtext",

@@ -26,7 +26,7 @@ from pipelines.dedup.__main__ import build_parser as dedup_parser
 from pipelines.dedup.config import DedupConfig
 from pipelines.options import PreprocessConfig, PreprocessOptions
 from pipelines.preprocess import build_parser as beam_parser
-from pipelines.preprocess import unknown_arguments
+from pipelines.runner.runners import unknown_arguments
 from tests.conftest import REPO
 from train.build import model_positions, resolve_config
 from train.config import parse_args as pretrain_args

@@ -231,7 +231,8 @@ def test_unsafe_members_are_counted_failures_and_nothing_is_written(tmp_path: Pa
     assert details[5:] == ["device file", "fifo"]
     assert failures[0].location == "unsafe.tar:../evil.txt"
     assert sorted(p for p in tmp_path.rglob("*")) == before
-    assert len([r for r in caplog.records if "unsafe_tar_member" in r.getMessage()]) == 7
+    # made, not logged: the read stage logs each Failure where it counts it, once
+    assert not [r for r in caplog.records if "unsafe_tar_member" in r.getMessage()]
 
 
 def test_unsafe_member_reason_windows_paths() -> None:

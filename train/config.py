@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from common.cli import ArgumentParser
 from common.option_fields import (
     NON_NEGATIVE,
     POSITIVE,
@@ -289,7 +290,7 @@ def validate(config: TrainConfig) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python train/pretrain.py",
         description="Pretrain GPT or BERT on shard sets (one process, or under torchrun).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,

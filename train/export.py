@@ -14,7 +14,6 @@ and its DCP files are read as untrusted input (:func:`train.checkpoint.load_dcp`
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import errno
 import os
@@ -22,6 +21,7 @@ import sys
 
 import torch
 
+from common.cli import ArgumentParser
 from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.checkpoint_io import SafeFullLoadPlanner
@@ -108,7 +108,7 @@ def _write_hf(checkpoint_dir: str, out: OutputFolder) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m train.export", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("format", choices=("torch", "hf"))

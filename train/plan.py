@@ -42,6 +42,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 
+from common.cli import ArgumentParser
 from train.models.gpt import GPTConfig, count_params, flops_per_token
 from train.models.presets import get_preset
 
@@ -241,7 +242,7 @@ def report(name: str, config: GPTConfig, layout: Layout, gpu: str | None, tokens
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m train.plan", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m train.plan", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", required=True, help="a GPT preset of train.models.presets")
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--dp", type=int, default=1)

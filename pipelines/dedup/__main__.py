@@ -1,6 +1,7 @@
 """`python -m pipelines.dedup`: deduplicate already-cleaned documents, Parquet in, Parquet out.
 
-    python -m pipelines.dedup --input 'clean/*.parquet' --output deduped/ [--keep-rejects]
+    python -m pipelines.dedup --input 'clean/*.parquet' [more inputs; --input-list FILE]
+        --output deduped/ [--keep-rejects]
         [--overwrite]
         [--dedup-threshold 0.8 --dedup-scope all ... --decontaminate wiki.test.tokens]
         [Beam options: --runner DataflowRunner --project ... ; default: Beam's Python runner
@@ -18,7 +19,8 @@ enough for the input's rows, read from the Parquet footers before the graph is b
 OUTPUT is claimed as preprocess claims its shard sets (`pipelines.write.claim_output`, the
 ownership rule of `common.output_dir`): a folder holding files this tool did not write
 is refused, and an earlier dedup output is replaced only with --overwrite. Flags neither dedup
-nor Beam knows are refused too, by preprocess's rule (`pipelines.runner.runners.unknown_arguments`).
+nor Beam knows are refused too, by preprocess's rule (`pipelines.runner.runners.unknown_arguments`),
+and inputs are named by its rule too (`pipelines.inputs`).
 """
 
 from __future__ import annotations
@@ -28,16 +30,19 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Sequence
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from common.cli import ArgumentParser
 from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
 from pipelines.dedup.sizing import parquet_rows_bound, sized_config
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
+from pipelines.inputs import add_input_arguments, parsed_inputs
 from pipelines.stats import NAMESPACE, shuffle_summary
 from pipelines.write import (
     DEDUP_OUTPUT,
@@ -50,16 +55,18 @@ from pipelines.write import (
     write_marker,
 )
 
+PROG = "python -m pipelines.dedup"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines.dedup",
+    parser = ArgumentParser(
+        prog=PROG,
         description="Remove URL, exact and near-duplicate documents (MinHash LSH) and "
         "evaluation-set overlaps from Parquet document files.",
         epilog="Every Beam pipeline option applies too (e.g. --runner DataflowRunner).",
         allow_abbrev=False,  # an abbreviation would pass where the full flag was meant
     )
-    parser.add_argument("--input", required=True, help="Parquet document files (glob)")
+    add_input_arguments(parser, "Parquet document files")
     parser.add_argument("--output", required=True, help="output directory (local or gs://...)")
     parser.add_argument(
         "--keep-rejects",
@@ -77,14 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_pipeline(
     pipeline: beam.Pipeline,
-    input_pattern: str,
+    input_patterns: Sequence[str],
     output: str,
     config: DedupConfig,
     keep_rejects: bool,
 ) -> None:
     out = output.rstrip("/")
     result = (
-        pipeline | "ReadDocuments" >> ReadDocuments(input_pattern) | "Dedup" >> Deduplicate(config)
+        pipeline | "ReadDocuments" >> ReadDocuments(input_patterns) | "Dedup" >> Deduplicate(config)
     )
     result.main | "WriteDocuments" >> WriteDocuments(f"{out}/documents")
     if keep_rejects:
@@ -128,23 +135,24 @@ def _worker_error(error: Exception) -> str | None:
     return None
 
 
-def unknown_flags(beam_args: list[str]) -> list[str]:
-    """The flags of `beam_args` that Beam does not know: preprocess's rule, with preprocess's
-    own flags counted as unknown here (Beam would take them and ignore them)."""
+def unknown_flags_error(beam_args: list[str]) -> str | None:
+    """The refusal of what in `beam_args` Beam does not take: preprocess's rule, with
+    preprocess's own flags counted as unknown here (Beam would take them and ignore them)."""
     from pipelines.options import PreprocessOptions
-    from pipelines.runner.runners import unknown_arguments
+    from pipelines.runner.runners import unknown_arguments_error
 
-    return unknown_arguments(beam_args, exclude=(PreprocessOptions,))
+    return unknown_arguments_error(beam_args, exclude=(PreprocessOptions,), prog=PROG)
 
 
 def main(argv: list[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     try:
-        unknown = unknown_flags(beam_args)
-        if unknown:
-            raise ValueError(f"unknown option(s): {', '.join(unknown)}")
+        refused = unknown_flags_error(beam_args)
+        if refused:
+            raise ValueError(refused)
+        args.input = parsed_inputs(args)
         config = DedupConfig.from_args(args)
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
@@ -169,7 +177,7 @@ def _run(args, beam_args: list[str], config: DedupConfig, claim: OutputClaim) ->
         runner = FnApiRunner()
     pipeline = beam.Pipeline(runner=runner, options=PipelineOptions(beam_args))
     try:
-        config = sized_config(config, parquet_rows_bound(args.input), args.input)
+        config = sized_config(config, parquet_rows_bound(args.input), ", ".join(args.input))
         build_pipeline(pipeline, args.input, claim.out.url, config, args.keep_rejects)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

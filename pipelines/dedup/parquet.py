@@ -10,7 +10,7 @@ at a time (memory bounded by the row group, never the file) from any filesystem
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from pipelines import io as pipeline_io
 from pipelines.document import Document
+from pipelines.inputs import match_patterns
 
 DOCUMENT_SCHEMA = pa.schema(
     [
@@ -98,12 +99,13 @@ def read_parquet_documents(path: str, batch_rows: int = 1024) -> Iterator[Docume
 
 
 class ReadDocuments(beam.PTransform):
-    """Parquet document files matching a glob -> PCollection[Document] (one file per task)."""
+    """Parquet document files the patterns match (pipelines/inputs.py: each once) ->
+    PCollection[Document] (one file per task)."""
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, patterns: str | Sequence[str]) -> None:
         super().__init__()
         # Matched on the launcher: a typo fails before the pipeline starts.
-        self._paths = [f.path for f in pipeline_io.match_inputs(pattern)]
+        self._paths = [f.path for f in match_patterns(patterns)]
 
     def expand(self, pbegin):
         return (

@@ -37,10 +37,11 @@ run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from pipelines.dedup.config import DedupConfig
-from pipelines.io import InputFile, match_inputs, open_input
+from pipelines.inputs import match_patterns
+from pipelines.io import InputFile, open_input
 
 LOG = logging.getLogger(__name__)
 
@@ -159,9 +160,10 @@ def parquet_rows(files: list[InputFile]) -> int | None:
     return rows
 
 
-def parquet_rows_bound(pattern: str) -> int | None:
-    """parquet_rows of the files matching `pattern` (FileNotFoundError when none do)."""
-    return parquet_rows(match_inputs(pattern))
+def parquet_rows_bound(patterns: str | Sequence[str]) -> int | None:
+    """parquet_rows of the files the patterns match (FileNotFoundError naming a pattern that
+    matches none)."""
+    return parquet_rows(match_patterns(patterns))
 
 
 def sized_config(config: DedupConfig, max_documents: int | None, input_name: str) -> DedupConfig:
@@ -193,4 +195,4 @@ def preprocess_dedup_config(config, files: Iterable[InputFile]) -> DedupConfig:
         config.max_expansion,
         config.clean_config().min_chars,
     )
-    return sized_config(dedup, bound, config.input)
+    return sized_config(dedup, bound, ", ".join(config.input))

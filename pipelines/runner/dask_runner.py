@@ -91,6 +91,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 DaskOptions = stock.DaskOptions
+LOG = logging.getLogger(__name__)
 # Seconds between the launcher's progress lines.
 PROGRESS_INTERVAL_S = 10.0
 # A DoFn pickled to at most this many bytes travels inside each of its tasks (so a chain of
@@ -480,6 +481,17 @@ def _import_pipeline_modules() -> None:
     import pipelines.write  # noqa: F401
 
 
+def _dashboard(client) -> str:
+    """Where the cluster's dashboard is (its task stream, workers' memory and CPU), as the run's
+    first lines say it: a run of hours is watched there."""
+    try:
+        if "dashboard" in client.scheduler_info().get("services", {}):
+            return f"dashboard {client.dashboard_link}"
+    except Exception:  # noqa: BLE001 - a line of the log is not worth failing the run over
+        pass
+    return "no dashboard (the scheduler serves none)"
+
+
 class DaskRunner(stock.DaskRunner):
     """Runs a pipeline on a dask.distributed client (see the module docstring for what differs
     from Beam's own DaskRunner)."""
@@ -497,6 +509,8 @@ class DaskRunner(stock.DaskRunner):
                 drop_default=True, current_only=True)
             DaskOptions._extract_bag_kwargs(dask_options)  # what is left is the client's
             self._client = ddist.Client(**dask_options)
+            LOG.info("dask: scheduler %s, %s", self._client.scheduler.address,
+                     _dashboard(self._client))
             # The workers import Beam and our modules (seconds) now, while the launcher loads
             # the tokenizer and builds the graph, not when the first task reaches them.
             threading.Thread(

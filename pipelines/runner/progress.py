@@ -117,15 +117,18 @@ def _human(n: float, is_bytes: bool) -> str:
     return f"{int(n):,}"
 
 
-def format_progress(totals: Mapping[str, int], elapsed: float, total_tasks: int,
+def format_progress(totals: Mapping[str, int], elapsed: float,
                     idle: float | None = None, stall_timeout: float = 0.0) -> str:
-    """One status line, e.g. `[  12s] tasks 3/10 | docs read 1,234 | read 5.6 MB (0.47 MB/s) ...
-    | idle 0s of 900s`: the last part, with a stall timeout, is how long no total has moved."""
+    """One status line, e.g. `[  12s] | tasks 3/10 | docs read 1,234 | read 5.6 MB (0.47 MB/s)
+    ... | idle 0s of 900s`: tasks read of those planned so far (files are split into tasks
+    while others are read, so the second number may still grow; before any is planned, the
+    tasks read alone); the last part, with a stall timeout, is how long no total has moved."""
     parts = [f"[{elapsed:5.0f}s]"]
     for key, label, is_bytes in FIELDS:
         value = totals.get(key, 0)
         if key == "tasks":
-            parts.append(f"tasks {value}/{total_tasks}")
+            planned = totals.get("tasks_planned", 0)
+            parts.append(f"tasks {value}/{planned}" if planned else f"tasks {value}")
             continue
         text = f"{label} {_human(value, is_bytes)}"
         if key == "bytes_read" and elapsed > 0:
@@ -143,7 +146,6 @@ class ProgressDisplay(threading.Thread):
     def __init__(
         self,
         directory: str,
-        total_tasks: int,
         interval: float = 5.0,
         stream: TextIO | None = None,
         stall_timeout: float = 0.0,
@@ -151,7 +153,6 @@ class ProgressDisplay(threading.Thread):
     ):
         super().__init__(daemon=True, name="progress")
         self.directory = directory
-        self.total_tasks = total_tasks
         self.interval = interval
         self.stream = stream or sys.stderr
         self.stall_timeout = stall_timeout
@@ -176,8 +177,8 @@ class ProgressDisplay(threading.Thread):
 
     def line(self) -> str:
         idle = self.poll()
-        return format_progress(self.totals, time.monotonic() - self.started_at, self.total_tasks,
-                               idle, self.stall_timeout)
+        return format_progress(self.totals, time.monotonic() - self.started_at, idle,
+                               self.stall_timeout)
 
     def stall_line(self, idle: float) -> str:
         return (f"no progress for {idle:.0f}s in the {self.last_stage} stage (--stall-timeout "
@@ -191,8 +192,8 @@ class ProgressDisplay(threading.Thread):
         while not self._stop_event.wait(every):
             idle = self.poll()
             if self.interval > 0 and time.monotonic() >= next_line:
-                print(format_progress(self.totals, time.monotonic() - self.started_at,
-                                      self.total_tasks, idle, self.stall_timeout),
+                print(format_progress(self.totals, time.monotonic() - self.started_at, idle,
+                                      self.stall_timeout),
                       file=self.stream, flush=True)
                 self.lines_printed += 1
                 next_line += self.interval

@@ -1,7 +1,7 @@
 """Which runner a preprocess run uses and how many workers it has: a local run on the Python
 FnApiRunner (in the launcher's process for a small input, else one worker process per core),
 our DaskRunner, or any other Beam runner by name; and the thread pool each worker's tokenizer
-gets; and which flags no option class knows (preprocess and dedup refuse them)."""
+gets; and which arguments no option class takes (preprocess and dedup refuse them)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ from collections.abc import Sequence
 from apache_beam.options.pipeline_options import (
     DebugOptions,
     DirectOptions,
+    GoogleCloudOptions,
     PipelineOptions,
     StandardOptions,
     WorkerOptions,
 )
+
+from common.cli import OneLineErrors
 
 # Runner names that mean "run it here with the Python FnApiRunner".
 LOCAL_PYTHON_RUNNERS = ("DirectRunner", "FnApiRunner", "SwitchingDirectRunner")
@@ -48,24 +51,48 @@ def import_runner_options(argv: Sequence[str]) -> None:
 
 def beam_parser(option_classes, **kwargs) -> argparse.ArgumentParser:
     """A parser of these PipelineOptions classes' flags, on Beam's own parser class (some option
-    classes add value-provider arguments to it), with abbreviations off: a prefix of a flag
-    never passes for it."""
+    classes add value-provider arguments to it) with the project's one-line errors, and with
+    abbreviations off: a prefix of a flag never passes for it."""
     from apache_beam.options.pipeline_options import _BeamArgumentParser
 
-    parser = _BeamArgumentParser(allow_abbrev=False, **kwargs)
+    class BeamParser(OneLineErrors, _BeamArgumentParser):
+        pass
+
+    parser = BeamParser(allow_abbrev=False, **kwargs)
     for cls in option_classes:
         cls._add_argparse_args(parser)
     return parser
 
 
-def unknown_arguments(argv: Sequence[str], exclude: Sequence[type] = ()) -> list[str]:
-    """Flags no PipelineOptions class knows. Beam drops them with a warning, which would turn a
-    typo such as --shard_tokens (ours use dashes) into a silently ignored setting. `exclude`:
-    option classes of another command, whose flags count as unknown (pipelines.dedup's)."""
+def unknown_arguments(
+    argv: Sequence[str], exclude: Sequence[type] = (), prog: str | None = None
+) -> list[str]:
+    """What no PipelineOptions class takes: the flags none knows, else (no such flag) the words
+    no flag takes. Beam drops both, an unknown flag with a warning and a word silently, which
+    would turn a typo such as --shard_tokens (ours use dashes) into an ignored setting and
+    `--output out extra` into a lost input. Words after an unknown flag may be its value, so
+    only the flag is named then. `exclude`: option classes of another command, whose flags
+    count as unknown (pipelines.dedup's). A known flag's bad value (`--shard-tokens abc`) is
+    the parser's one-line error under `prog`, exit 2, before Beam's own parser would print its
+    whole usage."""
     import_runner_options(argv)
     every = {str(c): c for c in PipelineOptions.__subclasses__() if c not in exclude}.values()
-    _, unknown = beam_parser(every).parse_known_args(list(argv))
-    return [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    _, unknown = beam_parser(every, prog=prog).parse_known_args(list(argv))
+    flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    return flags or unknown
+
+
+def unknown_arguments_error(
+    argv: Sequence[str], exclude: Sequence[type] = (), prog: str | None = None
+) -> str | None:
+    """The one-line refusal of `unknown_arguments`, or None when every argument is taken."""
+    unknown = unknown_arguments(argv, exclude, prog)
+    if not unknown:
+        return None
+    if unknown[0].startswith("-"):
+        return f"unknown option(s): {', '.join(unknown)}"
+    words = ", ".join(map(repr, unknown))
+    return f"unexpected argument(s) {words}: no option takes them (inputs go after --input)"
 
 
 def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: int | None = None):
@@ -119,6 +146,31 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: i
         direct.direct_running_mode = None
         return FnApiRunner(default_environment=environment, provision_info=provision), True
     return FnApiRunner(provision_info=provision), True
+
+
+def check_dataflow_options(
+    options: PipelineOptions, runner, inputs: Sequence[str], output: str
+) -> None:
+    """ValueError, one line naming the flags, for a DataflowRunner launch that cannot work,
+    before the launcher writes anything: Beam finds a missing --temp_location only when it
+    stages the job, after OUTPUT was claimed and the tokenizer written there, and says it in
+    its own words ("Missing GCS path option: staging_location"). Dataflow's workers run on
+    Google Cloud: they read and write gs:// only, never the launcher's disk."""
+    if not (isinstance(runner, str) and runner.endswith("DataflowRunner")):
+        return
+    google = options.view_as(GoogleCloudOptions)
+    missing = [flag for flag, value in (("--project", google.project), ("--region", google.region))
+               if not value]
+    if not str(google.temp_location or "").startswith("gs://"):
+        missing.append("--temp_location gs://BUCKET/PATH (where the workers stage and spill)")
+    if missing:
+        raise ValueError(f"the DataflowRunner needs {', '.join(missing)}")
+    local = [path for path in (*inputs, output) if "://" not in path]
+    if local:
+        raise ValueError(
+            f"the DataflowRunner's workers cannot reach {local[0]} on this machine: give "
+            "--input and --output as gs:// URLs"
+        )
 
 
 def _provision_info(worker_options: dict):

@@ -6,34 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import BinaryIO
 
 from pipelines.document import Document, Failure, ReadTask
-from pipelines.io import match_inputs, open_input
+from pipelines.inputs import common_base, match_patterns
+from pipelines.io import open_input
 from pipelines.sources.input_errors import InputError, broken_off, failure, printable_name
 from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.traits import SourceTraits
 
-# Set by plan_file_tasks: the file's name relative to the input pattern, used in document ids so
-# that ids do not depend on where the corpus is mounted.
+# Set by plan_file_tasks: the file's name relative to the input patterns' common base, used in
+# document ids so that ids do not depend on where the corpus is mounted.
 RELATIVE_NAME_OPTION = "relative_name"
 # Also set by plan_file_tasks: the file's size, so that splitting never opens a small file.
 FILE_BYTES_OPTION = "file_bytes"
 
-_WILDCARD = re.compile(r"[*?\[]")
-
-
-def _pattern_base(pattern: str) -> str:
-    """The directory part of a pattern before its first wildcard, ending in '/'."""
-    wildcard = _WILDCARD.search(pattern)
-    prefix = pattern[: wildcard.start()] if wildcard else pattern
-    return prefix[: prefix.rfind("/") + 1]
-
-
 def relative_name(path: str, base: str) -> str:
-    """`path` relative to the pattern's base directory (its basename if it is not under it), as
+    """`path` relative to the patterns' base directory (its basename if it is not under it), as
     printable_name makes it."""
     if base and path.startswith(base):
         return printable_name(path[len(base):])
@@ -44,18 +34,15 @@ def relative_name(path: str, base: str) -> str:
     return printable_name(path.rstrip("/").rsplit("/", 1)[-1])
 
 
-def plan_file_tasks(source: str, pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-    """One ReadTask per file matching `pattern` (a glob, a file, or a directory = all files
-    under it), sorted by path. A source may split a big file's task further (sources/ranges.py)
-    where its format allows."""
+def plan_file_tasks(
+    source: str, patterns: str | Sequence[str], options: Mapping[str, str]
+) -> list[ReadTask]:
+    """One ReadTask per file the patterns match (globs, files, directories = all files under
+    them; each file once: pipelines/inputs.py), sorted by path. A source may split a big file's
+    task further (sources/ranges.py) where its format allows."""
     max_document_bytes(options)  # a bad option fails on the launcher, not on every worker
-    local_dir = "://" not in pattern and os.path.isdir(pattern)
-    if local_dir or pattern.endswith("/"):
-        pattern = pattern.rstrip("/") + "/**"
-    base = _pattern_base(pattern)
-    files = [f for f in match_inputs(pattern) if not ("://" not in f.path and os.path.isdir(f.path))]
-    if not files:
-        raise FileNotFoundError(f"no input files match {pattern!r} (only directories)")
+    base = common_base(patterns)
+    files = match_patterns(patterns)
     return [
         ReadTask(source=source, path=f.path,
                  options={**options, RELATIVE_NAME_OPTION: relative_name(f.path, base),
@@ -99,11 +86,11 @@ class FileSource:
     def check_options(self, options: Mapping[str, str]) -> None:
         check_file_options(options, self.traits, self.checks)
 
-    def plan(self, pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
-        """One task per file matching `pattern` (plan_file_tasks), once the options are checked:
-        a bad option fails on the launcher, not on every worker."""
+    def plan(self, patterns: str | Sequence[str], options: Mapping[str, str]) -> list[ReadTask]:
+        """One task per file the patterns match (plan_file_tasks), once the options are
+        checked: a bad option fails on the launcher, not on every worker."""
         self.check_options(options)
-        return plan_file_tasks(self.name, pattern, options)
+        return plan_file_tasks(self.name, patterns, options)
 
     def read(self, task: ReadTask) -> Iterator[Document | Failure]:
         """What `read_file` yields from the task's file. A file that breaks off (an InputError)

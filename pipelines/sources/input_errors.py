@@ -1,21 +1,17 @@
 """What goes wrong reading an input: the InputError kinds, and the Failure made from one.
 
 Errors are `InputError` subclasses whose `reason` is the key a `Failure` is counted under. A
-record that cannot be read is `failure(...)` (counted, logged, and reading goes on); a task
+record that cannot be read is `failure(...)` (counted and logged by the stage, and reading goes
+on); a task
 whose input stops being readable is `broken_off(...)`, which also says from where its input
 counts as lost (stats.py bounds that share with --max-failure-rate).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 
 from pipelines.document import Failure
-from pipelines.reason_log import ReasonLog
-
-logger = logging.getLogger(__name__)
-_SKIPS = ReasonLog(logger)
 
 
 class InputError(Exception):
@@ -59,13 +55,12 @@ class ArchiveError(InputError):
 
 def failure(location: str, reason: str, detail: str = "", lost_from: int | None = None,
             rows_lost: int = 0) -> Failure:
-    """A Failure, logged: every skip a source makes is counted, and the first of each reason are
-    visible in the log (reason_log.py: the rest are counted in one line a doubling). Its
+    """A Failure. It is logged where it is counted (stage.py's read stage, train_tokenizer), once:
+    the first of each reason one by one, the rest in one line a doubling (reason_log.py). Its
     location and detail go through printable_name (a path may hold a non-UTF-8 byte);
     `lost_from` and `rows_lost` as Failure has them (lost_from 0: a file that could not be read
     at all is lost whole)."""
     location, detail = printable_name(location), printable_name(detail)
-    _SKIPS.warning(reason, "%s: %s: %s", location, reason, detail)
     return Failure(location=location, reason=reason, detail=detail, lost_from=lost_from,
                    rows_lost=rows_lost)
 

@@ -2,8 +2,9 @@
 
 Each source module sets `TRAITS = SourceTraits(...)`; the clean preset and the default language
 (`CleanConfig.for_source`, `PreprocessConfig.clean_config`),
-the default `--min-tokens` (`PreprocessConfig`), the task size (`sources.sized_read_options`) and
-dedup's bound on the documents (`dedup/sizing.py`) read them through `sources.source_traits`, so
+the default `--min-tokens` (`PreprocessConfig`), the task size (`sources.sized_read_options`),
+dedup's bound on the documents (`dedup/sizing.py`) and the launcher's check of the input's
+format (`sources/formats.py`) read them through `sources.source_traits`, so
 that no code outside `pipelines/sources/` compares a source's name.
 """
 
@@ -73,6 +74,25 @@ class TaskSize:
 
 
 @dataclasses.dataclass(frozen=True)
+class InputFormat:
+    """What a source's files look like, told from their first decompressed bytes (SNIFF_BYTES):
+    the launcher names a file given to the wrong source, and the sources that read it
+    (sources/formats.py), instead of a run that fails on every worker."""
+
+    name: str  # what the source reads, in the error: "a MediaWiki XML dump"
+    matches: Callable[[bytes], bool]  # the head of a non-empty file -> is it of this format
+    # False: the format only names this source for a file given to another; a file not of it
+    # is its reader's to count (a web crawl holds images and junk among its pages)
+    refuse_others: bool = True
+
+
+def leading_text(head: bytes) -> bytes:
+    """`head` from its first character that is not a UTF-8 BOM or white space: what a format's
+    first token is looked for in."""
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()
+
+
+@dataclasses.dataclass(frozen=True)
 class SourceTraits:
     # Crawled web pages: cleaned with the web preset (Gopher and C4 rules) instead of the
     # light one for curated text.
@@ -89,3 +109,6 @@ class SourceTraits:
     # (the file is read on a worker, so the language travels with its documents); the launcher
     # calls this on a few input files to say so in the run's first lines.
     input_language: Callable[[str], str | None] | None = None
+    # None: the source reads any text, so no file is refused by its look (nor is the source
+    # suggested for one)
+    input_format: InputFormat | None = None

@@ -1,11 +1,11 @@
-"""The read stage's Beam transform: ReadSource, an input pattern -> Documents (and Failures),
+"""The read stage's Beam transform: ReadSource, input patterns -> Documents (and Failures),
 planned, split and read on workers by the source module `--source` names."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam import pvalue
@@ -19,6 +19,7 @@ from pipelines.document import (
     ReadTask,
     Reject,
 )
+from pipelines.inputs import as_patterns
 from pipelines.runner import progress as progress_lib
 from pipelines.sources import get_source, input_bytes, split_task
 from pipelines.stage import CountingDoFn, stage_error
@@ -155,22 +156,24 @@ class ReadDoFn(_SourceTaskDoFn):
 
 
 class PlanDoFn(CountingDoFn):
-    """The input pattern -> the source's per-file ReadTasks (a listing: one worker does it, as
-    Beam's MatchFiles does). A pattern that cannot be planned is one counted, logged Failure.
-    Its input is one Impulse: the pattern is the DoFn's own (a Create is four transforms)."""
+    """The input patterns -> the source's per-file ReadTasks (a listing: one worker does it, as
+    Beam's MatchFiles does). Patterns that cannot be planned are one counted, logged Failure.
+    Its input is one Impulse: the patterns are the DoFn's own (a Create is four transforms)."""
 
-    def __init__(self, source: str, pattern: str, options: Mapping[str, str], keep_failures: bool):
+    def __init__(self, source: str, patterns: Sequence[str], options: Mapping[str, str],
+                 keep_failures: bool):
         self.source_name = source
-        self.pattern = pattern
+        self.patterns = tuple(patterns)
         self.options = dict(options)
         self.keep_failures = keep_failures
 
     def process(self, _once: bytes) -> Iterator:
         try:
-            tasks = get_source(self.source_name).plan(self.pattern, self.options)
+            tasks = get_source(self.source_name).plan(self.patterns, self.options)
         except (ValueError, OSError) as error:  # FileNotFoundError included
             self.counts.inc("read_failures")
-            failure = Failure(location=self.pattern, reason="plan_error", detail=str(error))
+            location = ", ".join(self.patterns)
+            failure = Failure(location=location, reason="plan_error", detail=str(error))
             yield from self._fail(failure, self.keep_failures)
             return
         self.counts.inc("files_planned", len(tasks))
@@ -194,20 +197,21 @@ class SplitDoFn(_SourceTaskDoFn):
 
 
 class ReadSource(beam.PTransform):
-    """PBegin -> {"documents", "failures", "counts"} from an input pattern.
+    """PBegin -> {"documents", "failures", "counts"} from input patterns (one or several, as
+    pipelines/inputs.py resolves them).
 
-    Tasks are planned at run time, not on the launcher: the graph holds the pattern only, so
-    its size does not grow with the number of files (a million small files would otherwise
-    inline a million tasks into the job). The pattern is listed on one worker, each file's task
-    is split where its format allows on whichever worker the first Reshuffle sends it to, and
-    the second Reshuffle spreads the tasks over every worker; each task is read start to end
-    on one worker.
+    Tasks are planned at run time, not on the launcher: the graph holds the patterns only, so
+    its size does not grow with the number of files a glob matches (a million small files would
+    otherwise inline a million tasks into the job). The patterns are listed on one worker, each
+    file's task is split where its format allows on whichever worker the first Reshuffle sends
+    it to, and the second Reshuffle spreads the tasks over every worker; each task is read start
+    to end on one worker.
     """
 
     def __init__(
         self,
         source: str,
-        pattern: str,
+        patterns: str | Sequence[str],
         options: Mapping[str, str] | None = None,
         *,
         keep_failures: bool = False,
@@ -216,7 +220,7 @@ class ReadSource(beam.PTransform):
     ):
         super().__init__()
         self.source = source
-        self.pattern = pattern
+        self.patterns = as_patterns(patterns)
         self.options = dict(options or {})
         self.keep_failures = keep_failures
         self.progress_dir = progress_dir
@@ -228,7 +232,7 @@ class ReadSource(beam.PTransform):
             | "Once" >> beam.Impulse()
             | "Plan"
             >> beam.ParDo(
-                PlanDoFn(self.source, self.pattern, self.options, self.keep_failures)
+                PlanDoFn(self.source, self.patterns, self.options, self.keep_failures)
             ).with_outputs("failures", "counts", main="tasks")
         )
         tasks = (

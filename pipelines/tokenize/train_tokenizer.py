@@ -29,8 +29,10 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
+from common.cli import ArgumentParser
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document, Failure
+from pipelines.inputs import add_input_arguments, parsed_inputs
 from pipelines.runner.beam_worker import add_stderr_handler
 from pipelines.tokenize.tokenizer import (
     BERT_SPECIAL_TOKENS,
@@ -71,7 +73,7 @@ def _truncate(text: str, max_bytes: int) -> str:
 
 def sample_texts(
     source: str,
-    pattern: str,
+    patterns: str | Sequence[str],
     *,
     sample_bytes: int,
     clean_config: CleanConfig,
@@ -85,7 +87,7 @@ def sample_texts(
     from pipelines.sources import get_source
 
     module = get_source(source)
-    tasks = module.plan(pattern, {})
+    tasks = module.plan(patterns, {})
     chosen = spread_indices(len(tasks), max(1, sample_bytes // BYTES_PER_TASK))
     # The evenly spread tasks first; if files are smaller than their shares, the others after.
     chosen_set = set(chosen)
@@ -173,12 +175,12 @@ def train_tokenizer(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pipelines.tokenize.train_tokenizer",
         description="Train a byte-level BPE (GPT) or WordPiece (BERT) tokenizer on a corpus sample.",
     )
     parser.add_argument("--kind", required=True, choices=KINDS)
-    parser.add_argument("--input", required=True, help="input file glob (any filesystem)")
+    add_input_arguments(parser)
     parser.add_argument("--source", required=True, help="source format, as for preprocess")
     parser.add_argument("--vocab-size", required=True, type=int)
     parser.add_argument("--output", required=True, help="where to write the tokenizer JSON")
@@ -201,14 +203,25 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # our own messages only: reading the input imports Beam, which logs GCP notices
-    add_stderr_handler(args.verbose, logging.INFO)
+    root = logging.getLogger()
+    level = root.level
+    handler = add_stderr_handler(args.verbose, logging.INFO)
+    try:
+        return _train(args)
+    finally:  # as it was: main() may be called from a program with logging of its own
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def _train(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
+        inputs = parsed_inputs(args)
         clean_config = CleanConfig.for_source(args.source, language=args.language)
         stats = SampleStats()
         texts = sample_texts(
             args.source,
-            args.input,
+            inputs,
             sample_bytes=int(args.sample_mb * 1_000_000),
             clean_config=clean_config,
             stats=stats,
@@ -225,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if stats.documents == 0:
         print(
-            f"train_tokenizer: no text in {args.input!r} survived reading and cleaning "
+            f"train_tokenizer: no text in {', '.join(inputs)} survived reading and cleaning "
             f"({stats.rejected} rejected, {stats.failures} unreadable); check --source and "
             f"--language",
             file=sys.stderr,

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
+from common.cli import ArgumentParser
 from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped, read_text_capped
 from train.eval import lambada, scoring, wikitext
 from train.eval.load import LoadedModel, LoadError, load_model, load_tokenizer
@@ -35,7 +36,7 @@ BATCH_NAMES = {CAUSAL_LM: "causal language", MASKED_LM: "BERT"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="train/evaluate.py",
         description="Evaluate a GPT/BERT checkpoint (ours or HF) on WikiText, LAMBADA or masked LM.",
     )
@@ -113,18 +114,31 @@ def _device(choice: str) -> torch.device:
 
 
 class _Progress:
-    """A tqdm bar on rank 0 (stderr), nothing elsewhere."""
+    """Progress on rank 0, nothing elsewhere: a tqdm bar on a terminal; where stderr is a file
+    or a pipe (a job's log), a line at every tenth of the batches, since a bar's carriage
+    returns would fill the log with one overwritten line."""
 
-    def __init__(self, total: int, label: str, enabled: bool) -> None:
+    LINES = 10
+
+    def __init__(self, total: int, label: str, enabled: bool, stream=None) -> None:
         self.bar = None
-        if enabled:
+        self.stream = stream or sys.stderr
+        self.total, self.label, self.done, self.lines = total, label, 0, 0
+        self.enabled = enabled
+        if enabled and self.stream.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=label, unit="batch", file=sys.stderr, leave=False)
+            self.bar = tqdm(total=total, desc=label, unit="batch", file=self.stream, leave=False)
 
     def __call__(self, n: int) -> None:
         if self.bar is not None:
             self.bar.update(n)
+            return
+        self.done += n
+        if self.enabled and self.total and self.done * self.LINES >= (self.lines + 1) * self.total:
+            self.lines = self.done * self.LINES // self.total
+            print(f"{self.label}: {self.done:,}/{self.total:,} batches", file=self.stream,
+                  flush=True)
 
     def close(self) -> None:
         if self.bar is not None:

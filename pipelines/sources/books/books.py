@@ -46,11 +46,19 @@ from pipelines.sources.ranges import split_tar_file, tar_range_stream
 from pipelines.sources.reading import decode_text, read_bounded, to_lf
 from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.tar_members import ArchiveMember, is_tar, iter_tar_members
-from pipelines.sources.traits import DocumentBound, SourceTraits
+from pipelines.sources.traits import DocumentBound, InputFormat, SourceTraits, leading_text
 
 NAME = "books"
 # Curated text, one book a file: a plain file's text is the book's own characters.
-TRAITS = SourceTraits(documents=DocumentBound.ONE_PER_PLAIN_FILE)
+def _looks_like_books(head: bytes) -> bool:
+    """A tar of books, or plain text: no NUL byte, and not markup or JSON."""
+    return is_tar(head) or (b"\0" not in head and not leading_text(head).startswith((b"<", b"{")))
+
+
+TRAITS = SourceTraits(
+    documents=DocumentBound.ONE_PER_PLAIN_FILE,
+    input_format=InputFormat("plain-text books", _looks_like_books),
+)
 
 # Where the book starts: the line after the last of these in the header. "*END*THE SMALL
 # PRINT!" closes the license block that 1990s files put before the text.

@@ -35,11 +35,14 @@ from pipelines.sources.input_errors import failure
 from pipelines.sources.json_lines import json_records
 from pipelines.sources.ranges import is_range, iter_range_lines, split_line_file
 from pipelines.sources.sizes import max_document_bytes
-from pipelines.sources.traits import DocumentBound, SourceTraits
+from pipelines.sources.traits import DocumentBound, InputFormat, SourceTraits, leading_text
 
 NAME = "jsonl"
 # Curated records, one a line: a plain file's text is the records' own characters.
-TRAITS = SourceTraits(documents=DocumentBound.ONE_PER_PLAIN_LINE)
+TRAITS = SourceTraits(
+    documents=DocumentBound.ONE_PER_PLAIN_LINE,
+    input_format=InputFormat("JSON lines", lambda head: leading_text(head).startswith(b"{")),
+)
 JSON_KEYS_OPTION = "json_keys"
 DEFAULT_JSON_KEYS = ("text",)
 KEY_SEPARATOR = "\n\n"

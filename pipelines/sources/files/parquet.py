@@ -23,7 +23,7 @@ the pages simply end early), which stats.json counts as `input_rows_lost`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,11 +35,14 @@ from pipelines.sources.input_errors import BinaryContentError, failure, failure_
 from pipelines.sources.ranges import range_input_bytes
 from pipelines.sources.reading import decode_text
 from pipelines.sources.sizes import max_document_bytes
-from pipelines.sources.traits import DocumentBound, SourceTraits
+from pipelines.sources.traits import DocumentBound, InputFormat, SourceTraits
 
 NAME = "parquet"
 # Curated records, one a row, counted in the files' footers.
-TRAITS = SourceTraits(documents=DocumentBound.ONE_PER_ROW)
+TRAITS = SourceTraits(
+    documents=DocumentBound.ONE_PER_ROW,
+    input_format=InputFormat("Parquet", lambda head: head.startswith(b"PAR1")),
+)
 TEXT_COLUMN_OPTION = "text_column"
 BATCH_ROWS_OPTION = "batch_rows"
 DEFAULT_TEXT_COLUMN = "text"
@@ -80,11 +83,11 @@ def row_group_ranges(row_group_bytes: list[int], task_bytes: int) -> list[tuple[
     return ranges
 
 
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+def plan(patterns: str | Sequence[str], options: Mapping[str, str]) -> list[ReadTask]:
     check_options(options)
     task_bytes = TRAITS.task_size.bytes(options)
     tasks: list[ReadTask] = []
-    for file_task in plan_file_tasks(NAME, pattern, options):
+    for file_task in plan_file_tasks(NAME, patterns, options):
         try:
             with open_input(file_task.path) as raw:
                 metadata = pq.ParquetFile(raw).metadata

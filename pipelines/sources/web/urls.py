@@ -21,7 +21,6 @@ host of the blacklisted sites.
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import re
@@ -32,7 +31,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
 
-from pipelines.io import match_inputs, open_input
+from common.cli import ArgumentParser
+from pipelines.inputs import add_input_arguments, match_patterns, parsed_inputs
+from pipelines.io import open_input
 from pipelines.sources.compression import open_decompressed
 from pipelines.sources.input_errors import InputError
 from pipelines.sources.reading import iter_lines
@@ -203,11 +204,13 @@ def read_url_lines(path: str) -> Iterator[str]:
         raise InputError(f"{path}: {error.reason}: {error.detail}") from None
 
 
-def write_filtered_urls(input_pattern: str, output_path: str) -> tuple[int, Counter[str]]:
-    """Filter every URL file matching `input_pattern` (as one list, so duplicates across files
-    are caught) and write the kept URLs, one a line, to `output_path`."""
+def write_filtered_urls(
+    input_patterns: str | Sequence[str], output_path: str
+) -> tuple[int, Counter[str]]:
+    """Filter every URL file the patterns match (as one list, so duplicates across files are
+    caught) and write the kept URLs, one a line, to `output_path`."""
     def all_lines() -> Iterator[str]:
-        for input_file in match_inputs(input_pattern):
+        for input_file in match_patterns(input_patterns):
             yield from read_url_lines(input_file.path)
 
     kept, rejected = filter_urls(all_lines())
@@ -218,12 +221,12 @@ def write_filtered_urls(input_pattern: str, output_path: str) -> tuple[int, Coun
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--input", required=True, help="URL file or glob (plain or JSON lines)")
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_input_arguments(parser, "URL files (plain or JSON lines)")
     parser.add_argument("--output", required=True, help="where to write the kept URLs")
     args = parser.parse_args(argv)
     try:
-        kept, rejected = write_filtered_urls(args.input, args.output)
+        kept, rejected = write_filtered_urls(parsed_inputs(args), args.output)
     except (InputError, OSError, ValueError) as error:  # ValueError: safe_io's refusals
         print(f"urls: error: {error}", file=sys.stderr)
         return 1

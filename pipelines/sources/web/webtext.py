@@ -79,14 +79,22 @@ from pipelines.sources.ranges import (
 from pipelines.sources.reading import binary_reason, decode_text, read_bounded, to_lf
 from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.tar_members import ArchiveMember, is_tar, iter_tar_members
-from pipelines.sources.traits import SourceTraits
+from pipelines.sources.traits import InputFormat, SourceTraits
 from pipelines.sources.web.htmltext import extractor_name, html_to_text
 from pipelines.sources.web.warc_framing import CorruptRecord, warc_records
 
 NAME = "webtext"
 # Crawled pages get the web clean preset. Megatron's OpenWebText cleanup drops web documents
 # under 128 GPT-2 tokens, and so does a webtext run unless --min-tokens says otherwise.
-TRAITS = SourceTraits(web_text=True, min_tokens=128)
+TRAITS = SourceTraits(
+    web_text=True,
+    min_tokens=128,
+    input_format=InputFormat(
+        "web pages (HTML, text, JSON lines, WARC, or tar of them)",
+        lambda head: is_tar(head) or b"\0" not in head,
+        refuse_others=False,
+    ),
+)
 logger = logging.getLogger(__name__)
 
 # OpenWebText nests one tar inside another; deeper nesting is refused so that a crafted

@@ -31,14 +31,21 @@ import logging
 import posixpath
 import re
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from apache_beam.metrics import Metrics
 
 from pipelines.document import Document, Failure, ReadTask
+from pipelines.inputs import as_patterns, match_patterns
 from pipelines.io import match_inputs, open_input
 from pipelines.sources.file_source import check_file_options
-from pipelines.sources.traits import SOURCE_LANGUAGE_META, SourceTraits, TaskSize
+from pipelines.sources.traits import (
+    SOURCE_LANGUAGE_META,
+    InputFormat,
+    SourceTraits,
+    TaskSize,
+    leading_text,
+)
 from pipelines.sources.wikipedia import wikimarkup
 from pipelines.sources.wikipedia.wiki_dump import (
     BZ2_STREAM_MAGIC,
@@ -89,11 +96,23 @@ def input_language(path: str) -> str | None:
     return dump_language(site) if site else ""
 
 
+# The multistream index beside a dump: "offset:page_id:title" lines.
+_INDEX_LINE = re.compile(rb"\d+:\d+:")
+
+
+def _looks_like_dump(head: bytes) -> bool:
+    """A MediaWiki XML export (a multistream piece starts at a <page>), or a dump's index."""
+    text = leading_text(head)
+    xml = text.startswith(b"<") and (b"<mediawiki" in text or b"<page>" in text)
+    return xml or _INDEX_LINE.match(text) is not None
+
+
 # Curated text (the light clean preset), in the language its dump names. A multistream dump is
 # cut into tasks of `wiki_task_mb` MB of compressed input.
 TRAITS = SourceTraits(
     task_size=TaskSize("wiki_task_mb", default=64.0, unit=1_000_000, unit_name="MB"),
     input_language=input_language,
+    input_format=InputFormat("a MediaWiki XML dump", _looks_like_dump),
 )
 SKIP_REASONS = ("namespace", "redirect", "disambiguation", "empty")
 
@@ -206,8 +225,7 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
     """Documents for the articles of one task, and Failures for what could not be read."""
     fallback_dbname = _dbname_from_path(task.path)
     for item in parse_pages(task):
-        if isinstance(item, Failure):
-            _log.warning("wikipedia: %s: %s (%s)", item.location, item.reason, item.detail)
+        if isinstance(item, Failure):  # logged where it is counted (stage.py), once
             yield item
             continue
         _PAGES.inc()
@@ -274,18 +292,19 @@ def check_options(options: Mapping[str, str]) -> None:
     check_file_options(options, TRAITS)
 
 
-def plan(pattern: str, options: Mapping[str, str]) -> list[ReadTask]:
+def plan(patterns: str | Sequence[str], options: Mapping[str, str]) -> list[ReadTask]:
     """One task per dump file, except multistream dumps with an index, which become byte ranges
     of about `wiki_task_mb` MB (whole bz2 streams once read). Index files matched by the
-    pattern mark their dump as multistream; they are not read as dumps, nor read at all."""
+    patterns mark their dump as multistream; they are not read as dumps, nor read at all."""
     check_options(options)  # a bad option fails on the launcher, not on workers
     task_bytes = TRAITS.task_size.bytes(options)
-    dumps = [f for f in match_inputs(pattern) if not _INDEX_NAME.search(f.path)]
+    named = ", ".join(map(repr, as_patterns(patterns)))
+    dumps = [f for f in match_patterns(patterns) if not _INDEX_NAME.search(f.path)]
     if not dumps:
-        raise FileNotFoundError(f"{pattern!r} matches only multistream index files, no dump")
+        raise FileNotFoundError(f"{named} match(es) only multistream index files, no dump")
     explicit_index = options.get("wiki_index", "")
     if explicit_index and len(dumps) != 1:
-        raise ValueError(f"wiki_index names one index, but {pattern!r} matches {len(dumps)} dumps")
+        raise ValueError(f"wiki_index names one index, but {named} match {len(dumps)} dumps")
     if explicit_index and not _existing(explicit_index):
         raise FileNotFoundError(f"wiki_index {explicit_index!r} does not exist")
     tasks: list[ReadTask] = []
