@@ -74,7 +74,10 @@ def test_a_dump_that_breaks_off_is_logged_once(tmp_path, capsys):
     cut.parent.mkdir()
     data = SIMPLEWIKI.read_bytes()
     cut.write_bytes(data[: len(data) // 2])
-    code, _, err = _preprocess(capsys, "wikipedia", cut, tmp_path / "out",
+    # A whole dump beside the cut one, so that the run writes documents (a run that writes
+    # none fails, whatever the failure rate allows).
+    (cut.parent / "simplewiki-whole.xml.bz2").write_bytes(data)
+    code, _, err = _preprocess(capsys, "wikipedia", cut.parent, tmp_path / "out",
                                "--max-failure-rate=1", "--language=any", "--no-dedup")  # fmt: skip
     assert code == 0, err
     logged = [line for line in err.splitlines()
