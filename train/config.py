@@ -38,6 +38,25 @@ ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
 DECAYS = ("cosine", "linear")
 DEVICES = ("auto", "cpu", "cuda")
 
+# Field metadata key of the settings that make a run the same run (`identity`).
+_IDENTITY = "shardsmith.train.run_identity"
+
+
+def identity(declared: dataclasses.Field) -> dataclasses.Field:
+    """Mark a declared field as part of a run's identity: its schedule or its data. A resume
+    whose value differs is refused unless --allow-config-change (train.resume)."""
+    return dataclasses.field(
+        default=declared.default,
+        default_factory=declared.default_factory,
+        metadata={**declared.metadata, _IDENTITY: True},
+    )
+
+
+def run_identity_fields() -> tuple[str, ...]:
+    """The TrainConfig fields marked with `identity`, in field order."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get(_IDENTITY))
+
+
 # the argument groups of --help
 _data = functools.partial(option, group="data")
 _model = functools.partial(option, group="model")
@@ -48,11 +67,13 @@ _run = functools.partial(option, group="run directory")
 
 @dataclass
 class TrainConfig:
-    data: list[str] = _data(
-        nargs="+",
-        metavar="SPEC",
-        help="a shard-set directory, a bare Megatron .bin/.idx prefix, or a weighted list "
-        "'W1 PATH1 W2 PATH2 ...' (weights are normalised)",
+    data: list[str] = identity(
+        _data(
+            nargs="+",
+            metavar="SPEC",
+            help="a shard-set directory, a bare Megatron .bin/.idx prefix, or a weighted list "
+            "'W1 PATH1 W2 PATH2 ...' (weights are normalised)",
+        )
     )
     tokenizer: str | None = _data(
         None,
@@ -68,9 +89,9 @@ class TrainConfig:
         help="for data that records no tokenizer: just the vocabulary size (no special ids: "
         "no --eod-mask-loss, no BERT; prefer --tokenizer)",
     )
-    split: str = _data("969,30,1", help="train,valid,test document shares")
-    seq_len: int | None = _data(
-        None, check=POSITIVE, help="tokens per sample (default: the model's context length)"
+    split: str = identity(_data("969,30,1", help="train,valid,test document shares"))
+    seq_len: int | None = identity(
+        _data(None, check=POSITIVE, help="tokens per sample (default: the model's context length)")
     )
     mask_prob: float = _data(
         0.15,
@@ -104,9 +125,11 @@ class TrainConfig:
         128, check=POSITIVE, help="pad the tokenizer's vocabulary to a multiple of this x --tp"
     )
 
-    max_steps: int = _optimisation(100, check=POSITIVE)
-    global_batch: int = _optimisation(
-        8, check=POSITIVE, help="samples per optimizer step, over all data-parallel ranks"
+    max_steps: int = identity(_optimisation(100, check=POSITIVE))
+    global_batch: int = identity(
+        _optimisation(
+            8, check=POSITIVE, help="samples per optimizer step, over all data-parallel ranks"
+        )
     )
     micro_batch: int | None = _optimisation(
         None,
@@ -115,14 +138,18 @@ class TrainConfig:
         "global / (micro * data-parallel size)",
     )
     optimizer: str = _optimisation("adamw", choices=tuple(OPTIMIZER_DEFAULTS))
-    lr: float = _optimisation(6e-4, check=POSITIVE, help="peak learning rate")
-    min_lr: float | None = _optimisation(None, help="final lr (default lr/10)")
-    warmup_steps: int | None = _optimisation(
-        None, check=NON_NEGATIVE, help="linear warmup steps (default max_steps // 10)"
+    lr: float = identity(_optimisation(6e-4, check=POSITIVE, help="peak learning rate"))
+    min_lr: float | None = identity(_optimisation(None, help="final lr (default lr/10)"))
+    warmup_steps: int | None = identity(
+        _optimisation(
+            None, check=NON_NEGATIVE, help="linear warmup steps (default max_steps // 10)"
+        )
     )
-    decay: str = _optimisation("cosine", choices=DECAYS)
-    decay_steps: int | None = _optimisation(
-        None, check=POSITIVE, help="step at which lr reaches --min-lr (default --max-steps)"
+    decay: str = identity(_optimisation("cosine", choices=DECAYS))
+    decay_steps: int | None = identity(
+        _optimisation(
+            None, check=POSITIVE, help="step at which lr reaches --min-lr (default --max-steps)"
+        )
     )
     weight_decay: float | None = _optimisation(
         None, check=NON_NEGATIVE, help="default 0.1 for adamw, 0.01 for lamb"
@@ -214,8 +241,9 @@ class TrainConfig:
     )
     allow_config_change: bool = _run(
         False,
-        help="resume even though --data, --split, --seq-len or --global-batch differ from the "
-        "checkpoint's",
+        help="resume even though the schedule or the data differ from the checkpoint's: "
+        "--data, --split, --seq-len, --max-steps, --global-batch, --lr, --min-lr, "
+        "--warmup-steps, --decay, --decay-steps",
     )
     async_checkpoint: bool = _run(
         False,
