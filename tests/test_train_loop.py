@@ -367,3 +367,55 @@ def test_log_line_and_metrics_give_step_time_and_eta(gpt_shards, tmp_path, capsy
         assert f"| {record['step_ms']:.0f} ms/step |" in line and "tok/s" in line
         assert line.endswith(f"| ETA {format_duration(record['eta_s'])}")
     assert lines[-1].endswith("| ETA 0:00:00")
+
+
+# -- model shape from flags ----------------------------------------------------------------------
+
+
+def test_shape_flags_train_save_resume_and_export(gpt_shards, tmp_path, capsys):
+    """gpt-tiny resized on the command line: the model, its FLOP count and its checkpoint
+    follow the flags; a resume without them takes the checkpoint's shape; export reads it."""
+    import torch
+
+    from train.models.gpt import GPTConfig, count_params, flops_per_token
+
+    shape = ("--num-layers", "3", "--hidden-size", "96", "--num-attention-heads", "4")
+    config = GPTConfig(vocab_size=50304, n_layer=3, n_embd=96, n_head=4, block_size=128)
+    run(gpt_shards, tmp_path, "--max-steps", "3", "--stop-at", "2", *shape)
+    assert f"gpt-tiny with {' '.join(shape)}: {count_params(config) / 1e6:.2f}M parameters" in (
+        capsys.readouterr().out
+    )
+    for record in train_records(tmp_path):  # tflops = FLOPs per token x tokens/s (1 process)
+        flops = record["tflops"] * 1e12 / record["tokens_per_s"]
+        assert flops == pytest.approx(flops_per_token(config, 16), rel=1e-9)
+    assert "--num-attention-heads 4, this run has --num-attention-heads 2" in expect_error(
+        gpt_shards, tmp_path, "--max-steps", "3", "--resume", "--num-attention-heads", "2"
+    )
+    summary = run(gpt_shards, tmp_path, "--max-steps", "3", "--resume")
+    assert summary["step"] == 3 and summary["config"]["num_layers"] == 3
+    exported = tmp_path / "model.pt"
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "convert"), "checkpoint-to-torch",
+         str(tmp_path / "checkpoints" / "step-00000003"), str(exported)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    state = torch.load(exported, weights_only=True)
+    recorded = state["trainer"]["model_config"]
+    assert (recorded["n_layer"], recorded["n_embd"], recorded["n_head"]) == (3, 96, 4)
+    weights = state["model"]
+    assert sorted({int(name.split(".")[1]) for name in weights if name.startswith("blocks.")}) == [
+        0, 1, 2
+    ]  # fmt: skip
+    assert weights["blocks.2.mlp.fc_in.weight"].shape == (384, 96)
+    untied = sum(t.numel() for name, t in weights.items() if name != "lm_head.weight")
+    assert untied == count_params(config)
+
+
+def test_a_shape_flag_the_family_cannot_honour_is_one_line(gpt_shards, tmp_path):
+    message = expect_error(gpt_shards, tmp_path, "--ffn-hidden-size", "100")
+    assert message == (
+        "error: --preset gpt-tiny: --ffn-hidden-size: the gpt family has an MLP of 4 x "
+        "--hidden-size (GPT-2's)"
+    )
+    assert not (tmp_path / "metrics.jsonl").exists()

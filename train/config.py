@@ -28,6 +28,7 @@ from common.option_fields import (
     within,
 )
 from train.models.registry import FAMILIES as MODELS
+from train.models.spec import SHAPE_SETTINGS
 
 # (beta2, eps, weight decay) unless set: GPT-2/Megatron AdamW practice, and the BERT records'
 # LAMB (NVIDIA's FusedLAMB settings)
@@ -117,6 +118,21 @@ class TrainConfig:
     model: str | None = _model(None, choices=MODELS, help="model family (default: the preset's)")
     preset: str | None = _model(
         None, help="model preset (default: the family's own, e.g. gpt-tiny)"
+    )
+    # the model's shape; None: the preset's (a resume: the checkpoint's). Megatron's names;
+    # each family's spec maps them onto its config (train.models.spec.SHAPE_SETTINGS).
+    num_layers: int | None = _model(None, check=POSITIVE, metavar="N", help="transformer blocks")
+    hidden_size: int | None = _model(
+        None, check=POSITIVE, metavar="D", help="model width (a multiple of the heads)"
+    )
+    num_attention_heads: int | None = _model(None, check=POSITIVE, metavar="H")
+    ffn_hidden_size: int | None = _model(
+        None, check=POSITIVE, metavar="F", help="MLP width (BERT, LLaMA; GPT's is 4 x hidden)"
+    )
+    bias: bool | None = _model(
+        None,
+        action=argparse.BooleanOptionalAction,
+        help="biases in linear layers and norms (GPT; BERT always has them, LLaMA never)",
     )
     dropout: float | None = _model(
         None, check=within(0, 1, high_open=True), help="override the preset's dropout"
@@ -282,6 +298,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         validate(self)
+
+    def shape(self) -> dict:
+        """The model-shape settings given (None: the preset's), by SHAPE_SETTINGS name."""
+        return {name: getattr(self, name) for name in SHAPE_SETTINGS}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -40,6 +40,7 @@ from train.metrics import (
     throughput,
 )
 from train.models.registry import get_spec
+from train.models.spec import shape_flags
 from train.optim import LRSchedule, build_optimizer, clip_grads_, grad_norm, scale_grads_
 from train.parallel import loss_context, parallelize
 from train.precision import Precision
@@ -50,6 +51,7 @@ from train.resume import (
     init_weights,
     read_init_state,
     read_resume_state,
+    with_saved_shape,
 )
 from train.runtime import (
     Runtime,
@@ -103,6 +105,7 @@ class Trainer:
         saved, self.init_path = None, None
         if self.resume_path is not None:
             saved = read_resume_state(self.resume_path, config, self.data)
+            config = self.config = with_saved_shape(saved, config, self.resume_path)
         elif config.init_from is not None:
             self.init_path, saved = read_init_state(config, self.data)
         self._build_model(saved)
@@ -201,8 +204,10 @@ class Trainer:
         )
         self.console = Console(runtime.is_main, config.max_steps, self.step, config.progress)
         self.accumulation = config.global_batch // (config.micro_batch * runtime.dp_size)
+        resized = shape_flags(config.shape())
         self.console.print(
-            f"{config.preset}: {self.num_params / 1e6:.2f}M parameters, vocab "
+            f"{config.preset}{' with ' + resized if resized else ''}: "
+            f"{self.num_params / 1e6:.2f}M parameters, vocab "
             f"{self.model.config.vocab_size}, seq {config.seq_len}, {config.precision}, "
             f"{runtime.world_size} process(es) on {device_name} ({config.parallel}, "
             f"dp={runtime.dp_size}, tp={runtime.tp}), global batch {config.global_batch} = "

@@ -4,6 +4,7 @@ data and model before any weight is read."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
@@ -14,6 +15,7 @@ from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.config import TrainConfig, fail, run_identity_fields
 from train.data.loader import Data
+from train.models.spec import SHAPE_SETTINGS, shape_flag
 
 
 def data_identity(specs: list[str]) -> list[str]:
@@ -78,6 +80,24 @@ def check_resumable(state: dict, config: TrainConfig, data: Data, path: str) -> 
             f"cannot resume from {path}: {differences}; pass --allow-config-change to continue "
             "it anyway, or choose another --out"
         )
+
+
+def with_saved_shape(state: dict, config: TrainConfig, path: str) -> TrainConfig:
+    """``config`` with the model-shape settings it leaves open (None) taken from the
+    checkpoint it resumes, so a resume needs no --num-layers etc.; one that gives another
+    value than the checkpoint's is refused (its weights would not fit)."""
+    shape = {}
+    for name in SHAPE_SETTINGS:
+        mine, theirs = getattr(config, name), state["config"].get(name)
+        if mine is not None and mine != theirs:
+            before = "the preset's" if theirs is None else theirs
+            flag = shape_flag(name)
+            fail(
+                f"cannot resume from {path}: it was saved with {flag} {before}, this run has "
+                f"{flag} {mine}; leave the model's shape to the checkpoint"
+            )
+        shape[name] = theirs
+    return dataclasses.replace(config, **shape)
 
 
 def find_resume_checkpoint(config: TrainConfig, job_id: str | None) -> str | None:
