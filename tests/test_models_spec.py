@@ -17,7 +17,7 @@ from train.evaluation import forward_loss
 from train.export import model_config_of
 from train.models.gpt import GPTConfig
 from train.models.registry import FAMILIES, SPECS, get_spec
-from train.models.spec import BATCH_KINDS, SHAPE_SETTINGS, ModelSpec, Preset
+from train.models.spec import BATCH_KINDS, ModelSpec, Preset
 
 
 def test_every_batch_kind_has_its_datasets_and_every_family_a_known_kind() -> None:
@@ -81,6 +81,8 @@ def test_a_spec_refuses_presets_and_batch_kinds_not_its_own() -> None:
     ],
 )  # fmt: skip
 def test_shape_settings_map_onto_each_familys_config(family, shape, expected):
+    from train.models.spec import SHAPE_SETTINGS
+
     spec = get_spec(family)
     preset = spec.presets[spec.default_preset].config
     resized = spec.reshape(preset, {**dict.fromkeys(SHAPE_SETTINGS), **shape})

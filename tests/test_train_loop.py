@@ -16,12 +16,12 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tests.conftest import REPO
 from tests.train_faults import FaultHooks, parse_grad_fault
 from train.config import parse_args
 from train.loop import main
-from train.metrics import format_duration
 from train.skipping import OutlierDetector
 
 SMALL = [
@@ -354,6 +354,8 @@ def test_signal_finishes_the_step_saves_and_resumes_bit_for_bit(
 
 
 def test_log_line_and_metrics_give_step_time_and_eta(gpt_shards, tmp_path, capsys):
+    from train.metrics import format_duration
+
     run(gpt_shards, tmp_path, "--max-steps", "4", "--log-interval", "1")
     records = train_records(tmp_path)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
@@ -375,8 +377,6 @@ def test_log_line_and_metrics_give_step_time_and_eta(gpt_shards, tmp_path, capsy
 def test_shape_flags_train_save_resume_and_export(gpt_shards, tmp_path, capsys):
     """gpt-tiny resized on the command line: the model, its FLOP count and its checkpoint
     follow the flags; a resume without them takes the checkpoint's shape; export reads it."""
-    import torch
-
     from train.models.gpt import GPTConfig, count_params, flops_per_token
 
     shape = ("--num-layers", "3", "--hidden-size", "96", "--num-attention-heads", "4")
@@ -419,3 +419,24 @@ def test_a_shape_flag_the_family_cannot_honour_is_one_line(gpt_shards, tmp_path)
         "--hidden-size (GPT-2's)"
     )
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_a_second_signal_while_stopping_is_noted_not_obeyed(capsys):
+    """The first SIGINT/SIGTERM is the one the run stops for; another one while it finishes
+    its step and saves prints a note and neither interrupts the save nor changes the status."""
+    import signal
+
+    from train.runtime import Runtime, StopRequest
+
+    alone = Runtime(0, 1, 0, torch.device("cpu"), None, 0, 1, 1)
+    before = signal.getsignal(signal.SIGINT)
+    with StopRequest() as stop:
+        assert stop.agreed(alone) is None
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt
+        assert stop.agreed(alone) == signal.SIGTERM
+    assert signal.getsignal(signal.SIGINT) is before  # the process's handlers are back
+    assert capsys.readouterr().err == (
+        "SIGINT again: already stopping, saving a checkpoint first (SIGKILL stops without "
+        "saving)\n"
+    )
