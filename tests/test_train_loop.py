@@ -323,9 +323,7 @@ def test_allow_config_change_help_names_every_identity_setting():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, status", [("SIGINT", 130), ("SIGTERM", 143)])
-def test_signal_finishes_the_step_saves_and_resumes_bit_for_bit(
-    gpt_shards, tmp_path, name, status
-):
+def test_signal_finishes_the_step_saves_and_resumes_bit_for_bit(gpt_shards, tmp_path, name, status):
     """A signal after step 3 (Ctrl-C, a scheduler's preemption): the step's checkpoint, one
     line with the command that resumes, exit 128 + signal; that command ends the run with the
     losses of an uninterrupted one."""
@@ -437,6 +435,5 @@ def test_a_second_signal_while_stopping_is_noted_not_obeyed(capsys):
         assert stop.agreed(alone) == signal.SIGTERM
     assert signal.getsignal(signal.SIGINT) is before  # the process's handlers are back
     assert capsys.readouterr().err == (
-        "SIGINT again: already stopping, saving a checkpoint first (SIGKILL stops without "
-        "saving)\n"
+        "SIGINT again: already stopping, saving a checkpoint first (SIGKILL stops without saving)\n"
     )
