@@ -67,3 +67,43 @@ def test_a_spec_refuses_presets_and_batch_kinds_not_its_own() -> None:
     with pytest.raises(TypeError, match="model family gpt builds from a GPTConfig, got BertConfig"):
         gpt.build(bert_preset.config)
     assert isinstance(gpt, ModelSpec) and isinstance(bert_preset, Preset)
+
+
+@pytest.mark.parametrize(
+    "family, shape, expected",
+    [
+        ("gpt", {"num_layers": 3, "hidden_size": 96, "num_attention_heads": 4, "bias": False},
+         {"n_layer": 3, "n_embd": 96, "n_head": 4, "bias": False}),
+        ("bert", {"ffn_hidden_size": 128, "dropout": 0.0},
+         {"intermediate_size": 128, "dropout": 0.0}),
+        ("llama", {"num_attention_heads": 8, "ffn_hidden_size": 96},
+         {"n_head": 8, "intermediate_size": 96}),
+    ],
+)  # fmt: skip
+def test_shape_settings_map_onto_each_familys_config(family, shape, expected):
+    from train.models.spec import SHAPE_SETTINGS
+
+    spec = get_spec(family)
+    preset = spec.presets[spec.default_preset].config
+    resized = spec.reshape(preset, {**dict.fromkeys(SHAPE_SETTINGS), **shape})
+    assert {name: getattr(resized, name) for name in expected} == expected
+    unchanged = set(dataclasses.asdict(preset)) - set(expected)
+    assert {n: getattr(resized, n) for n in unchanged} == {n: getattr(preset, n) for n in unchanged}
+
+
+@pytest.mark.parametrize(
+    "family, shape, message",
+    [
+        ("gpt", {"ffn_hidden_size": 100}, "--ffn-hidden-size: the gpt family has an MLP of 4 x"),
+        ("bert", {"bias": False}, "--bias: the bert family always has biases"),
+        ("llama", {"bias": True}, "--bias: the llama family never has biases"),
+        ("gpt", {"hidden_size": 96, "num_attention_heads": 5},
+         "--hidden-size 96 --num-attention-heads 5: not a gpt model (GPTConfig.n_embd (96) must "
+         "be divisible by n_head (5))"),
+    ],
+)  # fmt: skip
+def test_a_shape_a_family_cannot_take_is_one_clear_error(family, shape, message):
+    spec = get_spec(family)
+    with pytest.raises(ValueError) as excinfo:
+        spec.reshape(spec.presets[spec.default_preset].config, shape)
+    assert str(excinfo.value).startswith(message)

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -177,6 +180,54 @@ def test_killed_rank_restarts_from_the_last_checkpoint(gpt_shards, tmp_path):
     assert "SIGKILL" in output or "Signals.SIGKILL" in output or "exitcode: -9" in output
     # the restarted job dropped the logged step 3 and redid it: one record per step
     assert losses(tmp_path / "faulty") == losses(unbroken)
+
+
+def exit_codes(output: str) -> list[tuple[str, str]]:
+    """(rank, exit code) of every failed worker in torchrun's failure report."""
+    return sorted(re.findall(r"rank\s*: (\d+) \(local_rank: \d+\)\s*exitcode\s*: (\d+)", output))
+
+
+def test_sigterm_on_one_rank_stops_every_rank_at_one_saved_step(gpt_shards, reference, tmp_path):
+    """SIGTERM reaches rank 1 only, after step 2: both ranks agree to stop after that step,
+    save it, exit 143; the resumed job ends with the uninterrupted run's losses. The DDP
+    set-up warns about nothing of ours (torch 2.13 deprecated broadcast_buffers)."""
+    result = subprocess.run(
+        [*TORCHRUN, "--standalone", "--nproc_per_node=2", "tests/train_with_faults.py",
+         "--signal-at-step", "2", "--signal-name", "SIGTERM", "--signal-rank", "1", "--",
+         "--data", gpt_shards, "--out", str(tmp_path), *COMMON],
+        cwd=REPO, env=env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode != 0  # torchrun reports its workers' 143 as a failure
+    assert exit_codes(output) == [("0", "143"), ("1", "143")], output[-3000:]
+    assert f"stopped by SIGTERM after step 2: saved {tmp_path}/checkpoints/step-00000002" in output
+    assert "relaunch the job with --resume: torchrun [same options] train/pretrain.py" in output
+    assert "FutureWarning" not in output and "deprecated" not in output
+    assert os.listdir(tmp_path / "checkpoints") == ["step-00000002"]
+    output = torchrun(gpt_shards, tmp_path, "--resume")
+    assert "step-00000002 at step 2" in output
+    assert max_difference(losses(tmp_path), reference) < 1e-6
+
+
+def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(gpt_shards, tmp_path):
+    """A scheduler's preemption: SIGTERM to the launcher, which forwards it to both ranks."""
+    process = subprocess.Popen(
+        [*TORCHRUN, "--standalone", "--nproc_per_node=2", "train/pretrain.py", "--data",
+         gpt_shards, "--out", str(tmp_path), *COMMON, "--max-steps", "100000"],
+        cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    metrics, deadline = tmp_path / "metrics.jsonl", time.monotonic() + 300
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    # torchrun re-raises the signal it got (its own traceback, exit 1), with no worker report
+    assert process.returncode != 0 and "Received 15 death signal" in output
+    step = int(re.search(r"stopped by SIGTERM after step (\d+): saved", output).group(1))
+    assert os.listdir(tmp_path / "checkpoints") == [f"step-{step:08d}"]
+    with open(metrics) as f:
+        assert max(r["step"] for r in map(json.loads, f)) == step
 
 
 def test_compile(gpt_shards, tmp_path):

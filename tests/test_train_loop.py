@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shlex
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from tests.conftest import REPO
 from tests.train_faults import FaultHooks, parse_grad_fault
@@ -261,6 +264,9 @@ def test_resuming_a_finished_run_trains_nothing(gpt_shards, tmp_path):
         (("--global-batch", "4"), "saved with --global-batch 2, this run has --global-batch 4"),
         (("--seq-len", "24"), "saved with --seq-len 16, this run has --seq-len 24"),
         (("--split", "80,10,10"), "saved with --split 90,5,5, this run has --split 80,10,10"),
+        (("--lr", "1e-3"), "saved with --lr 0.003, this run has --lr 0.001"),
+        (("--warmup-steps", "0"), "saved with --warmup-steps 1, this run has --warmup-steps 0"),
+        (("--decay", "linear"), "saved with --decay cosine, this run has --decay linear"),
     ],
 )
 def test_resuming_with_another_run_config_is_refused(gpt_shards, tmp_path, flags, named):
@@ -283,3 +289,151 @@ def test_resuming_with_other_data_is_refused(gpt_shards, tmp_path, tmp_path_fact
     run(gpt_shards, tmp_path, "--max-steps", "2", "--stop-at", "1")
     message = expect_error(str(other), tmp_path, "--max-steps", "2", "--resume")
     assert f"saved with --data {gpt_shards}, this run has --data {other}" in message
+
+
+def test_resuming_with_another_max_steps_names_every_schedule_flag_it_moves(gpt_shards, tmp_path):
+    """--max-steps sets the lr curve's length (and --decay-steps' default): a resume with
+    another one would bend the schedule mid-run, so it is refused naming both, one line."""
+    run(gpt_shards, tmp_path, "--max-steps", "2", "--stop-at", "1")
+    message = expect_error(gpt_shards, tmp_path, "--max-steps", "3", "--resume")
+    assert (
+        f"cannot resume from {tmp_path}/checkpoints/step-00000001: it was saved with "
+        "--max-steps 2, this run has --max-steps 3; it was saved with --decay-steps 2, this "
+        "run has --decay-steps 3; pass --allow-config-change" in message
+    )
+    summary = run(gpt_shards, tmp_path, "--max-steps", "3", "--resume", "--allow-config-change")
+    assert summary["step"] == 3 and [r["step"] for r in train_records(tmp_path)] == [1, 2, 3]
+
+
+def test_allow_config_change_help_names_every_identity_setting():
+    from train.config import build_parser, run_identity_fields
+
+    names = run_identity_fields()
+    assert {"data", "max_steps", "lr", "warmup_steps", "global_batch", "seq_len"} <= set(names)
+    assert {"micro_batch", "eval_interval", "stop_at"}.isdisjoint(names)
+    allow = next(a.help for a in build_parser()._actions if a.dest == "allow_config_change")
+    assert set(re.findall(r"--[a-z-]+", allow)) == {
+        f"--{name.replace('_', '-')}" for name in names
+    }  # fmt: skip
+    assert "--lr" in build_parser().format_help()  # marked fields keep their flags
+
+
+# -- stopping by a signal ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_signal_finishes_the_step_saves_and_resumes_bit_for_bit(gpt_shards, tmp_path, name, status):
+    """A signal after step 3 (Ctrl-C, a scheduler's preemption): the step's checkpoint, one
+    line with the command that resumes, exit 128 + signal; that command ends the run with the
+    losses of an uninterrupted one."""
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    common = ("--max-steps", "5", "--save-interval", "1000", "--deterministic")
+    run(gpt_shards, whole, *common)
+    flags = ["--data", gpt_shards, "--out", str(stopped), *SMALL, *common]
+    result = subprocess.run(
+        [sys.executable, "tests/train_with_faults.py", "--signal-at-step", "3", "--signal-name",
+         name, "--", *flags],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == status, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert os.listdir(stopped / "checkpoints") == ["step-00000003"]
+    assert [r["step"] for r in train_records(stopped)] == [1, 2, 3]
+    command = [sys.executable, "train/pretrain.py", *flags, "--resume"]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"stopped by {name} after step 3: saved {stopped}/checkpoints/step-00000003; "
+        f"resume with: {shlex.join(command)}"
+    )
+    resumed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout and "at step 3" in resumed.stdout
+    assert losses(stopped) == losses(whole)
+
+
+def test_log_line_and_metrics_give_step_time_and_eta(gpt_shards, tmp_path, capsys):
+    from train.metrics import format_duration
+
+    run(gpt_shards, tmp_path, "--max-steps", "4", "--log-interval", "1")
+    records = train_records(tmp_path)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert len(lines) == len(records) == 4
+    for i, (record, line) in enumerate(zip(records, lines)):
+        assert record["step_ms"] == pytest.approx(1000 * record["step_time_s"])
+        recent = [r["step_time_s"] for r in records[max(0, i - 9) : i + 1]]
+        remaining = 4 - record["step"]
+        assert record["eta_s"] == pytest.approx(remaining * sum(recent) / len(recent))
+        assert line.startswith(f"step {record['step']}/4 | loss {record['loss']:.4f} |")
+        assert f"| {record['step_ms']:.0f} ms/step |" in line and "tok/s" in line
+        assert line.endswith(f"| ETA {format_duration(record['eta_s'])}")
+    assert lines[-1].endswith("| ETA 0:00:00")
+
+
+# -- model shape from flags ----------------------------------------------------------------------
+
+
+def test_shape_flags_train_save_resume_and_export(gpt_shards, tmp_path, capsys):
+    """gpt-tiny resized on the command line: the model, its FLOP count and its checkpoint
+    follow the flags; a resume without them takes the checkpoint's shape; export reads it."""
+    from train.models.gpt import GPTConfig, count_params, flops_per_token
+
+    shape = ("--num-layers", "3", "--hidden-size", "96", "--num-attention-heads", "4")
+    config = GPTConfig(vocab_size=50304, n_layer=3, n_embd=96, n_head=4, block_size=128)
+    run(gpt_shards, tmp_path, "--max-steps", "3", "--stop-at", "2", *shape)
+    assert f"gpt-tiny with {' '.join(shape)}: {count_params(config) / 1e6:.2f}M parameters" in (
+        capsys.readouterr().out
+    )
+    for record in train_records(tmp_path):  # tflops = FLOPs per token x tokens/s (1 process)
+        flops = record["tflops"] * 1e12 / record["tokens_per_s"]
+        assert flops == pytest.approx(flops_per_token(config, 16), rel=1e-9)
+    assert "--num-attention-heads 4, this run has --num-attention-heads 2" in expect_error(
+        gpt_shards, tmp_path, "--max-steps", "3", "--resume", "--num-attention-heads", "2"
+    )
+    summary = run(gpt_shards, tmp_path, "--max-steps", "3", "--resume")
+    assert summary["step"] == 3 and summary["config"]["num_layers"] == 3
+    exported = tmp_path / "model.pt"
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "convert"), "checkpoint-to-torch",
+         str(tmp_path / "checkpoints" / "step-00000003"), str(exported)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    state = torch.load(exported, weights_only=True)
+    recorded = state["trainer"]["model_config"]
+    assert (recorded["n_layer"], recorded["n_embd"], recorded["n_head"]) == (3, 96, 4)
+    weights = state["model"]
+    assert sorted({int(name.split(".")[1]) for name in weights if name.startswith("blocks.")}) == [
+        0, 1, 2
+    ]  # fmt: skip
+    assert weights["blocks.2.mlp.fc_in.weight"].shape == (384, 96)
+    untied = sum(t.numel() for name, t in weights.items() if name != "lm_head.weight")
+    assert untied == count_params(config)
+
+
+def test_a_shape_flag_the_family_cannot_honour_is_one_line(gpt_shards, tmp_path):
+    message = expect_error(gpt_shards, tmp_path, "--ffn-hidden-size", "100")
+    assert message == (
+        "error: --preset gpt-tiny: --ffn-hidden-size: the gpt family has an MLP of 4 x "
+        "--hidden-size (GPT-2's)"
+    )
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_a_second_signal_while_stopping_is_noted_not_obeyed(capsys):
+    """The first SIGINT/SIGTERM is the one the run stops for; another one while it finishes
+    its step and saves prints a note and neither interrupts the save nor changes the status."""
+    import signal
+
+    from train.runtime import Runtime, StopRequest
+
+    alone = Runtime(0, 1, 0, torch.device("cpu"), None, 0, 1, 1)
+    before = signal.getsignal(signal.SIGINT)
+    with StopRequest() as stop:
+        assert stop.agreed(alone) is None
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt
+        assert stop.agreed(alone) == signal.SIGTERM
+    assert signal.getsignal(signal.SIGINT) is before  # the process's handlers are back
+    assert capsys.readouterr().err == (
+        "SIGINT again: already stopping, saving a checkpoint first (SIGKILL stops without saving)\n"
+    )

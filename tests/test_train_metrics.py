@@ -9,6 +9,9 @@ import pytest
 
 from train.metrics import (
     MetricsLog,
+    StepTimes,
+    format_count,
+    format_duration,
     format_train_line,
     lookup_peak_tflops,
     read_metrics,
@@ -83,9 +86,27 @@ def test_train_line():
         "mfu": 0.25,
         "loss_scale": 1024.0,
         "skipped": {"nonfinite": 0, "overflow": 2},
+        "step_ms": 312.4,
+        "eta_s": 3725.6,
     }
-    line = format_train_line(record)
-    assert "step 7" in line and "loss 2.5000" in line and "12,346 tok/s" in line
+    line = format_train_line(record, 60)
+    assert line.startswith("step 7/60 | loss 2.5000 |") and "| 12.3k tok/s |" in line
+    assert "| 312 ms/step |" in line and line.endswith("| ETA 1:02:06")
     assert "MFU 25.0%" in line and "scale 1024" in line and "overflow=2" in line
     assert "nonfinite" not in line
     json.dumps(record)
+
+
+def test_step_times_eta_is_remaining_steps_at_the_recent_mean():
+    times = StepTimes(window=3)
+    assert format_duration(times.eta(5)) == "?"  # nothing timed yet
+    for seconds in (10.0, 1.0, 2.0, 3.0):  # the slow first step falls out of the window
+        times.add(seconds)
+    assert times.eta(4) == 4 * 2.0 and times.eta(0) == 0
+
+
+def test_counts_and_durations_read_as_users_expect():
+    assert [format_count(v) for v in (512.4, 9412.0, 1_250_000.0)] == ["512", "9.41k", "1.25M"]
+    assert [format_duration(s) for s in (0.4, 59.6, 3600 * 26 + 61)] == [
+        "0:00:00", "0:01:00", "26:01:01"
+    ]  # fmt: skip

@@ -95,3 +95,18 @@ def test_suggested_micro_batch_is_the_largest_power_of_two_that_fits(capsys):
     assert capsys.readouterr().out.strip() == str(suggest_micro_batch(
         get_preset("gpt2-355m").config, layout, "h200-141gb"))  # fmt: skip
     assert main(argv[:-3] + ["--suggest-micro-batch"]) == 1  # needs --gpu
+
+
+def test_shape_flags_resize_the_preset_in_the_plan(capsys):
+    """gpt2-124m grown by flags to GPT-2 medium's shape plans as the gpt2-355m preset does."""
+    assert main(["--preset", "gpt2-355m"]) == 0
+    medium = capsys.readouterr().out.splitlines()
+    flags = ["--num-layers", "24", "--hidden-size", "1024", "--num-attention-heads", "16"]
+    assert main(["--preset", "gpt2-124m", *flags]) == 0
+    resized = capsys.readouterr().out.splitlines()
+    assert resized[0] == medium[0].replace("gpt2-355m", f"gpt2-124m with {' '.join(flags)}")
+    assert resized[1:] == medium[1:]  # memory and time follow the shape
+    assert main(["--preset", "gpt2-124m", "--ffn-hidden-size", "4096"]) == 1
+    assert "--ffn-hidden-size: the gpt family has an MLP of 4 x --hidden-size" in (
+        capsys.readouterr().err
+    )

@@ -9,6 +9,9 @@ In-process tests pass ``FaultHooks`` to ``train.loop.main``; torchrun tests laun
 * ``kill_at_step`` N with ``kill_marker`` PATH: rank ``kill_rank`` SIGKILLs itself after step
   N, once: it creates PATH first and never fires while PATH exists (so the job torchrun
   restarts runs through).
+* ``signal_at_step`` N with ``signal_name`` (SIGINT, SIGTERM): after step N the process
+  sends itself that signal, on rank ``signal_rank`` only if given (the others must stop with
+  it), else on every rank.
 """
 
 from __future__ import annotations
@@ -56,15 +59,22 @@ class FaultHooks(TrainHooks):
         kill_at_step: int | None = None,
         kill_marker: str | None = None,
         kill_rank: int = 1,
+        signal_at_step: int | None = None,
+        signal_name: str = "SIGINT",
+        signal_rank: int | None = None,
     ) -> None:
         self.grad_fault = parse_grad_fault(grad_fault) if grad_fault else None
         self.kill_at_step, self.kill_marker, self.kill_rank = kill_at_step, kill_marker, kill_rank
+        self.signal_at_step, self.signal_rank = signal_at_step, signal_rank
+        self.signal = signal.Signals[signal_name]
 
     def before_update(self, step: int, rank: int, params: list[torch.Tensor]) -> None:
         if self.grad_fault is not None and self.grad_fault.applies(step, rank):
             self.grad_fault.apply(params)
 
     def after_step(self, step: int, rank: int) -> None:
+        if step == self.signal_at_step and self.signal_rank in (None, rank):
+            os.kill(os.getpid(), self.signal)
         if step != self.kill_at_step or rank != self.kill_rank or self.kill_marker is None:
             return
         if not os.path.exists(self.kill_marker):

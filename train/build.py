@@ -70,9 +70,10 @@ def build_training_model(
     from train.models.presets import build_model, get_preset, pad_vocab_size
 
     preset = get_preset(config.preset)
-    model_config = preset.config
-    if config.dropout is not None:
-        model_config = dataclasses.replace(model_config, dropout=config.dropout)
+    try:
+        model_config = get_spec(preset.model).reshape(preset.config, config.shape())
+    except ValueError as e:
+        fail(f"--preset {config.preset}: {e}")
     padded = padded or pad_vocab_size(
         vocab_size, multiple=config.make_vocab_size_divisible_by, tensor_parallel=runtime.tp
     )

@@ -29,6 +29,7 @@ from common.option_fields import (
     within,
 )
 from train.models.registry import FAMILIES as MODELS
+from train.models.spec import SHAPE_SETTINGS
 
 # (beta2, eps, weight decay) unless set: GPT-2/Megatron AdamW practice, and the BERT records'
 # LAMB (NVIDIA's FusedLAMB settings)
@@ -38,6 +39,25 @@ PARALLEL = ("ddp", "fsdp", "tp")
 ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
 DECAYS = ("cosine", "linear")
 DEVICES = ("auto", "cpu", "cuda")
+
+# Field metadata key of the settings that make a run the same run (`identity`).
+_IDENTITY = "shardsmith.train.run_identity"
+
+
+def identity(declared: dataclasses.Field) -> dataclasses.Field:
+    """Mark a declared field as part of a run's identity: its schedule or its data. A resume
+    whose value differs is refused unless --allow-config-change (train.resume)."""
+    return dataclasses.field(
+        default=declared.default,
+        default_factory=declared.default_factory,
+        metadata={**declared.metadata, _IDENTITY: True},
+    )
+
+
+def run_identity_fields() -> tuple[str, ...]:
+    """The TrainConfig fields marked with `identity`, in field order."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get(_IDENTITY))
+
 
 # the argument groups of --help
 _data = functools.partial(option, group="data")
@@ -49,11 +69,13 @@ _run = functools.partial(option, group="run directory")
 
 @dataclass
 class TrainConfig:
-    data: list[str] = _data(
-        nargs="+",
-        metavar="SPEC",
-        help="a shard-set directory, a bare Megatron .bin/.idx prefix, or a weighted list "
-        "'W1 PATH1 W2 PATH2 ...' (weights are normalised)",
+    data: list[str] = identity(
+        _data(
+            nargs="+",
+            metavar="SPEC",
+            help="a shard-set directory, a bare Megatron .bin/.idx prefix, or a weighted list "
+            "'W1 PATH1 W2 PATH2 ...' (weights are normalised)",
+        )
     )
     tokenizer: str | None = _data(
         None,
@@ -69,9 +91,9 @@ class TrainConfig:
         help="for data that records no tokenizer: just the vocabulary size (no special ids: "
         "no --eod-mask-loss, no BERT; prefer --tokenizer)",
     )
-    split: str = _data("969,30,1", help="train,valid,test document shares")
-    seq_len: int | None = _data(
-        None, check=POSITIVE, help="tokens per sample (default: the model's context length)"
+    split: str = identity(_data("969,30,1", help="train,valid,test document shares"))
+    seq_len: int | None = identity(
+        _data(None, check=POSITIVE, help="tokens per sample (default: the model's context length)")
     )
     mask_prob: float = _data(
         0.15,
@@ -98,6 +120,21 @@ class TrainConfig:
     preset: str | None = _model(
         None, help="model preset (default: the family's own, e.g. gpt-tiny)"
     )
+    # the model's shape; None: the preset's (a resume: the checkpoint's). Megatron's names;
+    # each family's spec maps them onto its config (train.models.spec.SHAPE_SETTINGS).
+    num_layers: int | None = _model(None, check=POSITIVE, metavar="N", help="transformer blocks")
+    hidden_size: int | None = _model(
+        None, check=POSITIVE, metavar="D", help="model width (a multiple of the heads)"
+    )
+    num_attention_heads: int | None = _model(None, check=POSITIVE, metavar="H")
+    ffn_hidden_size: int | None = _model(
+        None, check=POSITIVE, metavar="F", help="MLP width (BERT, LLaMA; GPT's is 4 x hidden)"
+    )
+    bias: bool | None = _model(
+        None,
+        action=argparse.BooleanOptionalAction,
+        help="biases in linear layers and norms (GPT; BERT always has them, LLaMA never)",
+    )
     dropout: float | None = _model(
         None, check=within(0, 1, high_open=True), help="override the preset's dropout"
     )
@@ -105,9 +142,11 @@ class TrainConfig:
         128, check=POSITIVE, help="pad the tokenizer's vocabulary to a multiple of this x --tp"
     )
 
-    max_steps: int = _optimisation(100, check=POSITIVE)
-    global_batch: int = _optimisation(
-        8, check=POSITIVE, help="samples per optimizer step, over all data-parallel ranks"
+    max_steps: int = identity(_optimisation(100, check=POSITIVE))
+    global_batch: int = identity(
+        _optimisation(
+            8, check=POSITIVE, help="samples per optimizer step, over all data-parallel ranks"
+        )
     )
     micro_batch: int | None = _optimisation(
         None,
@@ -116,14 +155,18 @@ class TrainConfig:
         "global / (micro * data-parallel size)",
     )
     optimizer: str = _optimisation("adamw", choices=tuple(OPTIMIZER_DEFAULTS))
-    lr: float = _optimisation(6e-4, check=POSITIVE, help="peak learning rate")
-    min_lr: float | None = _optimisation(None, help="final lr (default lr/10)")
-    warmup_steps: int | None = _optimisation(
-        None, check=NON_NEGATIVE, help="linear warmup steps (default max_steps // 10)"
+    lr: float = identity(_optimisation(6e-4, check=POSITIVE, help="peak learning rate"))
+    min_lr: float | None = identity(_optimisation(None, help="final lr (default lr/10)"))
+    warmup_steps: int | None = identity(
+        _optimisation(
+            None, check=NON_NEGATIVE, help="linear warmup steps (default max_steps // 10)"
+        )
     )
-    decay: str = _optimisation("cosine", choices=DECAYS)
-    decay_steps: int | None = _optimisation(
-        None, check=POSITIVE, help="step at which lr reaches --min-lr (default --max-steps)"
+    decay: str = identity(_optimisation("cosine", choices=DECAYS))
+    decay_steps: int | None = identity(
+        _optimisation(
+            None, check=POSITIVE, help="step at which lr reaches --min-lr (default --max-steps)"
+        )
     )
     weight_decay: float | None = _optimisation(
         None, check=NON_NEGATIVE, help="default 0.1 for adamw, 0.01 for lamb"
@@ -215,8 +258,9 @@ class TrainConfig:
     )
     allow_config_change: bool = _run(
         False,
-        help="resume even though --data, --split, --seq-len or --global-batch differ from the "
-        "checkpoint's",
+        help="resume even though the schedule or the data differ from the checkpoint's: "
+        "--data, --split, --seq-len, --max-steps, --global-batch, --lr, --min-lr, "
+        "--warmup-steps, --decay, --decay-steps",
     )
     async_checkpoint: bool = _run(
         False,
@@ -255,6 +299,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         validate(self)
+
+    def shape(self) -> dict:
+        """The model-shape settings given (None: the preset's), by SHAPE_SETTINGS name."""
+        return {name: getattr(self, name) for name in SHAPE_SETTINGS}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

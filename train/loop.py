@@ -16,7 +16,11 @@ import contextlib
 import dataclasses
 import math
 import os
+import shlex
+import signal
+import sys
 import time
+from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
@@ -27,8 +31,16 @@ from train.build import build_training_model, model_positions, resolve_config, s
 from train.config import TrainConfig, fail
 from train.data.loader import build_data, make_loader, next_batch, to_device
 from train.evaluation import Evaluator, forward_loss, uses_parallel_loss
-from train.metrics import Console, MetricsLog, format_train_line, lookup_peak_tflops, throughput
+from train.metrics import (
+    Console,
+    MetricsLog,
+    StepTimes,
+    format_train_line,
+    lookup_peak_tflops,
+    throughput,
+)
 from train.models.registry import get_spec
+from train.models.spec import shape_flags
 from train.optim import LRSchedule, build_optimizer, clip_grads_, grad_norm, scale_grads_
 from train.parallel import loss_context, parallelize
 from train.precision import Precision
@@ -39,8 +51,16 @@ from train.resume import (
     init_weights,
     read_init_state,
     read_resume_state,
+    with_saved_shape,
 )
-from train.runtime import Runtime, all_reduce_mean, init_runtime, seed_everything
+from train.runtime import (
+    Runtime,
+    StopRequest,
+    all_reduce_mean,
+    init_runtime,
+    launched_by_torchrun,
+    seed_everything,
+)
 from train.skipping import SkipGuard
 
 
@@ -85,6 +105,7 @@ class Trainer:
         saved, self.init_path = None, None
         if self.resume_path is not None:
             saved = read_resume_state(self.resume_path, config, self.data)
+            config = self.config = with_saved_shape(saved, config, self.resume_path)
         elif config.init_from is not None:
             self.init_path, saved = read_init_state(config, self.data)
         self._build_model(saved)
@@ -94,6 +115,9 @@ class Trainer:
         if self.resume_path is not None:
             self._resume(saved)
         self.pending: list[ckpt.PendingSave] = []  # at most one: an --async-checkpoint write
+        self.saved_step, self.saved_path = None, None  # the last save started, the last committed
+        self.last_step = min(config.max_steps, config.stop_at or config.max_steps)
+        self.step_times = StepTimes()
         # claimed once the run is built: a run refused for its flags or data writes nothing
         self.out_folder = claim_run_directory(config, self.resume_path is not None, runtime.is_main)
         try:
@@ -180,8 +204,10 @@ class Trainer:
         )
         self.console = Console(runtime.is_main, config.max_steps, self.step, config.progress)
         self.accumulation = config.global_batch // (config.micro_batch * runtime.dp_size)
+        resized = shape_flags(config.shape())
         self.console.print(
-            f"{config.preset}: {self.num_params / 1e6:.2f}M parameters, vocab "
+            f"{config.preset}{' with ' + resized if resized else ''}: "
+            f"{self.num_params / 1e6:.2f}M parameters, vocab "
             f"{self.model.config.vocab_size}, seq {config.seq_len}, {config.precision}, "
             f"{runtime.world_size} process(es) on {device_name} ({config.parallel}, "
             f"dp={runtime.dp_size}, tp={runtime.tp}), global batch {config.global_batch} = "
@@ -196,34 +222,33 @@ class Trainer:
     # -- the loop --------------------------------------------------------------------------
 
     def fit(self) -> dict:
-        """Train to --max-steps (or --stop-at), evaluate, save; a summary for callers."""
+        """Train to --max-steps (or --stop-at, or a stop signal), evaluate, save; a summary
+        for callers (``stopped_by``: the signal's name when one stopped the run)."""
         config = self.config
-        last_step = min(config.max_steps, config.stop_at or config.max_steps)
-        if self.step < last_step:  # a resumed run may have nothing left to train
+        if self.step < self.last_step:  # a resumed run may have nothing left to train
             total_samples = config.max_steps * config.global_batch
             self.batches = iter(
                 make_loader(self.data.train, total_samples, self.consumed_samples, config,
                             self.runtime)
             )  # fmt: skip
         self.train_model.train()
-        last_loss = math.nan
-        while self.step < last_step:
-            record = self.train_step()
-            last_loss = record["loss"]
-            self._stop_if_stuck(record)
-            due = self.step < last_step  # the end of the run evaluates and saves anyway
-            if due and config.eval_interval and self.step % config.eval_interval == 0:
-                self.evaluate()
-            if due and config.save_interval and self.step % config.save_interval == 0:
-                self.save()
-            self.hooks.after_step(self.step, self.runtime.rank)
-        if self.step == config.max_steps:
-            self.evaluate(final=True)
-        else:
-            self.console.print(
-                f"stopped after step {self.step} (--stop-at); continue with --resume"
-            )
-        self.save(final=True)
+        last_loss, stopped_by = math.nan, None
+        with StopRequest() as stop:  # a signal now finishes the step and saves
+            while self.step < self.last_step and stopped_by is None:
+                record = self.train_step()
+                last_loss = record["loss"]
+                self._stop_if_stuck(record)
+                due = self.step < self.last_step  # the end of the run evaluates and saves anyway
+                if due and config.eval_interval and self.step % config.eval_interval == 0:
+                    self.evaluate()
+                if due and config.save_interval and self.step % config.save_interval == 0:
+                    self.save()
+                self.hooks.after_step(self.step, self.runtime.rank)
+                stopped_by = stop.agreed(self.runtime)
+            if stopped_by is not None:
+                self.save(final=True, announce=False)
+            else:
+                self._finish()
         self.metrics.close()
         self.console.close()
         return {
@@ -233,7 +258,20 @@ class Trainer:
             "skipped": self.guard.counters.skipped(),
             "loss_scale": self.precision.scale,
             "config": config.to_dict(),
+            "stopped_by": signal.Signals(stopped_by).name if stopped_by else None,
+            "exit_status": 128 + stopped_by if stopped_by else 0,
+            "checkpoint": self.saved_path,
         }
+
+    def _finish(self) -> None:
+        """The end of the run, or of its --stop-at part: final evaluation, last checkpoint."""
+        if self.step == self.config.max_steps:
+            self.evaluate(final=True)
+        else:
+            self.console.print(
+                f"stopped after step {self.step} (--stop-at); continue with --resume"
+            )
+        self.save(final=True)
 
     def train_step(self) -> dict:
         """One optimizer step of --global-batch samples, or a skipped one; its logged record."""
@@ -257,11 +295,14 @@ class Trainer:
         self.step += 1
         self.consumed_samples += config.global_batch
         elapsed = time.perf_counter() - started
+        self.step_times.add(elapsed)
         record = {
             "kind": "train", "step": self.step, "loss": loss, "lr": lr, "grad_norm": norm,
             **throughput(config.global_batch * config.seq_len, elapsed, self.flops_per_token,
                          self.runtime.world_size, self.peak),
             "step_time_s": elapsed,
+            "step_ms": 1000 * elapsed,
+            "eta_s": self.step_times.eta(self.last_step - self.step),
             "cpu_time_s": time.process_time() - cpu_started,  # all threads: host work per step
             "consumed_samples": self.consumed_samples,
             "skipped": self.guard.counters.skipped(),
@@ -302,7 +343,8 @@ class Trainer:
         self.console.step(record)
         step, skip = record["step"], record.get("skip")
         if step % self.config.log_interval == 0 or step == self.config.max_steps or skip:
-            self.console.print(format_train_line(record) + (f" | skipped: {skip}" if skip else ""))
+            line = format_train_line(record, self.last_step)
+            self.console.print(line + (f" | skipped: {skip}" if skip else ""))
 
     def _stop_if_stuck(self, record: dict) -> None:
         consecutive = self.guard.counters.consecutive
@@ -323,26 +365,31 @@ class Trainer:
 
     # -- checkpoints -------------------------------------------------------------------------
 
-    def save(self, final: bool = False) -> None:
-        """Write a checkpoint (in the background with --async-checkpoint; the final one is
-        always committed before returning)."""
+    def save(self, final: bool = False, announce: bool = True) -> None:
+        """Write a checkpoint of this step unless one is (in the background with
+        --async-checkpoint; the final one is always committed before returning).
+        ``announce``: print a "saved" line per committed checkpoint."""
         if not self.config.save:
             return
-        self._commit_pending()
-        self.pending.append(
-            ckpt.save_checkpoint(
-                self.config.out, self.step, self.model, self.optimizer, self.trainer_state(),
-                self.config.keep_checkpoints, async_group=self.runtime.checkpoint_group,
-            )
-        )  # fmt: skip
+        if self.saved_step != self.step:
+            self._commit_pending(announce)
+            self.pending.append(
+                ckpt.save_checkpoint(
+                    self.config.out, self.step, self.model, self.optimizer, self.trainer_state(),
+                    self.config.keep_checkpoints, async_group=self.runtime.checkpoint_group,
+                )
+            )  # fmt: skip
+            self.saved_step = self.step
         if final or self.runtime.checkpoint_group is None:
-            self._commit_pending()
+            self._commit_pending(announce)
 
-    def _commit_pending(self) -> None:
+    def _commit_pending(self, announce: bool = True) -> None:
         while self.pending:
             path = self.pending.pop().commit()
             if path:
-                self.console.print(f"saved {path}")
+                self.saved_path = path
+                if announce:
+                    self.console.print(f"saved {path}")
 
     def release(self) -> None:
         """Drop the lock on --out (rank 0's claim); the folder stays this tool's."""
@@ -367,8 +414,12 @@ class Trainer:
         }
 
 
-def main(config: TrainConfig, hooks: TrainHooks | None = None) -> dict:
-    """Run training; returns a summary (final step, last loss, counters) for callers/tests."""
+def main(
+    config: TrainConfig, hooks: TrainHooks | None = None, argv: Sequence[str] | None = None
+) -> dict:
+    """Run training; returns a summary (final step, last loss, counters, ``exit_status``: 0,
+    or 128 + the signal that stopped it) for callers and tests. ``argv``: the command line
+    (``sys.argv``) the stop line repeats as the command that resumes the run."""
     runtime = init_runtime(config)
     trainer = None
     try:
@@ -379,18 +430,38 @@ def main(config: TrainConfig, hooks: TrainHooks | None = None) -> dict:
             # that destroyed gloo's pairs while its peer was still in the final save's agreement
             # made the peer abort ("terminate called without an active exception") under load.
             dist.barrier()
+        if summary["stopped_by"] and runtime.is_main:
+            print(stop_line(summary, argv), file=sys.stderr, flush=True)
         return summary
     except KeyboardInterrupt:
-        # Ctrl-C is a user's stop, not a fault: one line. Checkpoints are renamed into place
-        # whole, so the run directory holds only complete ones for --resume.
+        # Ctrl-C before the first step or after the last (the loop itself handles it):
+        # one line. Checkpoints are renamed into place whole, so the run directory holds only
+        # complete ones for --resume.
         where = f" after step {trainer.step}" if trainer is not None else ""
         latest = ckpt.latest_checkpoint(config.out)
-        fail(
-            f"interrupted{where}; "
-            + (f"continue from {latest} with --resume" if latest else "no checkpoint was saved")
+        print(
+            f"error: interrupted{where}; "
+            + (f"continue from {latest} with --resume" if latest else "no checkpoint was saved"),
+            file=sys.stderr,
         )
+        raise SystemExit(128 + signal.SIGINT) from None
     finally:
         if trainer is not None:
             trainer.release()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def stop_line(summary: dict, argv: Sequence[str] | None) -> str:
+    """The one line a run stopped by a signal ends with: where it saved, how to resume."""
+    head = f"stopped by {summary['stopped_by']} after step {summary['step']}"
+    if summary["checkpoint"] is None:
+        return f"{head}; no checkpoint saved (--no-save)"
+    if argv is None:
+        return f"{head}: saved {summary['checkpoint']}; resume with the same flags and --resume"
+    args = [*argv, *([] if "--resume" in argv else ["--resume"])]
+    if launched_by_torchrun():  # the launcher's own flags are not visible to a rank
+        how = f"relaunch the job with --resume: torchrun [same options] {shlex.join(args)}"
+    else:
+        how = f"resume with: {shlex.join([sys.executable, *args])}"
+    return f"{head}: saved {summary['checkpoint']}; {how}"

@@ -10,6 +10,7 @@ import math
 import os
 import re
 import sys
+from collections import deque
 
 # Dense (no sparsity) peak TFLOP/s per device from the vendors' datasheets. "fp32" is the
 # plain (non-tensor-core) fp32 rate, what fp32 runs use: torch does not enable TF32 matmuls
@@ -102,13 +103,46 @@ def read_metrics(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def format_train_line(record: dict) -> str:
+class StepTimes:
+    """The wall time of the last ``window`` steps, for the ETA: a mean over recent steps
+    follows a run whose speed changes (the first step's start-up, a slower data shard)."""
+
+    def __init__(self, window: int = 10) -> None:
+        self.recent: deque[float] = deque(maxlen=window)
+
+    def add(self, seconds: float) -> None:
+        self.recent.append(seconds)
+
+    def eta(self, remaining_steps: int) -> float:
+        """Seconds left for ``remaining_steps`` at the recent mean step time."""
+        return remaining_steps * sum(self.recent) / len(self.recent) if self.recent else math.nan
+
+
+def format_duration(seconds: float) -> str:
+    """H:MM:SS, as nanoGPT and Megatron users read an ETA; "?" before any step is timed."""
+    if not math.isfinite(seconds):
+        return "?"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def format_count(value: float) -> str:
+    """A rate in three significant figures at most: 512, 9.4k, 1.25M."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.0f}"
+
+
+def format_train_line(record: dict, total_steps: int) -> str:
     parts = [
-        f"step {record['step']}",
+        f"step {record['step']}/{total_steps}",
         f"loss {record['loss']:.4f}",
         f"lr {record['lr']:.3e}",
         f"grad_norm {record['grad_norm']:.3f}",
-        f"{record['tokens_per_s']:,.0f} tok/s",
+        f"{record['step_ms']:.0f} ms/step",
+        f"{format_count(record['tokens_per_s'])} tok/s",
         f"{record['tflops']:.2f} TFLOP/s",
     ]
     if record.get("mfu") is not None:
@@ -118,6 +152,7 @@ def format_train_line(record: dict) -> str:
     skipped = record.get("skipped", {})
     if any(skipped.values()):
         parts.append("skipped " + " ".join(f"{k}={v}" for k, v in skipped.items() if v))
+    parts.append(f"ETA {format_duration(record['eta_s'])}")
     return " | ".join(parts)
 
 

@@ -43,8 +43,12 @@ import sys
 from dataclasses import dataclass
 
 from common.cli import ArgumentParser
+from common.option_fields import declared
+from train.config import TrainConfig
 from train.models.gpt import GPTConfig, count_params, flops_per_token
 from train.models.presets import get_preset
+from train.models.registry import get_spec
+from train.models.spec import SHAPE_SETTINGS, shape_flags
 
 GIB = 1024**3
 # name: (memory in bytes, dense bf16/fp16 peak TFLOP/s)
@@ -244,6 +248,10 @@ def report(name: str, config: GPTConfig, layout: Layout, gpu: str | None, tokens
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="python -m train.plan", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", required=True, help="a GPT preset of train.models.presets")
+    # the trainer's model-shape flags, declared once on its config: they resize the preset
+    for item in declared(TrainConfig):
+        if item.name in SHAPE_SETTINGS:
+            p.add_argument(item.flag, **item.argument(enforce_required=False))
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--dp", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=None, help="default: the preset's context")
@@ -274,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --preset {args.preset} is a {preset.model} model; the planner covers GPT",
               file=sys.stderr)  # fmt: skip
         return 1
-    config = preset.config
+    shape = {name: getattr(args, name) for name in SHAPE_SETTINGS}
     try:
+        config = get_spec("gpt").reshape(preset.config, shape)
         layout = Layout(
             tp=args.tp, dp=args.dp, seq_len=args.seq_len or config.block_size,
             micro_batch=args.micro_batch, activation_checkpointing=args.activation_checkpointing,
@@ -300,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(micro)
         return 0
-    print(report(args.preset, config, layout, args.gpu, args.tokens, args.mfu))
+    name = f"{args.preset} with {shape_flags(shape)}" if shape_flags(shape) else args.preset
+    print(report(name, config, layout, args.gpu, args.tokens, args.mfu))
     return 0
 
 

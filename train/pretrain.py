@@ -2,6 +2,7 @@
 
 One process by default; under ``torchrun --nproc_per_node N train/pretrain.py ...`` every rank
 runs this and joins the process group from torchrun's environment. Flags: ``--help``.
+SIGINT (Ctrl-C) or SIGTERM finish the current step, save a checkpoint and exit 130 / 143.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from train.loop import main  # noqa: E402
 from train.runtime import launched_by_torchrun, leave_finished_rank  # noqa: E402
 
 if __name__ == "__main__":
-    main(parse_args())
+    # 0, or 130 / 143 for a run that SIGINT / SIGTERM stopped after saving a checkpoint
+    status = main(parse_args(), argv=sys.argv)["exit_status"]
     if launched_by_torchrun():
-        leave_finished_rank()
+        leave_finished_rank(status)
+    sys.exit(status)

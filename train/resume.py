@@ -4,6 +4,7 @@ data and model before any weight is read."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
@@ -12,8 +13,9 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_
 
 from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
-from train.config import TrainConfig, fail
+from train.config import TrainConfig, fail, run_identity_fields
 from train.data.loader import Data
+from train.models.spec import SHAPE_SETTINGS, shape_flag
 
 
 def data_identity(specs: list[str]) -> list[str]:
@@ -22,9 +24,6 @@ def data_identity(specs: list[str]) -> list[str]:
     return [os.path.abspath(s) if os.path.exists(s) else s for s in specs]
 
 
-# What makes a run the same run: resuming with other values mixes two data streams or batch
-# sizes in one checkpoint lineage, so it needs --allow-config-change.
-RUN_IDENTITY = ("split", "seq_len", "global_batch")
 RESUME_MODEL = ("model", "preset", "optimizer")  # --init-from keeps only the weights: no optimizer
 
 
@@ -51,25 +50,54 @@ def check_same_model(
                 )
 
 
+def changed_identity(state: dict, config: TrainConfig) -> list[tuple[str, str, str]]:
+    """(flag, saved value, this run's value) of every run-identity setting (the schedule and
+    the data, marked in train.config) that differs from the checkpoint's: resuming with other
+    values would mix two data streams, batch sizes or learning-rate curves in one lineage.
+    Both configs are resolved (defaults such as --warmup-steps filled), so a new --max-steps
+    also names the defaults that follow it."""
+    saved, changed = state["config"], []
+    for name in run_identity_fields():
+        flag = f"--{name.replace('_', '-')}"
+        if name == "data":  # the same sets named from another directory are the same data
+            if state.get("data_identity") != data_identity(config.data):
+                changed.append((flag, " ".join(saved.get("data", [])), " ".join(config.data)))
+        elif saved.get(name) != getattr(config, name):
+            changed.append((flag, str(saved.get(name)), str(getattr(config, name))))
+    return changed
+
+
 def check_resumable(state: dict, config: TrainConfig, data: Data, path: str) -> None:
     """One clear error for a checkpoint that does not belong to this run's data and model."""
-    saved = state["config"]
     check_same_model(state, config, data, f"cannot resume from {path}", RESUME_MODEL)
-    if not config.allow_config_change:
-        changed = [
-            (f"--{key.replace('_', '-')}", saved.get(key), getattr(config, key))
-            for key in RUN_IDENTITY
-            if saved.get(key) != getattr(config, key)
-        ]
-        if state.get("data_identity") != data_identity(config.data):
-            changed.insert(0, ("--data", " ".join(saved.get("data", [])), " ".join(config.data)))
-        if changed:
-            flag, before, now = changed[0]
+    changed = [] if config.allow_config_change else changed_identity(state, config)
+    if changed:
+        differences = "; ".join(
+            f"it was saved with {flag} {before}, this run has {flag} {now}"
+            for flag, before, now in changed
+        )
+        fail(
+            f"cannot resume from {path}: {differences}; pass --allow-config-change to continue "
+            "it anyway, or choose another --out"
+        )
+
+
+def with_saved_shape(state: dict, config: TrainConfig, path: str) -> TrainConfig:
+    """``config`` with the model-shape settings it leaves open (None) taken from the
+    checkpoint it resumes, so a resume needs no --num-layers etc.; one that gives another
+    value than the checkpoint's is refused (its weights would not fit)."""
+    shape = {}
+    for name in SHAPE_SETTINGS:
+        mine, theirs = getattr(config, name), state["config"].get(name)
+        if mine is not None and mine != theirs:
+            before = "the preset's" if theirs is None else theirs
+            flag = shape_flag(name)
             fail(
                 f"cannot resume from {path}: it was saved with {flag} {before}, this run has "
-                f"{flag} {now}; pass --allow-config-change to continue it anyway, or choose "
-                "another --out"
+                f"{flag} {mine}; leave the model's shape to the checkpoint"
             )
+        shape[name] = theirs
+    return dataclasses.replace(config, **shape)
 
 
 def find_resume_checkpoint(config: TrainConfig, job_id: str | None) -> str | None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import datetime
 import os
 import random
+import signal
 import socket
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -46,16 +48,17 @@ def launched_by_torchrun() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
-def leave_finished_rank() -> None:
+def leave_finished_rank(status: int = 0) -> None:
     """End a torchrun rank whose run finished (process group already destroyed) without
     interpreter finalization. Tearing down torch's C++ state at exit aborted a finished rank
     now and then on gloo ("terminate called without an active exception", SIGABRT; once in each
     of two whole-suite runs, never in 30 reruns of the same launches), and torchrun then failed
-    a run whose work and checkpoints were complete. Nothing is left to finalize: metrics and console are closed
+    a run whose work and checkpoints were complete (``status``: the run's exit status, 130 or
+    143 for one stopped by a signal). Nothing is left to finalize: metrics and console are closed
     and the --out lock is released before this point; only stdio needs flushing."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(status)
 
 
 def init_runtime(config: TrainConfig) -> Runtime:
@@ -195,3 +198,55 @@ def all_reduce_mean(value: torch.Tensor, runtime: Runtime) -> torch.Tensor:
         dist.all_reduce(value, op=dist.ReduceOp.SUM, group=runtime.dp_group)
         value = value / runtime.dp_size
     return value
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopRequest:
+    """SIGINT (Ctrl-C) and SIGTERM (a scheduler's preemption; torchrun forwards it to every
+    rank) ask the run to stop at the end of the current step, save and exit 128 + the
+    signal's number, as Megatron's --exit-signal-handler does.
+
+    The handler only records the first signal; a second one while the run finishes its step
+    and saves is noted and ignored (Megatron waits too: a save cut short leaves only a
+    ``.tmp`` folder the next run sweeps, but would lose every step since the last save).
+    SIGKILL still ends the process at once. Signal handlers can only be set from the main
+    thread; a trainer run elsewhere keeps the process's handlers.
+    """
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for number in STOP_SIGNALS:
+                self.previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+    def _handle(self, number: int, frame) -> None:
+        if self.signal is None:
+            self.signal = number
+        else:
+            print(
+                f"{signal.Signals(number).name} again: already stopping, saving a checkpoint "
+                "first (SIGKILL stops without saving)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def agreed(self, runtime: Runtime) -> int | None:
+        """The signal every rank stops for, or None: a rank that got none stops with the
+        others (torchrun's forwarded signals reach ranks at different points of a step).
+        One 1-element all-reduce per step under torchrun, none in one process."""
+        number = self.signal or 0
+        if runtime.world_size > 1:
+            flag = torch.tensor([number], dtype=torch.int32, device=runtime.device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            number = int(flag.item())
+        return number or None

@@ -64,4 +64,12 @@ SPEC = ModelSpec(
         size_keys=("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size",
                    "max_position_embeddings", "intermediate_size"),
     ),
+    shape_fields={
+        "num_layers": "n_layer",
+        "hidden_size": "n_embd",
+        "num_attention_heads": "n_head",
+        "ffn_hidden_size": "intermediate_size",
+        "dropout": "dropout",
+    },
+    shape_fixed={"bias": "always has biases (BERT's layers)"},
 )

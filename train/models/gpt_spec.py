@@ -90,4 +90,12 @@ SPEC = ModelSpec(
         load=hf.gpt_load,
         size_keys=("n_layer", "n_embd", "n_head", "vocab_size", "n_positions", "n_inner"),
     ),
+    shape_fields={
+        "num_layers": "n_layer",
+        "hidden_size": "n_embd",
+        "num_attention_heads": "n_head",
+        "bias": "bias",
+        "dropout": "dropout",
+    },
+    shape_fixed={"ffn_hidden_size": "has an MLP of 4 x --hidden-size (GPT-2's)"},
 )

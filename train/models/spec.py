@@ -13,6 +13,7 @@ The spec holds plain data and functions of the model layer only; the layers abov
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,28 @@ from torch import nn
 CAUSAL_LM = "causal_lm"  # next-token prediction on GPTDataset samples
 MASKED_LM = "masked_lm"  # masked LM (+ next-sentence prediction) on BertDataset samples
 BATCH_KINDS = (CAUSAL_LM, MASKED_LM)
+
+# The model-shape settings a run may give on the command line (the trainer's --num-layers,
+# --hidden-size, ...: Megatron's names), over a preset's values. Each family's spec maps them
+# onto its config (ModelSpec.shape_fields) or says why it has no such setting (shape_fixed).
+SHAPE_SETTINGS = (
+    "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "bias", "dropout"
+)  # fmt: skip
+
+
+def shape_flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def shape_flags(shape: dict[str, Any]) -> str:
+    """The settings of ``shape`` that are given, as flags: "--num-layers 3 --no-bias"."""
+    flags = []
+    for name, value in shape.items():
+        if isinstance(value, bool):
+            flags.append(shape_flag(name) if value else f"--no-{shape_flag(name)[2:]}")
+        elif value is not None:
+            flags.append(f"{shape_flag(name)} {value}")
+    return " ".join(flags)
 
 
 @dataclass(frozen=True)
@@ -88,7 +111,8 @@ class ModelSpec:
     """One model family. ``flops_per_token(config, seq_len, mask_prob)``: training FLOPs per
     token, ``mask_prob`` being the share of positions a masked-LM batch predicts (causal
     families predict every position and ignore it). ``positions(config)``: the longest
-    sequence the model takes."""
+    sequence the model takes. ``shape_fields``: the config field each shape setting it takes
+    (SHAPE_SETTINGS) sets; ``shape_fixed``: why it takes none of the others."""
 
     name: str
     config_class: type
@@ -101,8 +125,15 @@ class ModelSpec:
     positions: Callable[[Any], int]
     parallel: ParallelPlan
     hf: HFMapping
+    shape_fields: dict[str, str]
+    shape_fixed: dict[str, str]
 
     def __post_init__(self) -> None:
+        if set(self.shape_fields) | set(self.shape_fixed) != set(SHAPE_SETTINGS):
+            raise ValueError(
+                f"model family {self.name}: shape_fields and shape_fixed must cover "
+                f"{', '.join(SHAPE_SETTINGS)} between them"
+            )
         if self.batch not in BATCH_KINDS:
             raise ValueError(
                 f"model family {self.name}: batch kind {self.batch!r} is none of {BATCH_KINDS}"
@@ -115,6 +146,22 @@ class ModelSpec:
         for name, preset in self.presets.items():
             if preset.model != self.name or not isinstance(preset.config, self.config_class):
                 raise ValueError(f"model family {self.name}: preset {name} is not one of its own")
+
+    def reshape(self, config: Any, shape: dict[str, Any]) -> Any:
+        """``config`` with the shape settings of ``shape`` that are not None applied; one-line
+        ValueError for a setting this family has no field for, or a shape it cannot build
+        (hidden size not divisible by the heads...)."""
+        given = {name: value for name, value in shape.items() if value is not None}
+        for name in given:
+            if name not in self.shape_fields:
+                reason = self.shape_fixed.get(name, "has no such shape setting")
+                raise ValueError(f"{shape_flag(name)}: the {self.name} family {reason}")
+        try:
+            return dataclasses.replace(
+                config, **{self.shape_fields[name]: value for name, value in given.items()}
+            )
+        except ValueError as e:
+            raise ValueError(f"{shape_flags(given)}: not a {self.name} model ({e})") from None
 
     def build(self, config: Any) -> nn.Module:
         if not isinstance(config, self.config_class):

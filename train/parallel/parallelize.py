@@ -56,10 +56,13 @@ def build_mesh(device_type: str, world_size: int, tp: int) -> DeviceMesh:
 def apply_ddp(model: nn.Module, dp_mesh: DeviceMesh, device: torch.device) -> nn.Module:
     """Wrap ``model`` in DDP over the dp mesh's process group; returns the wrapper."""
     device_ids = [device.index] if device.type == "cuda" else None
-    # broadcast_buffers off: the models have no buffers that change during training.
+    # No buffer sync before each forward: the models have no buffers that change during
+    # training. (torch 2.13 deprecates broadcast_buffers for forward_sync_buffers; buffers are
+    # still synced once at init, which is harmless: every rank builds them alike.)
     return DistributedDataParallel(
-        model, device_ids=device_ids, process_group=dp_mesh.get_group(), broadcast_buffers=False
-    )
+        model, device_ids=device_ids, process_group=dp_mesh.get_group(),
+        forward_sync_buffers=False,
+    )  # fmt: skip
 
 
 def apply_fsdp(
