@@ -211,3 +211,53 @@ def test_eval_data_that_is_a_device_is_one_line(gpt_run, task):
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert "eval data /dev/zero is a character device, not a regular file" in done.stderr
+
+
+def _refused(*command: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, *command], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode != 0 and done.stdout == "", done.stdout[-2000:]
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    return done
+
+
+def test_a_tokenizer_of_another_vocabulary_is_refused(gpt_run, wikitext_slice):
+    """A GPT-2 (50,257) run with BERT's vocab.txt: one line naming both sizes, no perplexity;
+    the same for tools/generate."""
+    from tests.conftest import BERT_VOCAB
+
+    bert = str(BERT_VOCAB)
+    done = _refused(
+        "train/evaluate.py", "--checkpoint", gpt_run, "--task", "wikitext103", "--data",
+        wikitext_slice, "--tokenizer", bert, "--no-progress", "--device", "cpu",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert f"--tokenizer {bert}: not the tokenizer" in done.stderr
+    assert "vocab_size: 30522 vs 50257" in done.stderr
+    done = _refused("tools/generate", gpt_run, "--prompt", "Call me", "--tokenizer", bert)
+    assert "vocab_size: 30522 vs 50257" in done.stderr
+
+
+def test_a_bert_run_scores_only_its_own_shards(bert_run, tmp_path):
+    """bert-mlm on shards of GPT-2 ids: refused in one line before any sample is scored."""
+    run, _ = bert_run
+    gpt_data = make_gpt_shards(tmp_path, 40)
+    done = _refused(
+        "train/evaluate.py", "--checkpoint", run, "--task", "bert-mlm", "--data", gpt_data,
+        "--no-progress", "--device", "cpu", "--samples", "4",
+    )  # fmt: skip
+    assert f"--data {gpt_data}: a tokenizer of 50,257 tokens, more than the" in done.stderr
+    assert "it is not this model's tokenizer" in done.stderr
+
+
+def test_the_run_tokenizer_in_another_format_is_accepted(gpt_run, wikitext_slice):
+    """GPT-2's tiktoken ranks (a format preprocess reads) score as the run's tokenizer.json."""
+    from tests.conftest import GPT2_VOCAB
+
+    common = ("--checkpoint", gpt_run, "--task", "wikitext103", "--data", wikitext_slice,
+              "--context", "32")  # fmt: skip
+    own = _evaluate(*common)
+    ranks = _evaluate(*common, "--tokenizer", str(GPT2_VOCAB / "gpt2.tiktoken"))
+    assert ranks["scored_tokens"] == own["scored_tokens"]
+    assert ranks["ppl"] == pytest.approx(own["ppl"], rel=1e-9)
