@@ -261,3 +261,64 @@ def test_the_run_tokenizer_in_another_format_is_accepted(gpt_run, wikitext_slice
     ranks = _evaluate(*common, "--tokenizer", str(GPT2_VOCAB / "gpt2.tiktoken"))
     assert ranks["scored_tokens"] == own["scored_tokens"]
     assert ranks["ppl"] == pytest.approx(own["ppl"], rel=1e-9)
+
+
+def _convert_to_hf(source: str, out) -> None:
+    done = subprocess.run(
+        [sys.executable, "tools/convert", "checkpoint-to-hf", source, str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+
+
+def test_exported_run_generates_through_a_transformers_pipeline(gpt_run, tmp_path):
+    """A run folder exported with tools/convert loads with AutoTokenizer,
+    AutoModelForCausalLM and pipeline("text-generation") with no other argument, and its
+    greedy text is tools/generate's."""
+    transformers = pytest.importorskip("transformers")
+    from tests.shard_fixtures import gpt2_tokenizer
+
+    hf_dir = tmp_path / "hf"
+    _convert_to_hf(gpt_run, hf_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    prompt = "Call me Ishmael. Some years ago"
+    assert len(tokenizer) == 50257 and tokenizer.eos_token == "<|endoftext|>"
+    assert tokenizer(prompt).input_ids == gpt2_tokenizer().encode(prompt).ids
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir)
+    assert model.generation_config.eos_token_id == 50256
+    generator = transformers.pipeline("text-generation", model=str(hf_dir))
+    text = generator(prompt, max_new_tokens=10, do_sample=False)[0]["generated_text"]
+    ours = subprocess.run(
+        [sys.executable, "tools/generate", gpt_run, "--prompt", prompt, "--max-new-tokens", "10"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert text.startswith(prompt) and len(text) > len(prompt)
+    assert text == ours.stdout.rstrip("\n")
+
+
+def test_exported_bert_step_loads_for_pretraining(bert_run, tmp_path):
+    """A BERT step folder exports to a folder AutoTokenizer and AutoModelForPreTraining load
+    alone: the real uncased WordPiece ids and the run's masked-LM logits."""
+    transformers = pytest.importorskip("transformers")
+    from tests.shard_fixtures import bert_tokenizer
+    from train import checkpoint as ckpt
+
+    run, _ = bert_run
+    hf_dir = tmp_path / "hf"
+    _convert_to_hf(ckpt.latest_checkpoint(run), hf_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    text = "Call me Ishmael."
+    assert tokenizer(text, add_special_tokens=False).input_ids == (
+        bert_tokenizer().encode(text, add_special_tokens=False).ids
+    )
+    assert (tokenizer.mask_token, tokenizer.mask_token_id) == ("[MASK]", 103)
+    assert (tokenizer.cls_token, tokenizer.sep_token, tokenizer.pad_token) == (
+        "[CLS]", "[SEP]", "[PAD]",
+    )  # fmt: skip
+    model = transformers.AutoModelForPreTraining.from_pretrained(hf_dir).eval()
+    ours = load_model(run, torch.device("cpu")).model
+    ids = torch.tensor([[101, *tokenizer(text, add_special_tokens=False).input_ids, 103, 102]])
+    with torch.no_grad():
+        theirs = model(ids).prediction_logits
+        mine = ours(ids, torch.zeros_like(ids), torch.ones_like(ids)).mlm_logits
+    torch.testing.assert_close(theirs, mine.view_as(theirs), atol=1e-4, rtol=0)

@@ -8,7 +8,6 @@ unpickled as code.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -18,11 +17,9 @@ from torch import nn
 
 from common.safe_io import (
     MAX_JSON_DEPTH,
-    TOKENIZER_CAP,
     UnsafeInputError,
     format_bytes,
     json_depth,
-    read_bytes_capped,
     read_text_capped,
 )
 from train import checkpoint as ckpt
@@ -152,7 +149,7 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
         model = spec.hf.load(path, architectures)
     except (OSError, ValueError) as e:
         raise LoadError(f"{path}: cannot load the HF model ({e})") from None
-    own = path if _holds_tokenizer(path) else None
+    own = _own_tokenizer(path)
     record = _export_record(path)
     if record is None and own is not None and tokenizer is not None:
         record = read_tokenizer(own).identity()  # the directory's own: --tokenizer must match
@@ -172,11 +169,17 @@ _TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "encoder.json", "vocab.txt")
 _EXPORT_RECORD_CAP = 1 << 20
 
 
-def _holds_tokenizer(path: str) -> bool:
+def _own_tokenizer(path: str) -> str | None:
+    """The tokenizer an HF directory holds: its tokenizer.json, or the directory when it holds
+    another format preprocess reads; None when it holds none."""
     names = os.listdir(path)
-    return any(name in names for name in _TOKENIZER_FILES) or any(
+    if "tokenizer.json" in names:
+        return os.path.join(path, "tokenizer.json")
+    if any(name in names for name in _TOKENIZER_FILES) or any(
         name.endswith(".tiktoken") for name in names
-    )
+    ):
+        return path
+    return None
 
 
 def _export_record(path: str) -> dict | None:
@@ -233,7 +236,7 @@ def check_vocabulary(loaded: LoadedModel, given: dict, sha256s: set, what: str) 
 def check_tokenizer_file(loaded: LoadedModel, tokenizer, path: str) -> None:
     """:func:`check_vocabulary` of the TextTokenizer read from ``path``."""
     given = tokenizer.identity()
-    check_vocabulary(loaded, given, {given["sha256"], _sha(path)}, f"--tokenizer {path}")
+    check_vocabulary(loaded, given, {given["sha256"], tokenizer_file_sha256(path)}, f"--tokenizer {path}")
 
 
 def tokenizer_difference(trained: dict, given: dict, given_sha256s: set) -> str | None:
@@ -254,17 +257,19 @@ def tokenizer_difference(trained: dict, given: dict, given_sha256s: set) -> str 
         if ours and theirs and ours != theirs:
             return f"{name}: {ours} vs {theirs}"
     sha = trained.get("sha256")
-    if sha and not (given_sha256s - {"", None}) & {sha}:
+    # an export of ours writes the tokenizer.json its record also goes by (train/export.py)
+    known = {sha, trained.get("exported_sha256")}
+    if sha and not (given_sha256s - {"", None}) & known:
         return f"sha256: {min(given_sha256s - {'', None}, default='?')[:12]}... vs {sha[:12]}..."
     return None
 
 
-def _sha(path: str) -> str:
+def tokenizer_file_sha256(path: str) -> str:
     """The checksum of a tokenizer given as one file (a run given --tokenizer FILE records the
     file's own); "" for a directory or a file pair."""
-    if not os.path.isfile(path):
-        return ""
-    return hashlib.sha256(read_bytes_capped(path, "tokenizer file", TOKENIZER_CAP)).hexdigest()
+    from dataset_format import file_sha256
+
+    return file_sha256(path) if os.path.isfile(path) else ""
 
 
 # config.json of GPT-2 or BERT is ~1 kB; a tokenizer's vocabulary is never in it
