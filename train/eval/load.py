@@ -125,31 +125,16 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
             f"{path}: an HF model directory needs the transformers package (pip install "
             "transformers)"
         ) from None
-    from train.models.registry import spec_of_hf
-
-    try:
-        text = read_text_capped(os.path.join(path, "config.json"), "HF config", HF_CONFIG_CAP)
-        if json_depth(text) > MAX_JSON_DEPTH:
-            raise UnsafeInputError(f"{path}/config.json: JSON nested deeper than {MAX_JSON_DEPTH}")
-        hf_config = json.loads(text)
-        model_type = hf_config.get("model_type")
-        architectures = hf_config.get("architectures") or []
-    except UnsafeInputError as e:
-        raise LoadError(str(e)) from None
-    except (OSError, ValueError, AttributeError) as e:
-        raise LoadError(f"{path}/config.json: unreadable ({ckpt._one_line(e)})") from None
-    check_hf_config_size(path, hf_config)
+    hf_config = read_hf_config(path)
+    spec = hf_spec_of(path, hf_config)
+    architectures = hf_config.get("architectures") or []
     # use_safetensors=None: safetensors when present, else pytorch_model.bin, which
     # transformers loads with weights_only=True.
-    try:
-        spec = spec_of_hf(model_type)
-    except KeyError as e:
-        raise LoadError(f"{path}/config.json: {e.args[0]}") from None
     try:
         model = spec.hf.load(path, architectures)
     except (OSError, ValueError) as e:
         raise LoadError(f"{path}: cannot load the HF model ({e})") from None
-    own = _own_tokenizer(path)
+    own = hf_dir_tokenizer(path)
     record = _export_record(path)
     if record is None and own is not None and tokenizer is not None:
         record = read_tokenizer(own).identity()  # the directory's own: --tokenizer must match
@@ -169,7 +154,7 @@ _TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "encoder.json", "vocab.txt")
 _EXPORT_RECORD_CAP = 1 << 20
 
 
-def _own_tokenizer(path: str) -> str | None:
+def hf_dir_tokenizer(path: str) -> str | None:
     """The tokenizer an HF directory holds: its tokenizer.json, or the directory when it holds
     another format preprocess reads; None when it holds none."""
     names = os.listdir(path)
@@ -270,6 +255,34 @@ def tokenizer_file_sha256(path: str) -> str:
     from dataset_format import file_sha256
 
     return file_sha256(path) if os.path.isfile(path) else ""
+
+
+def read_hf_config(path: str) -> dict:
+    """The config.json of HF directory ``path``, checked to describe a model its weights files
+    can hold (:func:`check_hf_config_size`)."""
+    try:
+        text = read_text_capped(os.path.join(path, "config.json"), "HF config", HF_CONFIG_CAP)
+        if json_depth(text) > MAX_JSON_DEPTH:
+            raise UnsafeInputError(f"{path}/config.json: JSON nested deeper than {MAX_JSON_DEPTH}")
+        hf_config = json.loads(text)
+        if not isinstance(hf_config, dict):
+            raise ValueError("not a JSON object")
+    except UnsafeInputError as e:
+        raise LoadError(str(e)) from None
+    except (OSError, ValueError) as e:
+        raise LoadError(f"{path}/config.json: unreadable ({ckpt._one_line(e)})") from None
+    check_hf_config_size(path, hf_config)
+    return hf_config
+
+
+def hf_spec_of(path: str, hf_config: dict):
+    """The spec of the registered family whose HF counterpart ``hf_config`` describes."""
+    from train.models.registry import spec_of_hf
+
+    try:
+        return spec_of_hf(hf_config.get("model_type"))
+    except KeyError as e:
+        raise LoadError(f"{path}/config.json: {e.args[0]}") from None
 
 
 # config.json of GPT-2 or BERT is ~1 kB; a tokenizer's vocabulary is never in it
