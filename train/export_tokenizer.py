@@ -67,7 +67,9 @@ def write_tokenizer_files(
         raise ExportTokenizerError(str(e)) from None
     record = trainer.get("tokenizer") or {}
     identity = text_tokenizer.identity()
-    fault = tokenizer_difference(record, identity, {identity["sha256"], tokenizer_file_sha256(path)})
+    fault = tokenizer_difference(
+        record, identity, {identity["sha256"], tokenizer_file_sha256(path)}
+    )
     if fault is not None:
         raise ExportTokenizerError(
             f"tokenizer {path} is not the one the checkpoint was trained with ({fault}, "
