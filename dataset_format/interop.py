@@ -13,7 +13,10 @@ a fixed token count, in the middle of a document.
 
 Neither format records document boundaries, so importing splits the stream at the EOD id:
 after it (`eod_position="end"`, nanoGPT's layout and our `--append-eod`) or before it
-(`"start"`, llm.c's). Several input files are one stream, so a document cut between two llm.c
+(`"start"`, llm.c's). Unless told, the importer reads the layout from the stream itself
+(`eod_position_of`): a stream that starts with EOD has it before each document, one that ends
+with EOD after each; only a stream with neither takes the format's usual layout. So a set of
+ours exported to llm.c comes back with its own documents, not one more. Several input files are one stream, so a document cut between two llm.c
 shards comes back whole. The token stream is preserved exactly both ways: exporting a set
 concatenates its documents in order.
 """
@@ -140,6 +143,27 @@ def split_documents_at_eod(
     if pending_tokens:
         tokens = np.concatenate(pending)
         yield tokens, np.array([tokens.size], dtype=np.int64)
+
+
+def eod_position_of(streams: list[tuple[str, np.ndarray]], eod: int, usual: str) -> str:
+    """Where the EOD of the stream ``streams`` make stands: "start" when its first token is
+    EOD, else "end" when its last token is, else ``usual`` (the format's own layout)."""
+    first = next((tokens for _, tokens in streams if tokens.size), None)
+    last = next((tokens for _, tokens in reversed(streams) if tokens.size), None)
+    if first is not None and int(first[0]) == eod:
+        return "start"
+    if last is not None and int(last[-1]) == eod:
+        return "end"
+    return usual
+
+
+def _import_files(
+    files: list[str], read, out_dir: str, source_format: str, usual: str, options: dict
+) -> Manifest:
+    streams = [(f, read(f)) for f in files]
+    if options.get("eod_position") is None:
+        options["eod_position"] = eod_position_of(streams, options.get("eod", GPT2_EOD), usual)
+    return import_token_stream(streams, out_dir, source_format=source_format, **options)
 
 
 def _chunks(arrays: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
@@ -275,24 +299,18 @@ def _write_imported(
 
 
 def import_nanogpt(path: str, out_dir: str, **options) -> Manifest:
-    """A nanoGPT `.bin` (or several, as one stream) -> shard set; documents end with EOD."""
-    options.setdefault("eod_position", "end")
-    files = expand_inputs(path)
-    return import_token_stream(
-        [(f, read_nanogpt(f)) for f in files], out_dir, source_format="nanogpt", **options
-    )
+    """A nanoGPT `.bin` (or several, as one stream) -> shard set; documents end with EOD
+    unless the stream starts with one (:func:`eod_position_of`)."""
+    return _import_files(expand_inputs(path), read_nanogpt, out_dir, "nanogpt", "end", options)
 
 
 def import_llmc(path: str, out_dir: str, **options) -> Manifest:
     """llm.c shard files (a file, directory or glob, as one stream) -> shard set.
 
-    Documents start with EOD by default, as llm.c's scripts write them.
+    Documents start with EOD, as llm.c's scripts write them, unless the stream ends with one
+    and does not start with one (:func:`eod_position_of`).
     """
-    options.setdefault("eod_position", "start")
-    files = expand_inputs(path)
-    return import_token_stream(
-        [(f, read_llmc(f)) for f in files], out_dir, source_format="llmc", **options
-    )
+    return _import_files(expand_inputs(path), read_llmc, out_dir, "llmc", "start", options)
 
 
 # -- exporting -----------------------------------------------------------------------------

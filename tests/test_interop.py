@@ -82,6 +82,24 @@ def test_llmc_shards_cut_mid_document_come_back_whole(documents, tmp_path):
         assert open(ours, "rb").read() == theirs.read_bytes()
 
 
+def test_a_set_of_ours_comes_back_from_llmc_with_its_own_documents(tmp_path):
+    """Our sets end each document with EOD (--append-eod), llm.c's start each with one: the
+    round trip of 11 real Moby-Dick documents gives 11 documents, not 12 shifted by an EOD."""
+    from tests.shard_fixtures import make_gpt_shards
+
+    ours = ShardSet(make_gpt_shards(tmp_path, 11, num_shards=1))
+    export_llmc(ours.directory, str(tmp_path / "llmc"), shard_tokens=1_000)
+    manifest = import_llmc(str(tmp_path / "llmc"), str(tmp_path / "back"))
+    back = ShardSet(str(tmp_path / "back"))
+    assert back.num_documents == ours.num_documents == 11
+    for i in range(11):
+        assert np.array_equal(back.document(i), ours.document(i))
+    assert manifest.source["eod_position"] == "end"
+    export_nanogpt(ours.directory, str(tmp_path / "nanogpt.bin"))
+    import_nanogpt(str(tmp_path / "nanogpt.bin"), str(tmp_path / "nano-back"))
+    assert ShardSet(str(tmp_path / "nano-back")).num_documents == 11
+
+
 def test_llama3_format_for_int32_sets(documents, tmp_path):
     directory = tmp_path / "wide"
     directory.mkdir()
