@@ -411,6 +411,58 @@ def _write_llmc(shard_set: ShardSet, out: OutputFolder, shard_tokens: int) -> li
     return names
 
 
+# -- Megatron-LM -------------------------------------------------------------------------------
+
+# GPT-2's vocabulary as Megatron-LM's GPT2BPETokenizer knows it: its size and end-of-text id
+GPT2_VOCAB_SIZE = 50257
+MEGATRON_SPLIT = "969,30,1"  # Megatron-LM's --split default; our trainer's too
+
+
+def megatron_args(path: str, tokenizer_dir: str | None = None) -> list[str]:
+    """The Megatron-LM ``pretrain_gpt.py`` / ``pretrain_bert.py`` flags that train on shard
+    set ``path`` as it is: ``--data-path`` with each shard's prefix weighted by its tokens
+    (Megatron samples a blend in proportion to its weights, so the set is read as one), the
+    split, and the tokenizer flags for the set's tokenizer kind. Megatron reads GPT-2 BPE
+    from ``vocab.json`` + ``merges.txt`` and WordPiece from ``vocab.txt``, which a set keeps
+    only as ``tokenizer.json``: those files are named in ``tokenizer_dir`` (default: the
+    set's directory for a vocab.txt, else ``gpt2`` / ``bert``)."""
+    shard_set = ShardSet(path)
+    data = [item for shard in shard_set.shards for item in (str(shard.num_tokens), shard.prefix)]
+    tokenizer = shard_set.manifest.tokenizer if shard_set.manifest is not None else None
+    if tokenizer is None:
+        raise FormatError(f"{path}: the set records no tokenizer; Megatron needs its files")
+    return ["--data-path", *data, "--split", MEGATRON_SPLIT, *_megatron_tokenizer(
+        shard_set, tokenizer, tokenizer_dir
+    )]  # fmt: skip
+
+
+def _megatron_tokenizer(shard_set: ShardSet, tokenizer: TokenizerInfo, directory) -> list[str]:
+    kind = tokenizer.kind.replace("-", "_")
+    own = shard_set.tokenizer_path
+    if kind == "byte_level_bpe" and tokenizer.vocab_size == GPT2_VOCAB_SIZE:
+        directory = directory or "gpt2"
+        return ["--tokenizer-type", "GPT2BPETokenizer",
+                "--vocab-file", os.path.join(directory, "vocab.json"),
+                "--merge-file", os.path.join(directory, "merges.txt")]  # fmt: skip
+    if kind == "wordpiece":
+        vocab = own if own and own.endswith(".txt") and directory is None else None
+        cased = own is not None and own.endswith(".json") and not _lowercases(own)
+        return ["--tokenizer-type", "BertWordPieceCase" if cased else "BertWordPieceLowerCase",
+                "--vocab-file", vocab or os.path.join(directory or "bert", "vocab.txt")]  # fmt: skip
+    # Any other tokenizers JSON: an HF tokenizer folder (tools/convert checkpoint-to-hf writes
+    # one) that transformers.AutoTokenizer loads.
+    return ["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", directory or "HF_DIR"]
+
+
+def _lowercases(tokenizer_json: str) -> bool:
+    """Whether a tokenizers JSON's normalizer lowercases (a BERT uncased vocabulary)."""
+    from common.safe_io import TOKENIZER_CAP, parse_json, read_bytes_capped
+
+    spec = parse_json(read_bytes_capped(tokenizer_json, "tokenizer", TOKENIZER_CAP), tokenizer_json)
+    normalizer = spec.get("normalizer") if isinstance(spec, dict) else None
+    return isinstance(normalizer, dict) and normalizer.get("lowercase") is True
+
+
 # -- command line --------------------------------------------------------------------------
 
 
