@@ -57,13 +57,19 @@ def read_hf_init_state(config: TrainConfig, data: Data) -> tuple[str, dict]:
 def check_same_tokenizer(path: str, config: TrainConfig) -> None:
     """One-line SystemExit when the HF directory's tokenizer and the data's map any token to
     another id (when both are at hand: an HF directory may hold no tokenizer)."""
-    from train.eval.load import LoadError, hf_dir_tokenizer, read_tokenizer, run_tokenizer_path
+    from train.eval.load import (
+        LoadError,
+        hf_dir_tokenizer,
+        read_tokenizer,
+        run_tokenizer_path,
+        vocabulary_of,
+    )
 
     theirs, ours = hf_dir_tokenizer(path), run_tokenizer_path(config.to_dict())
     if theirs is None or ours is None:
         return
     try:
-        hf_vocab, data_vocab = (_vocabulary(read_tokenizer(p)) for p in (theirs, ours))
+        hf_vocab, data_vocab = (vocabulary_of(read_tokenizer(p)) for p in (theirs, ours))
     except LoadError as e:
         fail(f"--init-from: {e}")
     moved = sum(1 for token, token_id in data_vocab.items() if hf_vocab.get(token) != token_id)
@@ -73,9 +79,3 @@ def check_same_tokenizer(path: str, config: TrainConfig) -> None:
             f"of the data's {len(data_vocab):,} tokens have another id or none; "
             f"{len(hf_vocab):,} vs {len(data_vocab):,} tokens)"
         )
-
-
-def _vocabulary(text_tokenizer) -> dict[str, int]:
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_str(text_tokenizer.to_json()).get_vocab(with_added_tokens=True)

@@ -40,6 +40,7 @@ class LoadedModel:
     # The tokenizer the weights were trained with, as the run recorded it (kind, vocab_size,
     # sha256, special_ids); None when nothing recorded one (an HF model from elsewhere).
     tokenizer_record: dict | None = None
+    trained_tokenizer: str | None = None  # where that tokenizer's file is, if still there
 
 
 def load_model(path: str, device: torch.device, tokenizer: str | None = None) -> LoadedModel:
@@ -95,6 +96,7 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
         model=model,
         kind=spec.name,
         tokenizer_path=tokenizer or run_tokenizer_path(trainer_state["config"]),
+        trained_tokenizer=run_tokenizer_path(trainer_state["config"]),
         vocab_size=info.get("vocab_size"),
         special_ids=dict(info.get("special_ids") or {}),
         source=checkpoint,
@@ -144,6 +146,7 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
         special_ids=dict(record.get("special_ids") or {}) if record else {},
         source=path,
         tokenizer_record=record,
+        trained_tokenizer=own,
     )  # fmt: skip
 
 
@@ -219,9 +222,23 @@ def check_vocabulary(loaded: LoadedModel, given: dict, sha256s: set, what: str) 
 
 
 def check_tokenizer_file(loaded: LoadedModel, tokenizer, path: str) -> None:
-    """:func:`check_vocabulary` of the TextTokenizer read from ``path``."""
+    """:func:`check_vocabulary` of the TextTokenizer read from ``path``. Another file of the
+    same vocabulary (GPT-2's tiktoken ranks for the run's tokenizer.json) is the same
+    tokenizer: its checksum differs, so the two files' token -> id maps are compared."""
     given = tokenizer.identity()
-    check_vocabulary(loaded, given, {given["sha256"], tokenizer_file_sha256(path)}, f"--tokenizer {path}")
+    sha256s = {given["sha256"], tokenizer_file_sha256(path)}
+    record, trained = loaded.tokenizer_record or {}, loaded.trained_tokenizer
+    if record.get("sha256") not in sha256s and trained is not None and trained != path:
+        if vocabulary_of(tokenizer) == vocabulary_of(read_tokenizer(trained)):
+            sha256s.add(record["sha256"])
+    check_vocabulary(loaded, given, sha256s, f"--tokenizer {path}")
+
+
+def vocabulary_of(text_tokenizer) -> dict[str, int]:
+    """Every token of a TextTokenizer (added tokens too) -> its id."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(text_tokenizer.to_json()).get_vocab(with_added_tokens=True)
 
 
 def tokenizer_difference(trained: dict, given: dict, given_sha256s: set) -> str | None:
