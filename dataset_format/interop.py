@@ -427,7 +427,9 @@ def megatron_args(path: str, tokenizer_dir: str | None = None) -> list[str]:
     only as ``tokenizer.json``: those files are named in ``tokenizer_dir`` (default: the
     set's directory for a vocab.txt, else ``gpt2`` / ``bert``)."""
     shard_set = ShardSet(path)
-    data = [item for shard in shard_set.shards for item in (str(shard.num_tokens), shard.prefix)]
+    # absolute: Megatron-LM runs from its own directory
+    prefixes = [os.path.abspath(shard.prefix) for shard in shard_set.shards]
+    data = [x for s, p in zip(shard_set.shards, prefixes) for x in (str(s.num_tokens), p)]
     tokenizer = shard_set.manifest.tokenizer if shard_set.manifest is not None else None
     if tokenizer is None:
         raise FormatError(f"{path}: the set records no tokenizer; Megatron needs its files")
