@@ -263,9 +263,9 @@ def test_the_run_tokenizer_in_another_format_is_accepted(gpt_run, wikitext_slice
     assert ranks["ppl"] == pytest.approx(own["ppl"], rel=1e-9)
 
 
-def _convert_to_hf(source: str, out) -> None:
+def _convert_to_hf(source: str, out, *flags: str) -> None:
     done = subprocess.run(
-        [sys.executable, "tools/convert", "checkpoint-to-hf", source, str(out)],
+        [sys.executable, "tools/convert", "checkpoint-to-hf", source, str(out), *flags],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
@@ -322,3 +322,20 @@ def test_exported_bert_step_loads_for_pretraining(bert_run, tmp_path):
         theirs = model(ids).prediction_logits
         mine = ours(ids, torch.zeros_like(ids), torch.ones_like(ids)).mlm_logits
     torch.testing.assert_close(theirs, mine.view_as(theirs), atol=1e-4, rtol=0)
+
+
+def test_export_takes_the_run_tokenizer_in_any_format_and_refuses_another(gpt_run, tmp_path):
+    """checkpoint-to-hf --tokenizer: GPT-2's tiktoken ranks (the run's vocabulary) are
+    written as the run's; BERT's vocab.txt is refused in one line, nothing exported."""
+    transformers = pytest.importorskip("transformers")
+    from tests.conftest import BERT_VOCAB, GPT2_VOCAB
+
+    bert = str(BERT_VOCAB)
+    done = _refused("tools/convert", "checkpoint-to-hf", gpt_run, str(tmp_path / "no"),
+                    "--tokenizer", bert)  # fmt: skip
+    assert f"tokenizer {bert} is not the one the checkpoint was trained with" in done.stderr
+    assert not (tmp_path / "no" / "model.safetensors").exists()
+    ranks = str(GPT2_VOCAB / "gpt2.tiktoken")
+    _convert_to_hf(gpt_run, tmp_path / "hf", "--tokenizer", ranks)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tokenizer("Call me Ishmael.").input_ids == [14134, 502, 1148, 21720, 417, 13]

@@ -18,7 +18,7 @@ from train.eval.load import (
     read_tokenizer,
     run_tokenizer_path,
     tokenizer_difference,
-    tokenizer_file_sha256,
+    tokenizer_sha256s,
 )
 
 # Our special-id names (dataset_format.SPECIAL_TOKEN_NAMES) -> the names transformers' tokenizer
@@ -67,9 +67,9 @@ def write_tokenizer_files(
         raise ExportTokenizerError(str(e)) from None
     record = trainer.get("tokenizer") or {}
     identity = text_tokenizer.identity()
-    fault = tokenizer_difference(
-        record, identity, {identity["sha256"], tokenizer_file_sha256(path)}
-    )
+    trained = run_tokenizer_path(trainer["config"])
+    sha256s = tokenizer_sha256s(text_tokenizer, path, record, trained)
+    fault = tokenizer_difference(record, identity, sha256s)
     if fault is not None:
         raise ExportTokenizerError(
             f"tokenizer {path} is not the one the checkpoint was trained with ({fault}, "

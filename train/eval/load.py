@@ -222,16 +222,23 @@ def check_vocabulary(loaded: LoadedModel, given: dict, sha256s: set, what: str) 
 
 
 def check_tokenizer_file(loaded: LoadedModel, tokenizer, path: str) -> None:
-    """:func:`check_vocabulary` of the TextTokenizer read from ``path``. Another file of the
-    same vocabulary (GPT-2's tiktoken ranks for the run's tokenizer.json) is the same
-    tokenizer: its checksum differs, so the two files' token -> id maps are compared."""
-    given = tokenizer.identity()
-    sha256s = {given["sha256"], tokenizer_file_sha256(path)}
-    record, trained = loaded.tokenizer_record or {}, loaded.trained_tokenizer
+    """:func:`check_vocabulary` of the TextTokenizer read from ``path``."""
+    sha256s = tokenizer_sha256s(
+        tokenizer, path, loaded.tokenizer_record or {}, loaded.trained_tokenizer
+    )
+    check_vocabulary(loaded, tokenizer.identity(), sha256s, f"--tokenizer {path}")
+
+
+def tokenizer_sha256s(tokenizer, path: str, record: dict, trained: str | None) -> set:
+    """The checksums the TextTokenizer read from ``path`` goes by: its JSON's, its file's,
+    and the ``record``ed one of the tokenizer a model trained with (at ``trained``) when the
+    two map every token to the same id: another file of the same vocabulary (GPT-2's
+    tiktoken ranks for a run's tokenizer.json) is the same tokenizer."""
+    sha256s = {tokenizer.identity()["sha256"], tokenizer_file_sha256(path)}
     if record.get("sha256") not in sha256s and trained is not None and trained != path:
         if vocabulary_of(tokenizer) == vocabulary_of(read_tokenizer(trained)):
             sha256s.add(record["sha256"])
-    check_vocabulary(loaded, given, sha256s, f"--tokenizer {path}")
+    return sha256s
 
 
 def vocabulary_of(text_tokenizer) -> dict[str, int]:
