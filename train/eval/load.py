@@ -151,7 +151,7 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
 
 
 # The names preprocess's tokenizer loader looks for in a directory
-# (pipelines.tokenize.tokenizer.load_tokenizer).
+# (dataset_format.tokenizer.load_tokenizer).
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "encoder.json", "vocab.txt")
 # shardsmith.json of an export of ours (a step and a tokenizer record) is a few hundred bytes
 _EXPORT_RECORD_CAP = 1 << 20
@@ -187,7 +187,7 @@ def read_tokenizer(path: str | None):
     """The tokenizer at ``path`` in any format preprocess reads (a tokenizer.json, vocab.txt,
     encoder.json + vocab.bpe, vocab.json + merges.txt, *.tiktoken, or a directory holding one),
     by the one loader preprocess uses: a ``TextTokenizer``."""
-    from pipelines.tokenize.tokenizer import load_tokenizer as load_text_tokenizer
+    from dataset_format.tokenizer import load_tokenizer as load_text_tokenizer
 
     if path is None:
         raise LoadError(
