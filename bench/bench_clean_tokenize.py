@@ -45,10 +45,10 @@ sys.path.insert(0, str(ROOT))
 
 from py3langid.langid import LanguageIdentifier  # noqa: E402
 
+from dataset_format.tokenizer import load_tokenizer  # noqa: E402
 from pipelines.clean import CleanConfig, clean_document, language, normalize  # noqa: E402
 from pipelines.clean.normalize import needs_ftfy, normalize_text  # noqa: E402
 from pipelines.document import Document  # noqa: E402
-from pipelines.tokenize.tokenizer import load_tokenizer  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora"
 RESULTS = ROOT / "bench" / "results" / "clean_tokenize.md"

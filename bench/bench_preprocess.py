@@ -156,12 +156,12 @@ STARTUP_COMMANDS = {"pipeline_default": False, "pipeline_dedup": True}
 
 def run_loop(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
     from dataset_format import IndexedDatasetWriter, dtype_for_vocab
+    from dataset_format.tokenizer import load_tokenizer
     from pipelines.clean import CleanConfig, clean_document
     from pipelines.document import Document
     from pipelines.options import DEFAULT_TOKENIZE_BATCH_DOCS
     from pipelines.sources import get_source
     from pipelines.tokenize.encode import tokenize_batch
-    from pipelines.tokenize.tokenizer import load_tokenizer
 
     source = get_source("jsonl")
     config = CleanConfig.for_source("jsonl")
@@ -236,13 +236,13 @@ def run_stages(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
 
     import pipelines.clean as clean
     from dataset_format import IndexedDatasetWriter, dtype_for_vocab
+    from dataset_format.tokenizer import load_tokenizer
     from pipelines.clean import normalize
     from pipelines.document import Document
     from pipelines.options import DEFAULT_TOKENIZE_BATCH_DOCS
     from pipelines.sentences import split_sentences
     from pipelines.sources import get_source
     from pipelines.tokenize.encode import tokenize_batch
-    from pipelines.tokenize.tokenizer import load_tokenizer
 
     source = get_source("jsonl")
     config = clean.CleanConfig.for_source("jsonl")

@@ -105,8 +105,8 @@ def phases(argv: list[str]) -> dict:
     from apache_beam import pipeline as beam_pipeline
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 
+    import dataset_format.tokenizer as tokenizer_module
     import pipelines.graph as graph
-    import pipelines.tokenize.tokenizer as tokenizer_module
 
     counts = {"stages": 0}
 

@@ -47,13 +47,13 @@ def _reset_peak() -> None:
 def measure(size_bytes: int, workdir: str) -> dict:
     """In this (fresh) process: peak RSS over its starting RSS for one document of size_bytes."""
     sys.path.insert(0, str(ROOT))
+    from dataset_format.tokenizer import load_tokenizer
     from pipelines.clean import CleanConfig, clean_document
     from pipelines.dedup.minhash import MinHasher
     from pipelines.dedup.shingles import shingle_batch
     from pipelines.document import Document, ReadTask
     from pipelines.sources import get_source
     from pipelines.tokenize.encode import tokenize_batch
-    from pipelines.tokenize.tokenizer import load_tokenizer
     from pipelines.write import SpillWriter
 
     book = (CORPORA / "books" / "tinyshakespeare-input.txt").read_bytes()

@@ -24,7 +24,7 @@ def corpus_files(corpus: Path) -> list[Path]:
 def _hf_gpt2():
     from tokenizers import Tokenizer
 
-    from pipelines.tokenize.tokenizer import load_tokenizer
+    from dataset_format.tokenizer import load_tokenizer
 
     return Tokenizer.from_str(load_tokenizer(str(GPT2)).to_json())
 
@@ -132,7 +132,7 @@ def run_datatrove(corpus: Path, out: Path, workers: int, budget_s: float) -> dic
     """datatrove's tokenizer (JsonlReader + DocumentTokenizer, `workers` tasks on as many
     processes, GPT-2 from the same vocabulary, EOS appended, no cleaning) in the Python given by
     --datatrove-python: a throwaway venv, never one of ours."""
-    from pipelines.tokenize.tokenizer import load_tokenizer
+    from dataset_format.tokenizer import load_tokenizer
 
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = out / "gpt2-tokenizer.json"

@@ -26,7 +26,7 @@ KIB = 1 << 10
 MIB = 1 << 20
 # A tokenizer file read whole (tokenizer.json, vocab.txt, merges.txt): the largest in common use
 # are ~35 MiB (a 256k-token vocabulary with its merges); a bound, not a fit. The same bound as
-# the pipeline's (pipelines/tokenize/tokenizer.py), so a tokenizer one side reads the other side reads too.
+# the pipeline's (dataset_format/tokenizer.py), so a tokenizer one side reads the other side reads too.
 TOKENIZER_CAP = 256 * MIB
 
 

@@ -13,7 +13,10 @@ a fixed token count, in the middle of a document.
 
 Neither format records document boundaries, so importing splits the stream at the EOD id:
 after it (`eod_position="end"`, nanoGPT's layout and our `--append-eod`) or before it
-(`"start"`, llm.c's). Several input files are one stream, so a document cut between two llm.c
+(`"start"`, llm.c's). Unless told, the importer reads the layout from the stream itself
+(`eod_position_of`): a stream that starts with EOD has it before each document, one that ends
+with EOD after each; only a stream with neither takes the format's usual layout. So a set of
+ours exported to llm.c comes back with its own documents, not one more. Several input files are one stream, so a document cut between two llm.c
 shards comes back whole. The token stream is preserved exactly both ways: exporting a set
 concatenates its documents in order.
 """
@@ -141,6 +144,27 @@ def split_documents_at_eod(
     if pending_tokens:
         tokens = np.concatenate(pending)
         yield tokens, np.array([tokens.size], dtype=np.int64)
+
+
+def eod_position_of(streams: list[tuple[str, np.ndarray]], eod: int, usual: str) -> str:
+    """Where the EOD of the stream ``streams`` make stands: "start" when its first token is
+    EOD, else "end" when its last token is, else ``usual`` (the format's own layout)."""
+    first = next((tokens for _, tokens in streams if tokens.size), None)
+    last = next((tokens for _, tokens in reversed(streams) if tokens.size), None)
+    if first is not None and int(first[0]) == eod:
+        return "start"
+    if last is not None and int(last[-1]) == eod:
+        return "end"
+    return usual
+
+
+def _import_files(
+    files: list[str], read, out_dir: str, source_format: str, usual: str, options: dict
+) -> Manifest:
+    streams = [(f, read(f)) for f in files]
+    if options.get("eod_position") is None:
+        options["eod_position"] = eod_position_of(streams, options.get("eod", GPT2_EOD), usual)
+    return import_token_stream(streams, out_dir, source_format=source_format, **options)
 
 
 def _chunks(arrays: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
@@ -276,24 +300,18 @@ def _write_imported(
 
 
 def import_nanogpt(path: str, out_dir: str, **options) -> Manifest:
-    """A nanoGPT `.bin` (or several, as one stream) -> shard set; documents end with EOD."""
-    options.setdefault("eod_position", "end")
-    files = expand_inputs(path)
-    return import_token_stream(
-        [(f, read_nanogpt(f)) for f in files], out_dir, source_format="nanogpt", **options
-    )
+    """A nanoGPT `.bin` (or several, as one stream) -> shard set; documents end with EOD
+    unless the stream starts with one (:func:`eod_position_of`)."""
+    return _import_files(expand_inputs(path), read_nanogpt, out_dir, "nanogpt", "end", options)
 
 
 def import_llmc(path: str, out_dir: str, **options) -> Manifest:
     """llm.c shard files (a file, directory or glob, as one stream) -> shard set.
 
-    Documents start with EOD by default, as llm.c's scripts write them.
+    Documents start with EOD, as llm.c's scripts write them, unless the stream ends with one
+    and does not start with one (:func:`eod_position_of`).
     """
-    options.setdefault("eod_position", "start")
-    files = expand_inputs(path)
-    return import_token_stream(
-        [(f, read_llmc(f)) for f in files], out_dir, source_format="llmc", **options
-    )
+    return _import_files(expand_inputs(path), read_llmc, out_dir, "llmc", "start", options)
 
 
 # -- exporting -----------------------------------------------------------------------------
@@ -392,6 +410,60 @@ def _write_llmc(shard_set: ShardSet, out: OutputFolder, shard_tokens: int) -> li
                 os.remove(tmp)
             raise
     return names
+
+
+# -- Megatron-LM -------------------------------------------------------------------------------
+
+# GPT-2's vocabulary as Megatron-LM's GPT2BPETokenizer knows it: its size and end-of-text id
+GPT2_VOCAB_SIZE = 50257
+MEGATRON_SPLIT = "969,30,1"  # Megatron-LM's --split default; our trainer's too
+
+
+def megatron_args(path: str, tokenizer_dir: str | None = None) -> list[str]:
+    """The Megatron-LM ``pretrain_gpt.py`` / ``pretrain_bert.py`` flags that train on shard
+    set ``path`` as it is: ``--data-path`` with each shard's prefix weighted by its tokens
+    (Megatron samples a blend in proportion to its weights, so the set is read as one), the
+    split, and the tokenizer flags for the set's tokenizer kind. Megatron reads GPT-2 BPE
+    from ``vocab.json`` + ``merges.txt`` and WordPiece from ``vocab.txt``, which a set keeps
+    only as ``tokenizer.json``: those files are named in ``tokenizer_dir`` (default: the
+    set's directory for a vocab.txt, else ``gpt2`` / ``bert``)."""
+    shard_set = ShardSet(path)
+    # absolute: Megatron-LM runs from its own directory
+    prefixes = [os.path.abspath(shard.prefix) for shard in shard_set.shards]
+    data = [x for s, p in zip(shard_set.shards, prefixes) for x in (str(s.num_tokens), p)]
+    tokenizer = shard_set.manifest.tokenizer if shard_set.manifest is not None else None
+    if tokenizer is None:
+        raise FormatError(f"{path}: the set records no tokenizer; Megatron needs its files")
+    return ["--data-path", *data, "--split", MEGATRON_SPLIT, *_megatron_tokenizer(
+        shard_set, tokenizer, tokenizer_dir
+    )]  # fmt: skip
+
+
+def _megatron_tokenizer(shard_set: ShardSet, tokenizer: TokenizerInfo, directory) -> list[str]:
+    kind = tokenizer.kind.replace("-", "_")
+    own = shard_set.tokenizer_path
+    if kind == "byte_level_bpe" and tokenizer.vocab_size == GPT2_VOCAB_SIZE:
+        directory = directory or "gpt2"
+        return ["--tokenizer-type", "GPT2BPETokenizer",
+                "--vocab-file", os.path.join(directory, "vocab.json"),
+                "--merge-file", os.path.join(directory, "merges.txt")]  # fmt: skip
+    if kind == "wordpiece":
+        vocab = own if own and own.endswith(".txt") and directory is None else None
+        cased = own is not None and own.endswith(".json") and not _lowercases(own)
+        return ["--tokenizer-type", "BertWordPieceCase" if cased else "BertWordPieceLowerCase",
+                "--vocab-file", vocab or os.path.join(directory or "bert", "vocab.txt")]  # fmt: skip
+    # Any other tokenizers JSON: an HF tokenizer folder (tools/convert checkpoint-to-hf writes
+    # one) that transformers.AutoTokenizer loads.
+    return ["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", directory or "HF_DIR"]
+
+
+def _lowercases(tokenizer_json: str) -> bool:
+    """Whether a tokenizers JSON's normalizer lowercases (a BERT uncased vocabulary)."""
+    from common.safe_io import TOKENIZER_CAP, parse_json, read_bytes_capped
+
+    spec = parse_json(read_bytes_capped(tokenizer_json, "tokenizer", TOKENIZER_CAP), tokenizer_json)
+    normalizer = spec.get("normalizer") if isinstance(spec, dict) else None
+    return isinstance(normalizer, dict) and normalizer.get("lowercase") is True
 
 
 # -- command line --------------------------------------------------------------------------

@@ -295,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str], verbose: bool) -> int:
-    from pipelines.tokenize.tokenizer import load_tokenizer
+    from dataset_format.tokenizer import load_tokenizer
 
     if "-h" in argv or "--help" in argv:
         build_parser([PreprocessOptions]).print_help()

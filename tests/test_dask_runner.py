@@ -144,10 +144,10 @@ def _graph_size(client, pattern: str, tmp_path: Path) -> int:
     """Graph tasks of the whole preprocess pipeline (dedup on) over `pattern` on `client`."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from dataset_format.tokenizer import load_tokenizer
     from pipelines.graph import plan_run
     from pipelines.options import PreprocessConfig
     from pipelines.runner.dask_runner import graph_bags
-    from pipelines.tokenize.tokenizer import load_tokenizer
     from pipelines.tokenize.tokenizer_ref import TokenizerRef
 
     argv = ["--source=jsonl", f"--input={pattern}", f"--output={tmp_path / 'out'}",

@@ -277,12 +277,15 @@ def test_eval_data_and_tokenizers_must_be_regular_files(tmp_path):
             load_tokenizer(path)
     deep = tmp_path / "tokenizer.json"
     deep.write_text("[" * 50_000 + "]" * 50_000)
-    with pytest.raises(LoadError, match="nested deeper than 64"):
+    with pytest.raises(LoadError, match=r"nested 50000 deep \(at most 64 allowed\)"):
         load_tokenizer(str(deep))
     (tmp_path / "gpt2").mkdir()
     os.symlink("/dev/zero", tmp_path / "gpt2" / "vocab.json")
+    (tmp_path / "gpt2" / "merges.txt").write_text("#version: 0.2\n")
     with pytest.raises(LoadError, match="vocab.json is a character device"):
-        load_tokenizer(str(tmp_path / "gpt2"))
+        load_tokenizer(f"{tmp_path / 'gpt2' / 'vocab.json'},{tmp_path / 'gpt2' / 'merges.txt'}")
+    with pytest.raises(LoadError, match="holds none of tokenizer.json"):
+        load_tokenizer(str(tmp_path / "gpt2"))  # a device is no vocab.json: none is found
 
 
 @pytest.mark.timeout(30)
@@ -376,3 +379,48 @@ def test_generation_masks_padded_vocabulary_rows():
     tokens = list(generate_tokens(model, [1, 2], Sampling(5, 0), vocab_size=12))
     assert tokens and max(tokens) < 12
     assert np.all(np.array(list(generate_tokens(model, [1, 2], Sampling(5, 0)))) >= 12)
+
+
+def test_generated_greek_is_printed_in_whole_characters(gpt2_tokenizer):
+    """GPT-2's byte-level tokens split Greek letters (two UTF-8 bytes each): each token's text,
+    or the text cut after a token that ends inside a letter, is no U+FFFD but whole letters."""
+    from train.generate import TextStream
+
+    greek = _greek_sentence()
+    ids = gpt2_tokenizer.encode(greek).ids
+    cut = max(n for n in range(1, len(ids)) if "\ufffd" in gpt2_tokenizer.decode(ids[:n]))
+    stream = TextStream(gpt2_tokenizer.decode)
+    pieces = [stream.push(token) for token in ids]
+    assert "".join(pieces) == greek
+    assert not any("\ufffd" in piece for piece in pieces)
+    partial = TextStream(gpt2_tokenizer.decode)
+    printed = "".join(partial.push(token) for token in ids[:cut])
+    assert "\ufffd" not in printed and greek.startswith(printed) and printed
+    assert "\ufffd" in gpt2_tokenizer.decode(ids[:cut])  # what printing the cut text gave
+
+
+def _greek_sentence() -> str:
+    """The first long line of Greek prose in the real Greek Wikipedia dump."""
+    import bz2
+    import re
+
+    with bz2.open(CORPORA / "wikipedia" / "elwiki-pages-articles-head933.xml.bz2", "rt") as f:
+        for line in f:
+            if len(re.findall("[\u0370-\u03ff]", line)) > 80 and "<" not in line:
+                return line.strip()[:400]
+    raise AssertionError("no Greek prose line in the dump")
+
+
+def test_every_tokenizer_format_of_preprocess_loads(gpt2_tokenizer):
+    """A BERT vocab.txt and GPT-2's encoder.json + vocab.bpe and tiktoken ranks load as
+    preprocess loads them (the real files), with the ids of their reference tokenizers."""
+    from tests.conftest import BERT_VOCAB, GPT2_VOCAB
+    from tests.shard_fixtures import bert_tokenizer
+
+    text = "The Greek word for sea is thalassa."
+    bert = load_tokenizer(str(BERT_VOCAB)).encode(text).ids
+    assert bert == bert_tokenizer().encode(text, add_special_tokens=False).ids
+    expected = gpt2_tokenizer.encode(text).ids
+    openai = f"{GPT2_VOCAB / 'encoder.json'},{GPT2_VOCAB / 'vocab.bpe'}"
+    for spec in (str(GPT2_VOCAB / "gpt2.tiktoken"), openai):
+        assert load_tokenizer(spec).encode(text).ids == expected, spec

@@ -225,3 +225,131 @@ def test_progress_written_to_a_log_is_lines_not_a_bar(gpt_run, wikitext_slice):
     lines = [line for line in done.stderr.splitlines() if line.startswith("wikitext: ")]
     done_batches, total = lines[-1].removeprefix("wikitext: ").removesuffix(" batches").split("/")
     assert done_batches == total and 1 <= len(lines) <= 10
+
+
+def _refused(*command: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, *command], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode != 0 and done.stdout == "", done.stdout[-2000:]
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    return done
+
+
+def test_a_tokenizer_of_another_vocabulary_is_refused(gpt_run, wikitext_slice):
+    """A GPT-2 (50,257) run with BERT's vocab.txt: one line naming both sizes, no perplexity;
+    the same for tools/generate."""
+    from tests.conftest import BERT_VOCAB
+
+    bert = str(BERT_VOCAB)
+    done = _refused(
+        "train/evaluate.py", "--checkpoint", gpt_run, "--task", "wikitext103", "--data",
+        wikitext_slice, "--tokenizer", bert, "--no-progress", "--device", "cpu",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert f"--tokenizer {bert}: not the tokenizer" in done.stderr
+    assert "vocab_size: 30522 vs 50257" in done.stderr
+    done = _refused("tools/generate", gpt_run, "--prompt", "Call me", "--tokenizer", bert)
+    assert "vocab_size: 30522 vs 50257" in done.stderr
+
+
+def test_a_bert_run_scores_only_its_own_shards(bert_run, tmp_path):
+    """bert-mlm on shards of GPT-2 ids: refused in one line before any sample is scored."""
+    run, _ = bert_run
+    gpt_data = make_gpt_shards(tmp_path, 40)
+    done = _refused(
+        "train/evaluate.py", "--checkpoint", run, "--task", "bert-mlm", "--data", gpt_data,
+        "--no-progress", "--device", "cpu", "--samples", "4",
+    )  # fmt: skip
+    assert f"--data {gpt_data}: a tokenizer of 50,257 tokens, more than the" in done.stderr
+    assert "it is not this model's tokenizer" in done.stderr
+
+
+def test_the_run_tokenizer_in_another_format_is_accepted(gpt_run, wikitext_slice):
+    """GPT-2's tiktoken ranks (a format preprocess reads) score as the run's tokenizer.json."""
+    from tests.conftest import GPT2_VOCAB
+
+    common = ("--checkpoint", gpt_run, "--task", "wikitext103", "--data", wikitext_slice,
+              "--context", "32")  # fmt: skip
+    own = _evaluate(*common)
+    ranks = _evaluate(*common, "--tokenizer", str(GPT2_VOCAB / "gpt2.tiktoken"))
+    assert ranks["scored_tokens"] == own["scored_tokens"]
+    assert ranks["ppl"] == pytest.approx(own["ppl"], rel=1e-9)
+
+
+def _convert_to_hf(source: str, out, *flags: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "tools/convert", "checkpoint-to-hf", source, str(out), *flags],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+
+
+def test_exported_run_generates_through_a_transformers_pipeline(gpt_run, tmp_path):
+    """A run folder exported with tools/convert loads with AutoTokenizer,
+    AutoModelForCausalLM and pipeline("text-generation") with no other argument, and its
+    greedy text is tools/generate's."""
+    transformers = pytest.importorskip("transformers")
+    from tests.shard_fixtures import gpt2_tokenizer
+
+    hf_dir = tmp_path / "hf"
+    _convert_to_hf(gpt_run, hf_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    prompt = "Call me Ishmael. Some years ago"
+    assert len(tokenizer) == 50257 and tokenizer.eos_token == "<|endoftext|>"
+    assert tokenizer(prompt).input_ids == gpt2_tokenizer().encode(prompt).ids
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir)
+    assert model.generation_config.eos_token_id == 50256
+    generator = transformers.pipeline("text-generation", model=str(hf_dir))
+    text = generator(prompt, max_new_tokens=10, do_sample=False)[0]["generated_text"]
+    ours = subprocess.run(
+        [sys.executable, "tools/generate", gpt_run, "--prompt", prompt, "--max-new-tokens", "10"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert text.startswith(prompt) and len(text) > len(prompt)
+    assert text == ours.stdout.rstrip("\n")
+
+
+def test_exported_bert_step_loads_for_pretraining(bert_run, tmp_path):
+    """A BERT step folder exports to a folder AutoTokenizer and AutoModelForPreTraining load
+    alone: the real uncased WordPiece ids and the run's masked-LM logits."""
+    transformers = pytest.importorskip("transformers")
+    from tests.shard_fixtures import bert_tokenizer
+    from train import checkpoint as ckpt
+
+    run, _ = bert_run
+    hf_dir = tmp_path / "hf"
+    _convert_to_hf(ckpt.latest_checkpoint(run), hf_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    text = "Call me Ishmael."
+    assert tokenizer(text, add_special_tokens=False).input_ids == (
+        bert_tokenizer().encode(text, add_special_tokens=False).ids
+    )
+    assert (tokenizer.mask_token, tokenizer.mask_token_id) == ("[MASK]", 103)
+    assert (tokenizer.cls_token, tokenizer.sep_token, tokenizer.pad_token) == (
+        "[CLS]", "[SEP]", "[PAD]",
+    )  # fmt: skip
+    model = transformers.AutoModelForPreTraining.from_pretrained(hf_dir).eval()
+    ours = load_model(run, torch.device("cpu")).model
+    ids = torch.tensor([[101, *tokenizer(text, add_special_tokens=False).input_ids, 103, 102]])
+    with torch.no_grad():
+        theirs = model(ids).prediction_logits
+        mine = ours(ids, torch.zeros_like(ids), torch.ones_like(ids)).mlm_logits
+    torch.testing.assert_close(theirs, mine.view_as(theirs), atol=1e-4, rtol=0)
+
+
+def test_export_takes_the_run_tokenizer_in_any_format_and_refuses_another(gpt_run, tmp_path):
+    """checkpoint-to-hf --tokenizer: GPT-2's tiktoken ranks (the run's vocabulary) are
+    written as the run's; BERT's vocab.txt is refused in one line, nothing exported."""
+    transformers = pytest.importorskip("transformers")
+    from tests.conftest import BERT_VOCAB, GPT2_VOCAB
+
+    bert = str(BERT_VOCAB)
+    done = _refused("tools/convert", "checkpoint-to-hf", gpt_run, str(tmp_path / "no"),
+                    "--tokenizer", bert)  # fmt: skip
+    assert f"tokenizer {bert} is not the one the checkpoint was trained with" in done.stderr
+    assert not (tmp_path / "no" / "model.safetensors").exists()
+    ranks = str(GPT2_VOCAB / "gpt2.tiktoken")
+    _convert_to_hf(gpt_run, tmp_path / "hf", "--tokenizer", ranks)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tokenizer("Call me Ishmael.").input_ids == [14134, 502, 1148, 21720, 417, 13]

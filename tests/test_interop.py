@@ -15,6 +15,7 @@ from dataset_format.interop import (
     export_nanogpt,
     import_llmc,
     import_nanogpt,
+    megatron_args,
     read_llmc,
     split_documents_at_eod,
 )
@@ -80,6 +81,24 @@ def test_llmc_shards_cut_mid_document_come_back_whole(documents, tmp_path):
     assert len(written) == len(list(originals.iterdir()))
     for ours, theirs in zip(written, sorted(originals.iterdir())):
         assert open(ours, "rb").read() == theirs.read_bytes()
+
+
+def test_a_set_of_ours_comes_back_from_llmc_with_its_own_documents(tmp_path):
+    """Our sets end each document with EOD (--append-eod), llm.c's start each with one: the
+    round trip of 11 real Moby-Dick documents gives 11 documents, not 12 shifted by an EOD."""
+    from tests.shard_fixtures import make_gpt_shards
+
+    ours = ShardSet(make_gpt_shards(tmp_path, 11, num_shards=1))
+    export_llmc(ours.directory, str(tmp_path / "llmc"), shard_tokens=1_000)
+    manifest = import_llmc(str(tmp_path / "llmc"), str(tmp_path / "back"))
+    back = ShardSet(str(tmp_path / "back"))
+    assert back.num_documents == ours.num_documents == 11
+    for i in range(11):
+        assert np.array_equal(back.document(i), ours.document(i))
+    assert manifest.source["eod_position"] == "end"
+    export_nanogpt(ours.directory, str(tmp_path / "nanogpt.bin"))
+    import_nanogpt(str(tmp_path / "nanogpt.bin"), str(tmp_path / "nano-back"))
+    assert ShardSet(str(tmp_path / "nano-back")).num_documents == 11
 
 
 def test_llama3_format_for_int32_sets(documents, tmp_path):
@@ -304,3 +323,37 @@ def test_outputs_follow_the_output_folder_rule(documents, tmp_path):
             str(train_bin), str(tmp_path / "retry"), tokenizer_kind="x", vocab_size=1000, eod=999
         )
     assert import_nanogpt(str(train_bin), str(tmp_path / "retry")).documents == 20
+
+
+def test_megatron_args_name_every_shard_and_the_tokenizer_files(tmp_path):
+    """The Megatron-LM flags of a real two-shard GPT-2 set: each prefix weighted by its tokens
+    (a blend Megatron reads as one set; our trainer's --data parser takes the same line), the
+    split, and GPT-2's BPE files; a BERT uncased set names its own vocab.txt."""
+    import shlex
+
+    from tests.shard_fixtures import make_bert_shards, make_gpt_shards
+    from train.data import parse_data_spec
+
+    gpt = ShardSet(make_gpt_shards(tmp_path, 30, num_shards=2))
+    done = subprocess.run(
+        [*CONVERT[:1], str(REPO / "tools" / "dump"), gpt.directory, "--megatron-args",
+         str(GPT2_VOCAB)], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    args = shlex.split(done.stdout)
+    data = args[1 : args.index("--split")]
+    assert data == [x for s in gpt.shards for x in (str(s.num_tokens), s.prefix)]
+    assert all(os.path.exists(prefix + ".bin") and os.path.exists(prefix + ".idx")
+               for prefix in data[1::2])  # fmt: skip
+    weights = [w for w, _ in parse_data_spec(data)]
+    assert weights == pytest.approx([s.num_tokens / gpt.num_tokens for s in gpt.shards])
+    assert args[args.index("--split") + 1] == "969,30,1"
+    tokenizer = args[args.index("--tokenizer-type") :]
+    assert tokenizer == ["--tokenizer-type", "GPT2BPETokenizer",
+                         "--vocab-file", str(GPT2_VOCAB / "vocab.json"),
+                         "--merge-file", str(GPT2_VOCAB / "merges.txt")]  # fmt: skip
+    bert = ShardSet(make_bert_shards(tmp_path, 20, num_shards=1))
+    bert_args = megatron_args(bert.directory)
+    assert bert_args[bert_args.index("--tokenizer-type") :] == [
+        "--tokenizer-type", "BertWordPieceLowerCase", "--vocab-file", bert.tokenizer_path,
+    ]  # fmt: skip

@@ -29,11 +29,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
+from dataset_format.tokenizer import load_tokenizer
 from pipelines.graph import build_pipeline, plan_run
 from pipelines.options import PreprocessConfig
 from pipelines.runner.runners import resolve_runner, tokenizer_threads, unknown_arguments
 from pipelines.sources.transforms import ReadSource
-from pipelines.tokenize.tokenizer import load_tokenizer
 from pipelines.tokenize.tokenizer_ref import TokenizerRef
 from pipelines.tokenize.transforms import TokenizeDoFn
 from pipelines.write import LOCK_NAME, MARKER_NAME

@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 
 from dataset_format import IndexedDataset, Manifest, ShardSet
+from dataset_format.tokenizer import load_tokenizer
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document
 from pipelines.preprocess import main
 from pipelines.sentences import split_sentences
 from pipelines.sources import get_source
 from pipelines.tokenize.encode import tokenize_batch
-from pipelines.tokenize.tokenizer import load_tokenizer
 from pipelines.write import MARKER_NAME, bucket_of
 
 pytestmark = pytest.mark.slow

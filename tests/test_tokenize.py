@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.document import Document
-from pipelines.sentences import split_sentences
-from pipelines.tokenize.encode import tokenize_batch
-from pipelines.tokenize.tokenizer import (
+from dataset_format.tokenizer import (
     EOD_TOKEN,
     MAX_TOKENIZER_FILE_BYTES,
     TextTokenizer,
     gpt2_byte_to_unicode,
     load_tokenizer,
 )
+from pipelines.document import Document
+from pipelines.sentences import split_sentences
+from pipelines.tokenize.encode import tokenize_batch
 from tests.conftest import BERT_VOCAB, CORPORA, REPO
 from tests.conftest import GPT2_VOCAB as GPT2
 
@@ -117,7 +117,7 @@ def test_literal_special_token_in_text_is_text_on_both_paths(gpt2):
 
 
 def test_fast_path_ranks_equal_the_published_tiktoken_file(gpt2):
-    from pipelines.tokenize.tokenizer import tiktoken_ranks
+    from dataset_format.tokenizer import tiktoken_ranks
 
     ranks, special = tiktoken_ranks(json.loads(gpt2.to_json()))
     published = {}
@@ -299,7 +299,7 @@ def test_tokenizer_without_padding_keeps_its_json_bytes(bert):
 
 def test_identity_is_the_same_in_another_process(gpt2):
     code = (
-        "import json, sys; from pipelines.tokenize.tokenizer import load_tokenizer; "
+        "import json, sys; from dataset_format.tokenizer import load_tokenizer; "
         "print(json.dumps(load_tokenizer(sys.argv[1]).identity()))"
     )
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONHASHSEED": "123"}

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dataset_format.tokenizer import load_tokenizer
 from pipelines.clean import CleanConfig
-from pipelines.tokenize.tokenizer import load_tokenizer
 from pipelines.tokenize.train_tokenizer import SampleStats, main, sample_texts, spread_indices
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,13 +1,16 @@
 """Offline export of a training checkpoint: no process group, no GPU, any layout it was saved in.
 
   python -m train.export torch RUN/checkpoints/step-00000100 model.pt
-  python -m train.export hf RUN/checkpoints/step-00000100 hf-model/
+  python -m train.export hf RUN hf-model/          (a run: its latest checkpoint)
 
 ``torch`` consolidates the sharded (DCP) model and optimizer state into one
 ``torch.save`` file, ``{"model", "optimizer", "trainer"}``, loadable with
 ``torch.load(weights_only=True)``. ``hf`` writes a Hugging Face directory: ``config.json`` and
 ``model.safetensors`` (the names of the family's Hugging Face counterpart, declared by its
-spec: ``GPT2LMHeadModel``, ``BertForPreTraining`` / ``BertForMaskedLM``...); ``transformers`` is needed only for that one.
+spec: ``GPT2LMHeadModel``, ``BertForPreTraining`` / ``BertForMaskedLM``...), the run's tokenizer
+(:mod:`train.export_tokenizer`) and, for a causal model, ``generation_config.json``: the folder
+loads with ``AutoTokenizer``, ``AutoModelForCausalLM`` / ``AutoModelForPreTraining`` and
+``transformers.pipeline`` with no other argument. ``transformers`` is needed only for that one.
 The checkpoint's sizes and hashes are checked first (:func:`train.checkpoint.verify_checkpoint`)
 and its DCP files are read as untrusted input (:func:`train.checkpoint.load_dcp`).
 """
@@ -26,7 +29,19 @@ from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.checkpoint_io import SafeFullLoadPlanner
 from train.models.registry import get_spec
-from train.models.spec import ModelSpec
+from train.models.spec import CAUSAL_LM, ModelSpec
+
+
+def checkpoint_of(path: str) -> str:
+    """The checkpoint ``path`` names: itself (a step folder), or a run's latest."""
+    if os.path.exists(os.path.join(path, "meta.json")):
+        return path
+    latest = ckpt.latest_checkpoint(path) if os.path.isdir(path) else None
+    if latest is None:
+        raise ckpt.CheckpointError(
+            f"{path}: neither a checkpoint (RUN/checkpoints/step-N) nor a run folder with one"
+        )
+    return latest
 
 
 def consolidated_state(checkpoint_dir: str) -> dict:
@@ -72,22 +87,38 @@ def export_torch(checkpoint_dir: str, out_file: str) -> None:
             os.remove(tmp)
 
 
-def export_hf(checkpoint_dir: str, out_dir: str, overwrite: bool = False) -> None:
+def export_hf(
+    checkpoint_dir: str, out_dir: str, overwrite: bool = False, tokenizer: str | None = None
+) -> bool:
     """Write the HF directory ``out_dir`` under the shared output-folder rule
     (:mod:`common.output_dir`): a new or empty folder, or an earlier export of ours with
-    ``overwrite``; a folder holding anything else is refused before the checkpoint is read."""
+    ``overwrite``; a folder holding anything else is refused before the checkpoint is read.
+    ``tokenizer``: where the run's tokenizer is read from, if not where the run says.
+    Whether a tokenizer was written (not for a run that records none and names no file)."""
     with claim_output_folder(out_dir, tool="export-hf", overwrite=overwrite, flag="OUT") as out:
-        _write_hf(checkpoint_dir, out)
+        wrote_tokenizer = _write_hf(checkpoint_dir, out, tokenizer)
         out.finish()
+    return wrote_tokenizer
 
 
-def _write_hf(checkpoint_dir: str, out: OutputFolder) -> None:
+def _write_hf(checkpoint_dir: str, out: OutputFolder, tokenizer: str | None) -> bool:
     from safetensors.torch import save_file
+
+    from train.export_tokenizer import generation_config, write_tokenizer_files
 
     state = consolidated_state(checkpoint_dir)
     spec, config = model_config_of(state["trainer"])
-    tensors = spec.hf.state_dict_to_hf(state["model"], config)
     hf_config = spec.hf.config_to_hf(config)
+    causal = spec.batch == CAUSAL_LM
+    positions = getattr(hf_config, "n_positions", None) or hf_config.max_position_embeddings
+    exported = write_tokenizer_files(out, state["trainer"], causal, positions, tokenizer)
+    for name, token_id in exported.token_ids.items() if exported else ():
+        if name in ("bos_token", "eos_token", "pad_token"):  # config.json names them too
+            setattr(hf_config, f"{name}_id", token_id)
+    if causal and exported:
+        out.record("generation_config.json")
+        generation_config(exported, config.vocab_size).save_pretrained(out.root)
+    tensors = spec.hf.state_dict_to_hf(state["model"], config)
     # safetensors stores each tensor once: tied entries (the LM head, BERT's decoder bias)
     # are left to transformers' tie_weights when loading.
     unique: dict[str, torch.Tensor] = {}
@@ -101,10 +132,11 @@ def _write_hf(checkpoint_dir: str, out: OutputFolder) -> None:
     save_file(unique, out.record("model.safetensors"), metadata={"format": "pt"})
     out.record("config.json")
     hf_config.save_pretrained(out.root)
-    out.write_json(
-        "shardsmith.json",
-        {"step": state["trainer"]["step"], "tokenizer": state["trainer"].get("tokenizer")},
-    )
+    record = state["trainer"].get("tokenizer")
+    if record and exported:  # evaluation accepts the written tokenizer.json as the run's
+        record = {**record, "exported_sha256": exported.sha256}
+    out.write_json("shardsmith.json", {"step": state["trainer"]["step"], "tokenizer": record})
+    return exported is not None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,18 +144,31 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m train.export", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("format", choices=("torch", "hf"))
-    parser.add_argument("checkpoint", help="a checkpoint directory (RUN/checkpoints/step-N)")
+    parser.add_argument(
+        "checkpoint", help="a run folder (its latest checkpoint) or one (RUN/checkpoints/step-N)"
+    )
     parser.add_argument("out", help="output file (torch) or directory (hf)")
     parser.add_argument(
         "--overwrite", action="store_true", help="hf: replace an earlier export in OUT"
     )
+    parser.add_argument(
+        "--tokenizer",
+        help="hf: the run's tokenizer, where the run no longer finds it (checked against it)",
+    )
     args = parser.parse_args(argv)
+    from train.export_tokenizer import ExportTokenizerError
+
     try:
+        checkpoint = checkpoint_of(args.checkpoint)
         if args.format == "torch":
-            export_torch(args.checkpoint, args.out)
-        else:
-            export_hf(args.checkpoint, args.out, args.overwrite)
-    except (ckpt.CheckpointError, OutputError, OSError) as e:
+            export_torch(checkpoint, args.out)
+        elif not export_hf(checkpoint, args.out, args.overwrite, args.tokenizer):
+            print(
+                f"note: {checkpoint} records no tokenizer: {args.out} has none (pass "
+                "--tokenizer FILE to add one)",
+                file=sys.stderr,
+            )
+    except (ckpt.CheckpointError, OutputError, OSError, ExportTokenizerError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"wrote {args.out}")

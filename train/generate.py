@@ -107,3 +107,29 @@ def generate_tokens(
             return
         context.append(token)
         step_input = [token]
+
+
+class TextStream:
+    """The text of a growing sequence of token ids, given out only as whole characters.
+
+    A byte-level tokenizer's token may end inside a character (a Greek letter is two UTF-8
+    bytes, often split across two tokens): its decoded text then ends in U+FFFD, which is held
+    back until the next token completes the character. ``decode`` maps a list of ids to text.
+    """
+
+    def __init__(self, decode) -> None:
+        self.decode = decode
+        self.ids: list[int] = []
+        self.given = 0  # characters of the decoded text already given out
+
+    def push(self, token: int) -> str:
+        """The new whole characters the text has with ``token`` added ("" while it ends
+        inside a character)."""
+        self.ids.append(token)
+        text = self.decode(self.ids)
+        whole = len(text.rstrip(REPLACEMENT))
+        new, self.given = text[self.given : whole], max(self.given, whole)
+        return new
+
+
+REPLACEMENT = "\ufffd"  # what a decoder puts for bytes that are not (yet) a whole character

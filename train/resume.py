@@ -15,6 +15,7 @@ from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.config import TrainConfig, fail, run_identity_fields
 from train.data.loader import Data
+from train.init_hf import is_hf_directory, read_hf_init_state
 from train.models.spec import SHAPE_SETTINGS, shape_flag
 
 
@@ -158,8 +159,11 @@ def read_resume_state(path: str, config: TrainConfig, data: Data) -> dict:
 
 def read_init_state(config: TrainConfig, data: Data) -> tuple[str, dict]:
     """--init-from: the checkpoint (a run's latest, or the one named) and its verified trainer
-    state, checked to hold this run's kind of model and tokenizer."""
+    state, checked to hold this run's kind of model and tokenizer; or an HF directory
+    (:mod:`train.init_hf`)."""
     path = config.init_from
+    if is_hf_directory(path):
+        return read_hf_init_state(config, data)
     if not os.path.exists(os.path.join(path, "meta.json")):
         path = ckpt.latest_checkpoint(path)
         if path is None:
@@ -176,10 +180,10 @@ def read_init_state(config: TrainConfig, data: Data) -> tuple[str, dict]:
 def init_weights(model: nn.Module, path: str) -> None:
     """Load the model weights of checkpoint ``path`` (any layout) into this run's ``model``
     (any layout), position embeddings fitted to its table (:func:`fit_positions`)."""
-    from train.eval.load import LoadError, load_model
+    from train.eval.load import LoadError, load_weights_of
 
     try:
-        weights = load_model(path, torch.device("cpu")).model.state_dict()
+        weights = load_weights_of(path, torch.device("cpu")).model.state_dict()
     except LoadError as e:
         fail(f"--init-from: {e}")
     own = model.state_dict()

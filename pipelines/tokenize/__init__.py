@@ -1,4 +1,5 @@
-"""The tokenize stage: a tokenizer's files read into a `TextTokenizer` (`tokenizer`), the
+"""The tokenize stage (a tokenizer's files are read into a `TextTokenizer` by
+`dataset_format.tokenizer`, shared with train/): the
 reference every worker loads it from (`tokenizer_ref`), batched encoding of documents
 (`encode`), its Beam transform (`transforms`), and `python -m pipelines.tokenize.train_tokenizer`.
 

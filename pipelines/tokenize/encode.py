@@ -1,6 +1,6 @@
 """A batch of documents to token sequences, one `encode_batch` call each.
 
-    tokenizer = load_tokenizer("/path/gpt2")            # pipelines.tokenize.tokenizer
+    tokenizer = load_tokenizer("/path/gpt2")            # dataset_format.tokenizer
     docs, rejects = tokenize_batch(batch, tokenizer, split_sentences=False, append_eod=True,
                                    min_tokens=128)
 
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from dataset_format import SPECIAL_TOKEN_NAMES
+from dataset_format.tokenizer import TextTokenizer
 from pipelines.document import Document, Provenance, Reject, TokenizedDocument
 from pipelines.sentences import split_sentences
-from pipelines.tokenize.tokenizer import TextTokenizer
 
 TOO_FEW_TOKENS = "too_few_tokens"
 # The reason this stage drops with, and the flag that changes it.

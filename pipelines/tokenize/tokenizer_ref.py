@@ -10,7 +10,7 @@ import threading
 from collections.abc import Mapping
 
 from common.safe_io import format_bytes
-from pipelines.tokenize.tokenizer import MAX_TOKENIZER_FILE_BYTES, TextTokenizer
+from dataset_format.tokenizer import MAX_TOKENIZER_FILE_BYTES, TextTokenizer
 
 
 @dataclasses.dataclass(frozen=True)

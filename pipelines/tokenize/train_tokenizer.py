@@ -10,11 +10,11 @@ task's share ending at a word boundary), then, while the budget lasts, from the 
 
 - byte-level-bpe (GPT): BPE with GPT-2's ByteLevel pre-tokenizer and decoder, the 256 byte
   symbols as initial alphabet, and `<|endoftext|>` as special token (id 0). Without
-  --lowercase it gets the tiktoken fast path in `pipelines.tokenize.tokenizer`.
+  --lowercase it gets the tiktoken fast path in `dataset_format.tokenizer`.
 - wordpiece (BERT): WordPiece with BertNormalizer (lower-casing with --lowercase),
   BertPreTokenizer, and [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0..4).
 
-The output is a tokenizers JSON that `pipelines.tokenize.tokenizer.load_tokenizer` (and --tokenizer of
+The output is a tokenizers JSON that `dataset_format.tokenizer.load_tokenizer` (and --tokenizer of
 preprocess) loads. A one-line JSON summary goes to stdout.
 """
 
@@ -30,16 +30,16 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 
 from common.cli import ArgumentParser
-from pipelines.clean import CleanConfig, clean_document
-from pipelines.document import Document, Failure
-from pipelines.inputs import add_input_arguments, parsed_inputs
-from pipelines.runner.beam_worker import add_stderr_handler
-from pipelines.tokenize.tokenizer import (
+from dataset_format.tokenizer import (
     BERT_SPECIAL_TOKENS,
     EOD_TOKEN,
     TextTokenizer,
     load_tokenizer,
 )
+from pipelines.clean import CleanConfig, clean_document
+from pipelines.document import Document, Failure
+from pipelines.inputs import add_input_arguments, parsed_inputs
+from pipelines.runner.beam_worker import add_stderr_handler
 
 LOG = logging.getLogger("pipelines.tokenize.train_tokenizer")
 KINDS = ("byte-level-bpe", "wordpiece")

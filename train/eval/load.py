@@ -17,12 +17,10 @@ from torch import nn
 
 from common.safe_io import (
     MAX_JSON_DEPTH,
-    TOKENIZER_CAP,
     UnsafeInputError,
     format_bytes,
     json_depth,
     read_text_capped,
-    require_regular_file,
 )
 from train import checkpoint as ckpt
 
@@ -39,10 +37,24 @@ class LoadedModel:
     vocab_size: int | None  # the tokenizer's (unpadded) size when known
     special_ids: dict[str, int]
     source: str  # what was loaded, for the report
+    # The tokenizer the weights were trained with, as the run recorded it (kind, vocab_size,
+    # sha256, special_ids); None when nothing recorded one (an HF model from elsewhere).
+    tokenizer_record: dict | None = None
+    trained_tokenizer: str | None = None  # where that tokenizer's file is, if still there
 
 
 def load_model(path: str, device: torch.device, tokenizer: str | None = None) -> LoadedModel:
-    """A run directory (its latest checkpoint), one checkpoint directory, or an HF directory."""
+    """A run directory (its latest checkpoint), one checkpoint directory, or an HF directory,
+    with the tokenizer it is used with: ``tokenizer`` (any format preprocess reads), else the
+    one it was trained with. LoadError (one line) when that tokenizer is not the model's."""
+    loaded = load_weights_of(path, device, tokenizer)
+    if loaded.tokenizer_path is not None:
+        check_tokenizer_file(loaded, read_tokenizer(loaded.tokenizer_path), loaded.tokenizer_path)
+    return loaded
+
+
+def load_weights_of(path: str, device: torch.device, tokenizer: str | None = None) -> LoadedModel:
+    """:func:`load_model` without the tokenizer check (--init-from reads only the weights)."""
     if not os.path.isdir(path):
         raise LoadError(f"{path}: not a directory (a training run, a checkpoint or an HF model)")
     if os.path.exists(os.path.join(path, "config.json")):
@@ -84,9 +96,11 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
         model=model,
         kind=spec.name,
         tokenizer_path=tokenizer or run_tokenizer_path(trainer_state["config"]),
+        trained_tokenizer=run_tokenizer_path(trainer_state["config"]),
         vocab_size=info.get("vocab_size"),
         special_ids=dict(info.get("special_ids") or {}),
         source=checkpoint,
+        tokenizer_record=trainer_state.get("tokenizer") or None,
     )
 
 
@@ -113,36 +127,186 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
             f"{path}: an HF model directory needs the transformers package (pip install "
             "transformers)"
         ) from None
-    from train.models.registry import spec_of_hf
+    hf_config = read_hf_config(path)
+    spec = hf_spec_of(path, hf_config)
+    architectures = hf_config.get("architectures") or []
+    # use_safetensors=None: safetensors when present, else pytorch_model.bin, which
+    # transformers loads with weights_only=True.
+    try:
+        model = spec.hf.load(path, architectures)
+    except (OSError, ValueError) as e:
+        raise LoadError(f"{path}: cannot load the HF model ({e})") from None
+    own = hf_dir_tokenizer(path)
+    record = _export_record(path)
+    if record is None and own is not None and tokenizer is not None:
+        record = read_tokenizer(own).identity()  # the directory's own: --tokenizer must match
+    return LoadedModel(
+        model, spec.name, tokenizer or own,
+        vocab_size=record.get("vocab_size") if record else None,
+        special_ids=dict(record.get("special_ids") or {}) if record else {},
+        source=path,
+        tokenizer_record=record,
+        trained_tokenizer=own,
+    )  # fmt: skip
 
+
+# The names preprocess's tokenizer loader looks for in a directory
+# (dataset_format.tokenizer.load_tokenizer).
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "encoder.json", "vocab.txt")
+# shardsmith.json of an export of ours (a step and a tokenizer record) is a few hundred bytes
+_EXPORT_RECORD_CAP = 1 << 20
+
+
+def hf_dir_tokenizer(path: str) -> str | None:
+    """The tokenizer an HF directory holds: its tokenizer.json, or the directory when it holds
+    another format preprocess reads; None when it holds none."""
+    names = os.listdir(path)
+    if "tokenizer.json" in names:
+        return os.path.join(path, "tokenizer.json")
+    if any(name in names for name in _TOKENIZER_FILES) or any(
+        name.endswith(".tiktoken") for name in names
+    ):
+        return path
+    return None
+
+
+def _export_record(path: str) -> dict | None:
+    """The tokenizer record an export of ours keeps in shardsmith.json (train/export.py)."""
+    file = os.path.join(path, "shardsmith.json")
+    if not os.path.exists(file):
+        return None
+    try:
+        record = json.loads(read_text_capped(file, "export record", _EXPORT_RECORD_CAP))
+    except (UnsafeInputError, OSError, ValueError) as e:
+        raise LoadError(f"{file}: unreadable ({ckpt._one_line(e)})") from None
+    tokenizer = record.get("tokenizer") if isinstance(record, dict) else None
+    return tokenizer if isinstance(tokenizer, dict) else None
+
+
+def read_tokenizer(path: str | None):
+    """The tokenizer at ``path`` in any format preprocess reads (a tokenizer.json, vocab.txt,
+    encoder.json + vocab.bpe, vocab.json + merges.txt, *.tiktoken, or a directory holding one),
+    by the one loader preprocess uses: a ``TextTokenizer``."""
+    from dataset_format.tokenizer import load_tokenizer as load_text_tokenizer
+
+    if path is None:
+        raise LoadError(
+            "no tokenizer: pass --tokenizer (tokenizer.json, vocab.txt, a directory...)"
+        )
+    try:
+        return load_text_tokenizer(path)
+    except (ValueError, OSError) as e:  # UnsafeInputError is a ValueError
+        message = ckpt._one_line(e)
+        raise LoadError(message if path in message else f"{path}: {message}") from None
+
+
+def check_vocabulary(loaded: LoadedModel, given: dict, sha256s: set, what: str) -> None:
+    """LoadError (one line) unless the tokenizer ``given`` (its identity record; ``sha256s``:
+    the checksums it goes by) that ``what`` names is the model's: no more ids than its
+    embedding has rows, and, where the model records the tokenizer it was trained with, the
+    same one (kind, size, special ids, checksum), as resuming a run demands."""
+    rows = getattr(loaded.model.config, "vocab_size", None)
+    size = given.get("vocab_size")
+    if isinstance(rows, int) and isinstance(size, int) and size > rows:
+        raise LoadError(
+            f"{what}: a tokenizer of {size:,} tokens, more than the {rows:,} embedding rows of "
+            f"{loaded.source}; it is not this model's tokenizer"
+        )
+    if loaded.tokenizer_record:
+        fault = tokenizer_difference(loaded.tokenizer_record, given, sha256s)
+        if fault is not None:
+            raise LoadError(
+                f"{what}: not the tokenizer {loaded.source} was trained with ({fault}, "
+                "given vs trained)"
+            )
+
+
+def check_tokenizer_file(loaded: LoadedModel, tokenizer, path: str) -> None:
+    """:func:`check_vocabulary` of the TextTokenizer read from ``path``."""
+    sha256s = tokenizer_sha256s(
+        tokenizer, path, loaded.tokenizer_record or {}, loaded.trained_tokenizer
+    )
+    check_vocabulary(loaded, tokenizer.identity(), sha256s, f"--tokenizer {path}")
+
+
+def tokenizer_sha256s(tokenizer, path: str, record: dict, trained: str | None) -> set:
+    """The checksums the TextTokenizer read from ``path`` goes by: its JSON's, its file's,
+    and the ``record``ed one of the tokenizer a model trained with (at ``trained``) when the
+    two map every token to the same id: another file of the same vocabulary (GPT-2's
+    tiktoken ranks for a run's tokenizer.json) is the same tokenizer."""
+    sha256s = {tokenizer.identity()["sha256"], tokenizer_file_sha256(path)}
+    if record.get("sha256") not in sha256s and trained is not None and trained != path:
+        if vocabulary_of(tokenizer) == vocabulary_of(read_tokenizer(trained)):
+            sha256s.add(record["sha256"])
+    return sha256s
+
+
+def vocabulary_of(text_tokenizer) -> dict[str, int]:
+    """Every token of a TextTokenizer (added tokens too) -> its id."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(text_tokenizer.to_json()).get_vocab(with_added_tokens=True)
+
+
+def tokenizer_difference(trained: dict, given: dict, given_sha256s: set) -> str | None:
+    """The first of kind, vocab_size, special ids and checksum in which tokenizer record
+    ``given`` differs from ``trained`` (what a run records: TokenizerInfo.to_json() or
+    TextTokenizer.identity()), as "field: given vs trained"; None when they agree. A field
+    either record leaves empty is not compared (a --vocab-size run records no kind)."""
+
+    def kind(record: dict) -> str:
+        return str(record.get("kind") or "").replace("-", "_")
+
+    pairs = [
+        ("vocab_size", given.get("vocab_size"), trained.get("vocab_size")),
+        ("kind", kind(given), kind(trained) if kind(trained) != "unknown" else ""),
+        ("special ids", given.get("special_ids"), trained.get("special_ids")),
+    ]
+    for name, ours, theirs in pairs:
+        if ours and theirs and ours != theirs:
+            return f"{name}: {ours} vs {theirs}"
+    sha = trained.get("sha256")
+    # an export of ours writes the tokenizer.json its record also goes by (train/export.py)
+    known = {sha, trained.get("exported_sha256")}
+    if sha and not (given_sha256s - {"", None}) & known:
+        return f"sha256: {min(given_sha256s - {'', None}, default='?')[:12]}... vs {sha[:12]}..."
+    return None
+
+
+def tokenizer_file_sha256(path: str) -> str:
+    """The checksum of a tokenizer given as one file (a run given --tokenizer FILE records the
+    file's own); "" for a directory or a file pair."""
+    from dataset_format import file_sha256
+
+    return file_sha256(path) if os.path.isfile(path) else ""
+
+
+def read_hf_config(path: str) -> dict:
+    """The config.json of HF directory ``path``, checked to describe a model its weights files
+    can hold (:func:`check_hf_config_size`)."""
     try:
         text = read_text_capped(os.path.join(path, "config.json"), "HF config", HF_CONFIG_CAP)
         if json_depth(text) > MAX_JSON_DEPTH:
             raise UnsafeInputError(f"{path}/config.json: JSON nested deeper than {MAX_JSON_DEPTH}")
         hf_config = json.loads(text)
-        model_type = hf_config.get("model_type")
-        architectures = hf_config.get("architectures") or []
+        if not isinstance(hf_config, dict):
+            raise ValueError("not a JSON object")
     except UnsafeInputError as e:
         raise LoadError(str(e)) from None
-    except (OSError, ValueError, AttributeError) as e:
+    except (OSError, ValueError) as e:
         raise LoadError(f"{path}/config.json: unreadable ({ckpt._one_line(e)})") from None
     check_hf_config_size(path, hf_config)
-    # use_safetensors=None: safetensors when present, else pytorch_model.bin, which
-    # transformers loads with weights_only=True.
+    return hf_config
+
+
+def hf_spec_of(path: str, hf_config: dict):
+    """The spec of the registered family whose HF counterpart ``hf_config`` describes."""
+    from train.models.registry import spec_of_hf
+
     try:
-        spec = spec_of_hf(model_type)
+        return spec_of_hf(hf_config.get("model_type"))
     except KeyError as e:
         raise LoadError(f"{path}/config.json: {e.args[0]}") from None
-    try:
-        model = spec.hf.load(path, architectures)
-    except (OSError, ValueError) as e:
-        raise LoadError(f"{path}: cannot load the HF model ({e})") from None
-    tokenizer_path = tokenizer
-    if tokenizer_path is None and os.path.exists(os.path.join(path, "tokenizer.json")):
-        tokenizer_path = os.path.join(path, "tokenizer.json")
-    elif tokenizer_path is None and os.path.exists(os.path.join(path, "merges.txt")):
-        tokenizer_path = path  # GPT-2's vocab.json + merges.txt
-    return LoadedModel(model, spec.name, tokenizer_path, None, {}, path)
 
 
 # config.json of GPT-2 or BERT is ~1 kB; a tokenizer's vocabulary is never in it
@@ -194,33 +358,8 @@ def _weights_bytes(path: str) -> int:
 
 
 def load_tokenizer(path: str | None):
-    """An HF ``tokenizers.Tokenizer`` without padding or truncation (scores see every token):
-    a ``tokenizer.json``, or a directory with GPT-2's ``vocab.json`` + ``merges.txt``."""
-    if path is None:
-        raise LoadError("no tokenizer: pass --tokenizer FILE (tokenizer.json)")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    """The HF ``tokenizers.Tokenizer`` of :func:`read_tokenizer` (no padding or truncation:
+    scores see every token)."""
+    from tokenizers import Tokenizer
 
-    try:
-        if os.path.isdir(path):
-            files = [os.path.join(path, name) for name in ("vocab.json", "merges.txt")]
-            for file in files:  # read by the Rust library: checked here, before it opens them
-                if require_regular_file(file, "tokenizer file").st_size > TOKENIZER_CAP:
-                    raise UnsafeInputError(
-                        f"tokenizer file {file} is larger than its cap of "
-                        f"{format_bytes(TOKENIZER_CAP)}"
-                    )
-            tokenizer = Tokenizer(models.BPE.from_file(*files))
-            tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-            tokenizer.decoder = decoders.ByteLevel()
-            return tokenizer
-        text = read_text_capped(path, "tokenizer", TOKENIZER_CAP)
-        if json_depth(text) > MAX_JSON_DEPTH:
-            raise UnsafeInputError(f"tokenizer {path}: JSON nested deeper than {MAX_JSON_DEPTH}")
-        tokenizer = Tokenizer.from_str(text)
-    except UnsafeInputError as e:
-        raise LoadError(str(e)) from None
-    except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception on a bad file
-        raise LoadError(f"{path}: not a tokenizer.json ({ckpt._one_line(e)})") from None
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return tokenizer
+    return Tokenizer.from_str(read_tokenizer(path).to_json())

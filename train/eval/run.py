@@ -26,7 +26,13 @@ import torch.distributed as dist
 from common.cli import ArgumentParser
 from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped, read_text_capped
 from train.eval import lambada, scoring, wikitext
-from train.eval.load import LoadedModel, LoadError, load_model, load_tokenizer
+from train.eval.load import (
+    LoadedModel,
+    LoadError,
+    check_vocabulary,
+    load_model,
+    load_tokenizer,
+)
 from train.models.registry import get_spec
 from train.models.spec import CAUSAL_LM, MASKED_LM
 
@@ -43,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint", required=True, help="run directory, checkpoint, or HF dir")
     parser.add_argument("--task", required=True, choices=TASKS)
     parser.add_argument("--data", required=True, help="test file (wikitext, lambada) or shards")
-    parser.add_argument("--tokenizer", help="tokenizer.json (default: the run's or HF dir's)")
+    parser.add_argument(
+        "--tokenizer",
+        help="tokenizer.json, vocab.txt, encoder.json+vocab.bpe, *.tiktoken or their directory "
+        "(default: the run's or HF dir's); refused unless it is the model's",
+    )
     parser.add_argument(
         "--context", type=int, help="window length in tokens (default: the model's block size)"
     )
@@ -256,6 +266,7 @@ def evaluate_masked_lm(
     info = check_tokenizers(sources)
     if info is None:
         raise ValueError(f"{shards}: the shard set records no tokenizer (BERT needs its ids)")
+    check_vocabulary(loaded, info.to_json(), {info.sha256}, f"--data {shards}")
     try:
         dataset = build_bert_datasets(
             sources,

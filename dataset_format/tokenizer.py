@@ -1,4 +1,6 @@
-"""Tokenizers: reading a tokenizer's files into a `TextTokenizer`, and running it.
+"""Tokenizers: reading a tokenizer's files into a `TextTokenizer`, and running it. The one
+reader of every tokenizer format, for preprocess (pipelines/) and for evaluation, generation,
+export and --init-from (train/) alike: both build on this package.
 
     tokenizer = load_tokenizer("/path/gpt2")            # vocab.json + merges.txt: GPT-2 BPE
     ids = tokenizer.encode_batch(["Some text.", "More."])
@@ -58,10 +60,10 @@ def _read_text(path: str) -> str:
     """A tokenizer file's text: a regular file (a FIFO or /dev/zero is refused before it is
     opened) of at most MAX_TOKENIZER_FILE_BYTES, else one line naming the cap."""
     if "://" in path:
-        from pipelines.io import open_input  # imports Beam: only for remote paths
+        import fsspec  # remote files as remote shard sets are read (dataset_format.shardset)
 
         try:
-            with open_input(path) as f:
+            with fsspec.open(path, "rb") as f:
                 data = f.read(MAX_TOKENIZER_FILE_BYTES + 1)
         except FileNotFoundError:
             raise FileNotFoundError(f"tokenizer file not found: {path}") from None
