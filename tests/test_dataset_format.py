@@ -160,8 +160,10 @@ def test_dtype_for_vocab():
     assert dtype_for_vocab(50257) == np.uint16
     assert dtype_for_vocab(65499) == np.uint16
     assert dtype_for_vocab(65500) == np.int32
-    with pytest.raises(ValueError):
-        dtype_for_vocab(0)
+    assert dtype_for_vocab(1) == np.uint16  # the smallest vocabulary is one token
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match=f"must be positive, got {bad}"):
+            dtype_for_vocab(bad)
 
 
 def test_ids_that_do_not_fit_are_refused(tmp_path):
@@ -170,6 +172,16 @@ def test_ids_that_do_not_fit_are_refused(tmp_path):
         writer.add_document([[1, 70000]])
     writer.discard()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_pairs_record_cannot_be_changed_after_it_is_written(tmp_path, book_documents):
+    _, ids = book_documents
+    with IndexedDatasetWriter(str(tmp_path / "r"), np.uint16) as writer:
+        writer.add_document([ids[0]])
+    info = shard_info(str(tmp_path / "r"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.tokens = 0
+    assert info.tokens == len(ids[0]) and info == shard_info(str(tmp_path / "r"))
 
 
 # -- crash safety ------------------------------------------------------------------------------
