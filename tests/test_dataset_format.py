@@ -336,6 +336,10 @@ def assert_fault_named(prefix, suffix, mutate, message):
         (lambda d: d + b"\x00" * 8, "needs"),
         (lambda d: d[:40], "needs"),
         (lambda d: d[:10], "shorter than the 34-byte header"),
+        (lambda d: d[:33], "33 bytes is shorter than the 34-byte header"),
+        # the header whole, nothing after it: the header is read and names what it needs
+        # (the pair: 40 documents of 2 sequences; 34 + 80 * 12 + 41 * 8 bytes)
+        (lambda d: d[:34], "34 bytes, but a header of 80 sequences and 40 documents needs 1322"),
         (lambda d: d[:18] + struct.pack("<Q", 10**6) + d[26:], "needs"),
     ],
 )
