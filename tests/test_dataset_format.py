@@ -880,3 +880,11 @@ def test_a_sequence_pointer_outside_the_data_names_the_data_size(real_pair):
     rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<q", 10**9) + d[pos + 8:])
     with pytest.raises(FormatError, match=rf"outside the {size} bytes of the data file"):
         IndexedDataset(real_pair).sequence(3)
+
+
+def test_the_very_first_token_is_checked_against_the_vocabulary(tmp_path, book_documents):
+    """A pair that opens with an EOD (a document of the EOD alone): token 0 is named."""
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "p", [[ids[0][-1:]], [ids[1]]])
+    with pytest.raises(FormatError, match=r"token id 50256 \(document 0, token 0\)"):
+        IndexedDataset(prefix).verify(vocab_size=50256)

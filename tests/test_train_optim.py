@@ -269,6 +269,19 @@ def test_lamb_trust_ratio_is_one_for_zero_weights():
     torch.testing.assert_close(weight.detach(), -0.1 * torch.sign(weight.grad), atol=1e-5, rtol=0)
 
 
+
+def test_lamb_leaves_a_parameter_with_a_zero_update_as_it_is():
+    """The trust ratio is 1 where the update's norm is 0 (FusedLAMB's rule), so a parameter
+    without a gradient signal stays put under nvlamb, even with weights whose ratio
+    ||w|| / ||u|| would overflow float32 and turn 0 x ratio into NaN."""
+    weights = torch.tensor([4e9, -3e9])
+    weight = nn.Parameter(weights.clone())
+    weight.grad = torch.zeros(2)
+    Lamb([{"params": [weight], "weight_decay": 0.0}], lr=0.1, nvlamb=True).step()
+    expected = fused_lamb_reference([weights], [[torch.zeros(2)]], [0.0], lr=0.1,
+                                    betas=(0.9, 0.999), eps=1e-6, max_grad_norm=1.0, nvlamb=True)
+    assert torch.equal(weight.detach().double(), expected[0])
+
 def test_lamb_defaults_are_the_bert_records():
     from train.config import parse_args
     from train.loop import Runtime, model_positions, resolve_config
