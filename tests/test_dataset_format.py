@@ -888,3 +888,22 @@ def test_the_very_first_token_is_checked_against_the_vocabulary(tmp_path, book_d
     prefix = write_pair(tmp_path / "p", [[ids[0][-1:]], [ids[1]]])
     with pytest.raises(FormatError, match=r"token id 50256 \(document 0, token 0\)"):
         IndexedDataset(prefix).verify(vocab_size=50256)
+
+
+def test_one_sequence_whose_length_runs_past_the_data_is_refused(real_pair):
+    """sequence(j) alone checks its length too: sequence 3 of 80 claiming 10**6 tokens (its
+    pointer in range) is refused, not cut short at the end of the data."""
+    ds = IndexedDataset(real_pair)
+    pointer = int(ds.sequence_pointers[3])
+    pos = 34 + 4 * 3
+    del ds
+    rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<i", 10**6) + d[pos + 4 :])
+    ds = IndexedDataset(real_pair)
+    with pytest.raises(FormatError, match=f"sequence 3 points to byte {pointer} with 1000000 tokens"):
+        ds.sequence(3)
+
+
+def test_merging_one_pair_copies_it(real_pair, tmp_path):
+    info = merge_indexed([real_pair], str(tmp_path / "copy"))
+    assert info == shard_info(str(tmp_path / "copy"))
+    assert (info.bin_sha256, info.documents) == (shard_info(real_pair).bin_sha256, 40)
