@@ -31,12 +31,12 @@ import ftfy
 import numpy as np
 from ftfy import badness
 
-# Only the settings that differ from ftfy's defaults; the defaults (HTML entities, terminal
-# escapes, mojibake with its subordinate repairs, surrogates) are the repairs we want. Curly
-# quotes, ligatures and full-width forms are kept: they are real text, not damage. Control
-# characters and NFC we do ourselves for all text (steps 4 and 5, ftfy's control-character set
-# is not ours), so that a document's output does not depend on whether it tripped the mojibake
-# detector. ftfy's line-break fix is left on: it is step 2's rule, so it changes nothing.
+# Only what differs from ftfy's defaults, which are the repairs we want (HTML entities, terminal
+# escapes, mojibake with its subordinate repairs, surrogates). Curly quotes, ligatures and full-
+# width forms are kept: real text, not damage. Control characters (ftfy's set is not ours) and NFC
+# we do for all text (steps 4, 5), so output does not depend on tripping the mojibake detector.
+# Left at their defaults: line breaks (ftfy's rule is step 2's) and `explain` (fix_text drops
+# the explanation, and the mojibake fix reads its subordinate flags only with it on).
 _FTFY_CONFIG = ftfy.TextFixerConfig(
     fix_latin_ligatures=False,
     fix_character_width=False,
