@@ -1,6 +1,7 @@
 """Mutation testing of one module against its own tests: how many small changes to what the code
 means (a comparison flipped, an operator swapped, a constant moved by one, a `not` dropped, an
-`and` made `or`) make at least one of the tests fail.
+`and` made `or`) make at least one of the tests fail. Type annotations are no sites in a module
+with `from __future__ import annotations`, which never evaluates them.
 
     python bench/mutate.py dataset_format/indexed.py tests/test_dataset_format.py \\
         [--limit 60 --seed 1] [--results bench/results/mutation.md]
@@ -48,8 +49,9 @@ class Mutant:
 class _Mutator(ast.NodeTransformer):
     """Walks a module's tree; lists every mutation site, or applies the one numbered `target`."""
 
-    def __init__(self, target: int | None = None) -> None:
+    def __init__(self, target: int | None = None, *, lazy_annotations: bool = False) -> None:
         self.target = target
+        self.lazy_annotations = lazy_annotations
         self.sites: list[Mutant] = []
 
     def _site(self, node: ast.AST, what: str) -> bool:
@@ -103,20 +105,54 @@ class _Mutator(ast.NodeTransformer):
             return ast.copy_location(ast.Constant(not value), node)
         return node
 
+    # Under `from __future__ import annotations` an annotation is a string nobody evaluates: a
+    # mutant of one (`int | None` -> `int & None`) cannot change behaviour, so it is no site.
+    def _visit_except(self, node: ast.AST, annotation: str) -> ast.AST:
+        if not self.lazy_annotations:
+            return self.generic_visit(node)
+        for field, value in ast.iter_fields(node):
+            if field == annotation:
+                continue
+            if isinstance(value, list):
+                setattr(node, field, [self.visit(v) if isinstance(v, ast.AST) else v
+                                      for v in value])
+            elif isinstance(value, ast.AST):
+                setattr(node, field, self.visit(value))
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        return self._visit_except(node, "annotation")
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        return self._visit_except(node, "annotation")
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        return self._visit_except(node, "returns")
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
     def visit_Expr(self, node: ast.Expr) -> ast.AST:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return node  # a docstring: nothing to mutate
         return self.generic_visit(node)
 
 
+def _lazy_annotations(tree: ast.Module) -> bool:
+    return any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
+               and any(alias.name == "annotations" for alias in node.names)
+               for node in tree.body)
+
+
 def mutants(source: str) -> list[Mutant]:
-    mutator = _Mutator()
-    mutator.visit(ast.parse(source))
+    tree = ast.parse(source)
+    mutator = _Mutator(lazy_annotations=_lazy_annotations(tree))
+    mutator.visit(tree)
     return mutator.sites
 
 
 def mutated(source: str, mutant: Mutant) -> str:
-    tree = _Mutator(mutant.index).visit(ast.parse(source))
+    tree = ast.parse(source)
+    tree = _Mutator(mutant.index, lazy_annotations=_lazy_annotations(tree)).visit(tree)
     return ast.unparse(ast.fix_missing_locations(tree))
 
 

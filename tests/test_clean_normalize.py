@@ -301,3 +301,66 @@ def test_every_c1_control_between_words_is_read_as_windows_1252():
         expected = bytes([code]).decode("cp1252", errors="ignore")
         assert normalize_text(f"{words[0]} {chr(code)}{words[1]}") == (
             f"{words[0]} {expected}{words[1]}"), hex(code)
+
+
+def test_nel_is_an_ellipsis_beside_text_latin_1_cannot_hold():
+    """NEL is read as Windows-1252's "…" (web text's usual meaning of the byte), not made a line
+    break, also on a line of Greek or Russian, where ftfy cannot re-read the line as Latin-1 and
+    fixes the C1 control on its own."""
+    lines = [line for line in _non_ascii_lines()
+             if any(c in line for c in "αβγδεабвгд") and len(line) > 40][:20]
+    assert len(lines) >= 5
+    for line in lines:
+        clean = normalize_text(line)
+        middle = clean.index(" ", len(clean) // 2)
+        nel = clean[:middle] + "\x85" + clean[middle:]
+        assert normalize_text(nel) == clean[:middle] + "…" + clean[middle:], line
+
+
+def test_last_code_point_passes_the_prechecks():
+    # The character tables cover every code point: U+10FFFF (kept; only U+FFFE/U+FFFF of the
+    # non-characters are removed) and U+10FFFD, plane 16's last private-use character.
+    word = _ascii_paragraphs()[0].split(" ")[0]
+    for last in ("\U0010ffff", "\U0010fffd"):
+        assert not needs_ftfy(word + last)
+        assert normalize_text(f"{word}{last}{word}") == f"{word}{last}{word}"
+
+
+def _merged_windows(text: str, suspects: set[str]) -> list[tuple[int, int]]:
+    """The spans the mojibake search should cover: every suspect's window, the windows that
+    overlap joined into one span, clipped to the text."""
+    width = normalize._WINDOW
+    spans: list[list[int]] = []
+    for i, c in enumerate(text):
+        if c not in suspects:
+            continue
+        start, end = max(0, i - width), min(len(text), i + width + 1)
+        if spans and start < spans[-1][1]:
+            spans[-1][1] = end
+        else:
+            spans.append([start, end])
+    return [(start, end) for start, end in spans]
+
+
+def test_mojibake_search_covers_each_suspect_window_once(monkeypatch):
+    """What keeps `looks_like_mojibake` at memory speed: ftfy's regex searches the windows around
+    suspect characters, each character at most once (overlapping windows are one search) and
+    nothing farther than a window from a suspect; on real lines and on Greek letters set into an
+    English paragraph at every gap from 1 to 3 windows."""
+    greek = "αβγδεζηθικλμνξοπρστυφχψω"
+    paragraph = " ".join(_ascii_paragraphs()[:5])  # over 1000 characters
+    spaced, position = list(paragraph), 5
+    for gap in range(1, 3 * normalize._WINDOW + 2):
+        position += gap
+        spaced[position] = greek[gap % len(greek)]
+    texts = ["".join(spaced)] + [line for line in _non_ascii_lines() if not is_bad(line)][:3000]
+    suspects = set(normalize._mojibake_suspects())
+    searches = []
+    search = BADNESS_RE.search
+    monkeypatch.setattr(badness, "BADNESS_RE", SimpleNamespace(
+        search=lambda text, pos, endpos: searches.append((pos, endpos)) or search(text, pos, endpos)))
+    for text in texts:
+        searches.clear()
+        assert not looks_like_mojibake(text)
+        done = [(pos, min(endpos, len(text))) for pos, endpos in searches]
+        assert done == _merged_windows(text, suspects), text

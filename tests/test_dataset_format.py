@@ -160,8 +160,10 @@ def test_dtype_for_vocab():
     assert dtype_for_vocab(50257) == np.uint16
     assert dtype_for_vocab(65499) == np.uint16
     assert dtype_for_vocab(65500) == np.int32
-    with pytest.raises(ValueError):
-        dtype_for_vocab(0)
+    assert dtype_for_vocab(1) == np.uint16  # the smallest vocabulary is one token
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match=f"must be positive, got {bad}"):
+            dtype_for_vocab(bad)
 
 
 def test_ids_that_do_not_fit_are_refused(tmp_path):
@@ -170,6 +172,16 @@ def test_ids_that_do_not_fit_are_refused(tmp_path):
         writer.add_document([[1, 70000]])
     writer.discard()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_pairs_record_cannot_be_changed_after_it_is_written(tmp_path, book_documents):
+    _, ids = book_documents
+    with IndexedDatasetWriter(str(tmp_path / "r"), np.uint16) as writer:
+        writer.add_document([ids[0]])
+    info = shard_info(str(tmp_path / "r"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.tokens = 0
+    assert info.tokens == len(ids[0]) and info == shard_info(str(tmp_path / "r"))
 
 
 # -- crash safety ------------------------------------------------------------------------------
@@ -281,7 +293,9 @@ def test_merge_keeps_documents_in_order(tmp_path, book_documents):
     merged = IndexedDataset(str(tmp_path / "merged"))
     merged.verify()
     assert (info.documents, info.sequences) == (60, 90)
-    assert info.bin_sha256 == shard_info(str(tmp_path / "merged")).bin_sha256
+    # the record the merge returns is the one the files on disk give, token count included
+    assert info == shard_info(str(tmp_path / "merged"))
+    assert info.tokens == sum(len(d) for d in ids[:60])
     for i in range(60):
         np.testing.assert_array_equal(merged.document(i), ids[i])
     assert len(merged.document_sequences(45)) == 2
@@ -322,6 +336,10 @@ def assert_fault_named(prefix, suffix, mutate, message):
         (lambda d: d + b"\x00" * 8, "needs"),
         (lambda d: d[:40], "needs"),
         (lambda d: d[:10], "shorter than the 34-byte header"),
+        (lambda d: d[:33], "33 bytes is shorter than the 34-byte header"),
+        # the header whole, nothing after it: the header is read and names what it needs
+        # (the pair: 40 documents of 2 sequences; 34 + 80 * 12 + 41 * 8 bytes)
+        (lambda d: d[:34], "34 bytes, but a header of 80 sequences and 40 documents needs 1322"),
         (lambda d: d[:18] + struct.pack("<Q", 10**6) + d[26:], "needs"),
     ],
 )
@@ -913,3 +931,30 @@ def test_document_metadata_is_found_across_shards_and_row_groups(
     ss.verify()
     assert [ss.document_metadata(i) for i in range(60)] == rows
     assert ss.document_metadata(-1) == rows[-1]
+
+
+def test_the_very_first_token_is_checked_against_the_vocabulary(tmp_path, book_documents):
+    """A pair that opens with an EOD (a document of the EOD alone): token 0 is named."""
+    _, ids = book_documents
+    prefix = write_pair(tmp_path / "p", [[ids[0][-1:]], [ids[1]]])
+    with pytest.raises(FormatError, match=r"token id 50256 \(document 0, token 0\)"):
+        IndexedDataset(prefix).verify(vocab_size=50256)
+
+
+def test_one_sequence_whose_length_runs_past_the_data_is_refused(real_pair):
+    """sequence(j) alone checks its length too: sequence 3 of 80 claiming 10**6 tokens (its
+    pointer in range) is refused, not cut short at the end of the data."""
+    ds = IndexedDataset(real_pair)
+    pointer = int(ds.sequence_pointers[3])
+    pos = 34 + 4 * 3
+    del ds
+    rewrite(real_pair + ".idx", lambda d: d[:pos] + struct.pack("<i", 10**6) + d[pos + 4 :])
+    ds = IndexedDataset(real_pair)
+    with pytest.raises(FormatError, match=f"sequence 3 points to byte {pointer} with 1000000 tokens"):
+        ds.sequence(3)
+
+
+def test_merging_one_pair_copies_it(real_pair, tmp_path):
+    info = merge_indexed([real_pair], str(tmp_path / "copy"))
+    assert info == shard_info(str(tmp_path / "copy"))
+    assert (info.bin_sha256, info.documents) == (shard_info(real_pair).bin_sha256, 40)

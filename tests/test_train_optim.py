@@ -207,6 +207,33 @@ def test_lamb_without_clipping_matches_fused_lamb_on_large_gradients():
     assert not torch.allclose(params[1].detach().double(), clipped[1], atol=1e-4)
 
 
+
+@pytest.mark.parametrize("max_grad_norm", [0.5, 40.0])
+def test_lamb_normalises_gradients_by_their_norm_over_the_bound(max_grad_norm):
+    """Gradients are divided by ||g|| / max_grad_norm where that exceeds 1: the large steps
+    (global norm ~60) are brought to the bound, the small ones (~0.3) are left as they are, so
+    the moments see the bound itself (Adam alone does not see a scale common to every step)."""
+    torch.manual_seed(2)
+    shapes, decays = [(8, 6), (6,)], [0.01, 0.0]
+    weights = [torch.randn(s) for s in shapes]
+    grads_per_step = [[torch.randn(s) * scale for s in shapes]
+                      for scale in (8.0, 0.04, 8.0, 0.04, 0.04, 8.0)]  # fmt: skip
+    params = [nn.Parameter(w.clone()) for w in weights]
+    hyper = dict(lr=0.02, betas=(0.9, 0.999), eps=1e-6, max_grad_norm=max_grad_norm,
+                 nvlamb=False)
+    optimizer = Lamb([{"params": [p], "weight_decay": wd} for p, wd in zip(params, decays)],
+                     **hyper)
+    for grads in grads_per_step:
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        optimizer.step()
+    expected = fused_lamb_reference(weights, grads_per_step, decays, **hyper)
+    for p, e in zip(params, expected):
+        torch.testing.assert_close(p.detach().double(), e, atol=1e-6, rtol=1e-6)
+    # a bound of 1 would have given other weights: the bound itself is used, not just 1
+    at_one = fused_lamb_reference(weights, grads_per_step, decays, **{**hyper, "max_grad_norm": 1.0})
+    assert not torch.allclose(params[1].detach().double(), at_one[1], atol=1e-5)
+
 def test_lamb_step_without_gradients_changes_nothing():
     weight = nn.Parameter(torch.tensor([1.0, -2.0, 3.0]))
     other = nn.Parameter(torch.tensor([0.5]))
@@ -241,6 +268,19 @@ def test_lamb_trust_ratio_is_one_for_zero_weights():
     # Adam's first step is sign(g) (up to eps); trust ratio 1 leaves it unscaled
     torch.testing.assert_close(weight.detach(), -0.1 * torch.sign(weight.grad), atol=1e-5, rtol=0)
 
+
+
+def test_lamb_leaves_a_parameter_with_a_zero_update_as_it_is():
+    """The trust ratio is 1 where the update's norm is 0 (FusedLAMB's rule), so a parameter
+    without a gradient signal stays put under nvlamb, even with weights whose ratio
+    ||w|| / ||u|| would overflow float32 and turn 0 x ratio into NaN."""
+    weights = torch.tensor([4e9, -3e9])
+    weight = nn.Parameter(weights.clone())
+    weight.grad = torch.zeros(2)
+    Lamb([{"params": [weight], "weight_decay": 0.0}], lr=0.1, nvlamb=True).step()
+    expected = fused_lamb_reference([weights], [[torch.zeros(2)]], [0.0], lr=0.1,
+                                    betas=(0.9, 0.999), eps=1e-6, max_grad_norm=1.0, nvlamb=True)
+    assert torch.equal(weight.detach().double(), expected[0])
 
 def test_lamb_defaults_are_the_bert_records():
     from train.config import parse_args
@@ -356,3 +396,82 @@ def test_grad_norm_sees_inf_and_scale_grads():
     b.grad[0] = math.nan
     assert math.isnan(grad_norm([a, b]))
     assert grad_norm([nn.Parameter(torch.ones(1))]) == 0.0  # no gradients at all
+
+
+def test_clipping_equals_torchs_on_gradients_of_small_norm():
+    """At a global norm of 1e-3 torch's 1e-6 guard in the factor is a 0.1% difference: ours
+    must scale exactly as torch.nn.utils.clip_grad_norm_ does."""
+    torch.manual_seed(3)
+    ours = [nn.Parameter(torch.randn(5, 4)), nn.Parameter(torch.randn(4))]
+    theirs = [nn.Parameter(p.detach().clone()) for p in ours]
+    for a, b in zip(ours, theirs):
+        a.grad = torch.randn_like(a) * 2e-4
+        b.grad = a.grad.clone()
+    total = grad_norm(ours)
+    assert 5e-4 < total < 2e-3
+    clip_grads_(ours, total / 2, total)
+    torch.nn.utils.clip_grad_norm_(theirs, total / 2)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=0)
+
+
+def test_batched_global_norms_of_one_tensor_and_of_several():
+    tensors = [torch.tensor([3.0, 4.0]), torch.tensor([[1.0, 2.0], [2.0, 4.0]]), torch.zeros(3)]
+    assert batched_global_norms(tensors[:1]).tolist() == [5.0]
+    assert batched_global_norms(tensors).tolist() == [5.0, 5.0, 0.0]
+
+
+def test_build_optimizer_decays_embeddings_unless_told_not_to():
+    model = build_model("gpt-tiny", vocab_size=256)
+    embedding = next(m.weight for m in model.modules() if isinstance(m, nn.Embedding))
+    for optimizer, decayed in ((build_optimizer(model, "lamb", 1e-3, 0.1, (0.9, 0.999), 1e-6), True),
+                               (build_optimizer(model, "lamb", 1e-3, 0.1, (0.9, 0.999), 1e-6,
+                                                decay_embeddings=False), False)):
+        group = next(g for g in optimizer.param_groups if any(p is embedding for p in g["params"]))
+        assert group["weight_decay"] == (0.1 if decayed else 0.0)
+
+
+@pytest.fixture
+def one_rank_mesh(tmp_path):
+    """A real one-process gloo group and its CPU mesh, for DTensor parameters in-process."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/rendezvous", rank=0,
+                            world_size=1)
+    try:
+        yield init_device_mesh("cpu", (1,))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_adamw_is_fused_for_plain_parameters_and_not_for_dtensors(one_rank_mesh):
+    """The fused AdamW kernel takes plain tensors only: a model with DTensor parameters gets the
+    unfused one, and both step."""
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    model = build_model("gpt-tiny", vocab_size=256)
+    assert build_optimizer(model, "adamw", 1e-3, 0.1, (0.9, 0.95), 1e-8).defaults["fused"] is True
+    sharded = nn.Linear(4, 6)
+    sharded.weight = nn.Parameter(distribute_tensor(sharded.weight.detach(), one_rank_mesh,
+                                                    [Shard(0)]))
+    sharded.bias = nn.Parameter(distribute_tensor(sharded.bias.detach(), one_rank_mesh,
+                                                  [Shard(0)]))
+    optimizer = build_optimizer(sharded, "adamw", 1e-2, 0.1, (0.9, 0.95), 1e-8)
+    assert optimizer.defaults["fused"] is None
+    before = sharded.weight.full_tensor().clone()
+    for param in sharded.parameters():
+        param.grad = distribute_tensor(torch.ones(param.shape), one_rank_mesh, [Shard(0)])
+    optimizer.step()
+    assert not torch.equal(sharded.weight.full_tensor(), before)
+
+
+def test_grad_norm_of_dtensor_gradients(one_rank_mesh):
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    plain = nn.Parameter(torch.ones(2))
+    plain.grad = torch.tensor([3.0, 0.0])
+    sharded = nn.Parameter(distribute_tensor(torch.ones(4), one_rank_mesh, [Shard(0)]))
+    sharded.grad = distribute_tensor(torch.tensor([0.0, 4.0, 0.0, 12.0]), one_rank_mesh, [Shard(0)])
+    assert grad_norm([plain, sharded]) == pytest.approx(13.0)
+    assert grad_norm([sharded]) == pytest.approx(math.sqrt(160.0))

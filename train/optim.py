@@ -260,7 +260,8 @@ class LRSchedule:
             return self.lr * (step + 1) / self.warmup_steps
         if step >= self.decay_steps:
             return self.min_lr
-        progress = (step - self.warmup_steps) / max(1, self.decay_steps - self.warmup_steps)
+        # here warmup_steps <= step < decay_steps, so the decay spans at least one step
+        progress = (step - self.warmup_steps) / (self.decay_steps - self.warmup_steps)
         if self.decay == "cosine":
             coefficient = 0.5 * (1.0 + math.cos(math.pi * progress))
         else:

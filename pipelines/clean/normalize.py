@@ -6,11 +6,14 @@
 1. repairs mojibake, HTML entities and terminal escapes with ftfy (which also joins surrogate
    pairs and makes a lone surrogate, which cannot be written as UTF-8, U+FFFD), but only for
    text that needs it: ftfy's own "is bad" regex runs at only a few MB/s, far too slow for
-   every byte, so an exact pre-check at memory speed (`needs_ftfy`) decides first;
-2. makes line breaks `\\n` (CRLF, lone CR, form feed, vertical tab, NEL, U+2028/2029);
+   every byte, so an exact pre-check at memory speed (`needs_ftfy`) decides first. Every C1
+   control is mojibake to ftfy and comes back as its Windows-1252 character, NEL (U+0085)
+   included: in web text that byte is cp1252's "…" read as Latin-1, far more often than an
+   EBCDIC line break;
+2. makes line breaks `\\n` (CRLF, lone CR, form feed, vertical tab, U+2028/2029);
 3. makes tabs and odd spaces (NBSP, en/em/thin spaces, ideographic space, ...) a plain space;
 4. removes control characters (C0, and C1 that ftfy did not read as Windows-1252; everything
-   but `\\n`), zero-width spaces, BOMs, soft hyphens and non-characters;
+   but `\\n`), zero-width spaces, BOMs, soft hyphens and the non-characters U+FFFE/U+FFFF;
 5. applies Unicode NFC;
 6. strips trailing spaces on every line, collapses runs of more than two blank lines to two, and
    strips leading and trailing blank space of the whole text.
@@ -21,32 +24,25 @@ Inner runs of spaces are kept: they carry the layout of verse, tables and code.
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
 
 import ftfy
 import numpy as np
 from ftfy import badness
 
-# ftfy steps we want only where the text is broken. Everything ftfy would otherwise also do on
-# every string (line breaks, control characters, NFC) we do ourselves for all text, so that a
-# document's output does not depend on whether it happened to trip the mojibake detector.
-# Curly quotes, ligatures and full-width forms are kept: they are real text, not damage.
+# Only what differs from ftfy's defaults, which are the repairs we want (HTML entities, terminal
+# escapes, mojibake with its subordinate repairs, surrogates). Curly quotes, ligatures and full-
+# width forms are kept: real text, not damage. Control characters (ftfy's set is not ours) and NFC
+# we do for all text (steps 4, 5), so output does not depend on tripping the mojibake detector.
+# Left at their defaults: line breaks (ftfy's rule is step 2's) and `explain` (fix_text drops
+# the explanation, and the mojibake fix reads its subordinate flags only with it on).
 _FTFY_CONFIG = ftfy.TextFixerConfig(
-    unescape_html="auto",
-    remove_terminal_escapes=True,
-    fix_encoding=True,
-    restore_byte_a0=True,
-    replace_lossy_sequences=True,
-    decode_inconsistent_utf8=True,
-    fix_c1_controls=True,
     fix_latin_ligatures=False,
     fix_character_width=False,
     uncurl_quotes=False,
-    fix_line_breaks=False,
-    fix_surrogates=True,
     remove_control_chars=False,
     normalization=None,
-    explain=False,
 )
 
 
@@ -61,7 +57,7 @@ def _mojibake_suspects() -> str:
     tests/test_clean_normalize.py checks `needs_ftfy` against `ftfy.badness.is_bad`.
     """
     pattern = badness.BADNESS_RE.pattern
-    suspects: set[str] = {c for c in pattern if ord(c) > 127}
+    suspects: set[str] = {c for c in pattern if not c.isascii()}
     for low, high in re.findall(r"([^\x00-\x7f])-([^\x00-\x7f])", pattern):
         suspects.update(chr(code) for code in range(ord(low), ord(high) + 1))
     categories = badness.MOJIBAKE_CATEGORIES
@@ -77,7 +73,7 @@ _WINDOW = 8
 
 
 def _table(characters: str) -> np.ndarray:
-    table = np.zeros(0x110000, dtype=bool)
+    table = np.zeros(sys.maxunicode + 1, dtype=bool)
     table[[ord(c) for c in characters]] = True
     return table
 
@@ -138,12 +134,17 @@ def needs_ftfy(text: str) -> bool:
     )
 
 
-_LINE_BREAKS = "\x0b\x0c\x85\u2028\u2029"
+# NEL is not among them: ftfy has read it as Windows-1252's "…" (step 1).
+_LINE_BREAKS = "\x0b\x0c\u2028\u2029"
 # Tab, NBSP, Ogham space, the U+2000..U+200A spaces, narrow NBSP, math space, ideographic space.
-_SPACES = "\t\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u202f\u205f\u3000"
+_SPACES = (
+    "\t\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u202f\u205f\u3000"
+)
+# C0 controls but the line breaks and tab, DEL, and any C1 control ftfy left as it was.
 _REMOVED = (
     "".join(chr(c) for c in range(0x00, 0x20) if chr(c) not in "\n\t\x0b\x0c\r")
-    + "".join(chr(c) for c in range(0x7F, 0xA0) if c != 0x85)
+    + "".join(chr(c) for c in range(0x7F, 0xA0))
     + "\xad\u200b\u2060\ufeff\ufffe\uffff"
 )
 _REPLACEMENT = {c: "\n" for c in _LINE_BREAKS}
