@@ -300,6 +300,21 @@ def _token_ids(spec: dict) -> dict[str, int]:
     return token_ids
 
 
+# A byte-fallback model (SentencePiece-style BPE, as LLaMA's) spells a character its vocabulary
+# lacks as the pieces of its UTF-8 bytes, "<0xCE>" "<0xB1>": the model still sees the text, but
+# as bytes, the byte-level share of a vocabulary that does not fit the text.
+_BYTE_PIECES = tuple(f"<0x{byte:02X}>" for byte in range(256))
+
+
+def _unknown_ids(spec: dict, token_ids: dict[str, int], special_ids: dict[str, int]) -> tuple:
+    """The ids that stand for text the vocabulary has no piece for: the unknown token
+    ([UNK], <unk>) and, for a byte-fallback model, its 256 byte pieces."""
+    ids = [special_ids["unk"]] if "unk" in special_ids else []
+    if spec["model"].get("byte_fallback"):
+        ids += [token_ids[piece] for piece in _BYTE_PIECES if piece in token_ids]
+    return tuple(sorted(set(ids)))
+
+
 def _model_kind(spec: dict) -> str:
     model_type = spec["model"].get("type", "")
     if model_type == "BPE" and _has_byte_level_pre_tokenizer(spec):
@@ -428,6 +443,7 @@ class TextTokenizer:
                 if token in token_ids:
                     self.special_ids[name] = token_ids[token]
                     break
+        self.unknown_ids: tuple[int, ...] = _unknown_ids(spec, token_ids, self.special_ids)
         self._lock = threading.Lock()
         self._hf = None
         self._fast = None
@@ -443,6 +459,7 @@ class TextTokenizer:
             "kind": self.kind,
             "vocab_size": self.vocab_size,
             "special_ids": self.special_ids,
+            "unknown_ids": self.unknown_ids,
             "disabled": self.disabled,
         }
 
@@ -452,6 +469,7 @@ class TextTokenizer:
         self.kind = state["kind"]
         self.vocab_size = state["vocab_size"]
         self.special_ids = state["special_ids"]
+        self.unknown_ids = state["unknown_ids"]
         self._lock = threading.Lock()
         self._hf = None
         self._fast = None

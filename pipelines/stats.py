@@ -404,8 +404,9 @@ def format_report(stats: Mapping) -> str:
     ]
     if stats.get("unknown_token_share", 0.0) > UNKNOWN_SHARE_SHOWN:
         rows.append(("  unknown", f"{stats['unknown_tokens']:,}",
-                     f"{stats['unknown_token_share']:.1%} of the tokens are the unknown token: "
-                     "text the vocabulary cannot spell (see --lowercase, --tokenizer)"))
+                     f"{stats['unknown_token_share']:.1%} of the tokens are the unknown token or "
+                     "byte pieces: text the vocabulary cannot spell (see --lowercase, "
+                     "--tokenizer)"))
     cpu = stats.get("cpu_s") or {}
     if cpu:
         rows.append(("cpu", f"{sum(cpu.values()):,.1f} s",

@@ -485,3 +485,29 @@ def test_tokenize_batch_min_tokens_and_empty_documents(gpt2):
     # Without a minimum, only the empty document goes.
     _, rejects = tokenize_batch(docs + [empty], gpt2, split_sentences=False, append_eod=False)
     assert [r.doc_id for r in rejects] == [empty.id]
+
+
+def test_byte_pieces_of_a_byte_fallback_model_count_as_unknown_text():
+    """A SentencePiece-style BPE (LLaMA's kind) spells what its vocabulary lacks as byte pieces:
+    stats.json's unknown share counts them, as it counts [UNK] (here: the Greek words a
+    vocabulary of Moby-Dick's characters has no piece for, two bytes a letter), and the ids
+    travel to the workers with the pickled tokenizer."""
+    from tokenizers import Tokenizer, models
+
+    from pipelines.tokenize.encode import unknown_tokens
+
+    book = (CORPORA / "books" / "2701-0.txt").read_text(encoding="utf-8")[20_000:40_000]
+    vocab = {"<unk>": 0, **{f"<0x{b:02X}>": 1 + b for b in range(256)}}
+    for char in sorted(set(book)):
+        vocab.setdefault(char, len(vocab))
+    model = models.BPE(vocab=vocab, merges=[], byte_fallback=True, unk_token="<unk>")
+    tokenizer = TextTokenizer(Tokenizer(model).to_str())
+    assert tokenizer.unknown_ids == tuple(range(257))
+    text = book[:300] + " ο Ισμαήλ " + book[300:600]
+    greek = sum(len(c.encode()) for c in "οΙσμαήλ")
+    docs = [Document(id="books:2701-0.txt", source="books", text=text)]
+    tokenized, _ = tokenize_batch(docs, pickle.loads(pickle.dumps(tokenizer)),
+                                  split_sentences=False, append_eod=False)  # fmt: skip
+    assert unknown_tokens(tokenized, tokenizer) == greek == 14
+    plain = TextTokenizer(Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>")).to_str())
+    assert plain.unknown_ids == (0,)

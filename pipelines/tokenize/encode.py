@@ -25,13 +25,13 @@ TOO_FEW_TOKENS = "too_few_tokens"
 DROP_FLAGS = {TOO_FEW_TOKENS: "--min-tokens"}
 
 def unknown_tokens(tokenized: Sequence[TokenizedDocument], tokenizer: TextTokenizer) -> int:
-    """How many of the tokens of `tokenized` are the tokenizer's unknown token ([UNK], <unk>):
-    text its vocabulary cannot spell, lost to the model (0 for a tokenizer without one, as
-    byte-level BPE, which spells every byte)."""
-    unk = tokenizer.special_ids.get("unk")
-    if unk is None:
+    """How many of the tokens of `tokenized` stand for text the vocabulary cannot spell
+    (`TextTokenizer.unknown_ids`: the unknown token, [UNK] or <unk>, lost to the model, and a
+    byte-fallback model's byte pieces); 0 for byte-level BPE, which spells every byte."""
+    if not tokenizer.unknown_ids:
         return 0
-    return sum(int(np.count_nonzero(ids == unk)) for doc in tokenized for ids in doc.sequences)
+    unknown = np.asarray(tokenizer.unknown_ids)
+    return sum(int(np.isin(ids, unknown).sum()) for doc in tokenized for ids in doc.sequences)
 
 
 # tokenize_batch's flag of the same name shadows the function there.
