@@ -288,3 +288,21 @@ def test_the_family_touches_at_most_three_files_outside_its_module_and_spec() ->
             touched.add(path)
     assert touched <= ALLOWED_OUTSIDE, sorted(touched - ALLOWED_OUTSIDE)
     assert len(touched) <= 3
+
+
+def test_shape_flags_resize_the_llama_family_and_bias_is_refused():
+    """--num-attention-heads and --ffn-hidden-size map onto LlamaConfig's fields, the rest of
+    the preset unchanged; --bias is one clear error (LLaMA's layers have none)."""
+    from train.models.registry import get_spec
+    from train.models.spec import SHAPE_SETTINGS
+
+    spec = get_spec("llama")
+    preset = spec.presets[spec.default_preset].config
+    shape = {"num_attention_heads": 8, "ffn_hidden_size": 96}
+    resized = spec.reshape(preset, {**dict.fromkeys(SHAPE_SETTINGS), **shape})
+    assert (resized.n_head, resized.intermediate_size) == (8, 96)
+    assert dataclasses.replace(resized, n_head=preset.n_head,
+                               intermediate_size=preset.intermediate_size) == preset  # fmt: skip
+    with pytest.raises(ValueError) as excinfo:
+        spec.reshape(preset, {"bias": True})
+    assert str(excinfo.value).startswith("--bias: the llama family never has biases")
