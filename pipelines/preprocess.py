@@ -29,31 +29,26 @@ import traceback
 import uuid
 from collections.abc import Sequence
 
-# Beam warns through the root logger while it is being imported ("apitools not found": a GCP
-# client we do not use). A handler put there first keeps Python from adding its default one,
-# which would print that on every run; main() installs the real one.
-logging.getLogger().addHandler(logging.NullHandler())
-
-import apache_beam as beam  # noqa: E402
-from apache_beam.options.pipeline_options import (  # noqa: E402
+import apache_beam as beam
+from apache_beam.options.pipeline_options import (
     DirectOptions,
     GoogleCloudOptions,
     PipelineOptions,
     TestOptions,
 )
 
-from pipelines.graph import build_pipeline, plan_run, prepare  # noqa: E402
-from pipelines.options import PreprocessConfig, PreprocessOptions  # noqa: E402
-from pipelines.runner.beam_worker import (  # noqa: E402
+from pipelines.graph import build_pipeline, plan_run, prepare
+from pipelines.options import PreprocessConfig, PreprocessOptions
+from pipelines.runner.beam_worker import (
     STANDBY_DIR_ENV,
     STANDBY_PREFIX,
     VERBOSE_ENV,
     StandbyWorkers,
     add_stderr_handler,
 )
-from pipelines.runner.progress import ProgressDisplay  # noqa: E402
-from pipelines.runner.reach import UnreachableError, check_all_reachable  # noqa: E402
-from pipelines.runner.runners import (  # noqa: E402
+from pipelines.runner.progress import ProgressDisplay
+from pipelines.runner.reach import UnreachableError, check_all_reachable
+from pipelines.runner.runners import (
     beam_parser,
     check_dataflow_options,
     planned_workers,
@@ -62,8 +57,8 @@ from pipelines.runner.runners import (  # noqa: E402
     where_it_runs,
     worker_count,
 )
-from pipelines.stats import NAMESPACE, format_report  # noqa: E402
-from pipelines.write import (  # noqa: E402
+from pipelines.stats import NAMESPACE, format_report
+from pipelines.write import (
     STATS_NAME,
     WORK_DIR,
     OutputDir,
