@@ -364,3 +364,15 @@ def test_mojibake_search_covers_each_suspect_window_once(monkeypatch):
         assert not looks_like_mojibake(text)
         done = [(pos, min(endpos, len(text))) for pos, endpos in searches]
         assert done == _merged_windows(text, suspects), text
+
+
+def test_repair_of_a_broken_crlf_book_leaves_its_line_breaks_to_step_2():
+    """Sleepy Hollow (CRLF lines) with one mojibake word: ftfy repairs the word and keeps every
+    CRLF, as `repair` keeps them in the clean book it never hands to ftfy, so step 1's output
+    does not depend on whether the text tripped the detector."""
+    book = _book("41-0.txt")[:4000]
+    assert book.count("\r\n") > 50
+    broken = book.replace("Irving", "Irvingâ€™s", 1)
+    repaired = normalize.repair(broken)
+    assert repaired == book.replace("Irving", "Irving\u2019s", 1)
+    assert normalize.repair(book) is book

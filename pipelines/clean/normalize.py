@@ -35,9 +35,12 @@ from ftfy import badness
 # escapes, mojibake with its subordinate repairs, surrogates). Curly quotes, ligatures and full-
 # width forms are kept: real text, not damage. Control characters (ftfy's set is not ours) and NFC
 # we do for all text (steps 4, 5), so output does not depend on tripping the mojibake detector.
-# Left at their defaults: line breaks (ftfy's rule is step 2's) and `explain` (fix_text drops
-# the explanation, and the mojibake fix reads its subordinate flags only with it on).
+# Line breaks are step 2's, for all text: ftfy's on the texts that trip the detector only would
+# make `repair` of a CRLF text depend on whether it is broken elsewhere. Left at its default:
+# `explain` (fix_text drops the explanation, and the mojibake fix reads its subordinate flags
+# only with it on).
 _FTFY_CONFIG = ftfy.TextFixerConfig(
+    fix_line_breaks=False,
     fix_latin_ligatures=False,
     fix_character_width=False,
     uncurl_quotes=False,
