@@ -329,7 +329,12 @@ def test_signal_finishes_the_step_saves_and_resumes_bit_for_bit(gpt_shards, tmp_
     losses of an uninterrupted one."""
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     common = ("--max-steps", "5", "--save-interval", "1000", "--deterministic")
-    run(gpt_shards, whole, *common)
+    # The uninterrupted run in a process of its own too: run in pytest's, its logged loss took
+    # the suite's thread settings and differed from a fresh process's in the last bit.
+    reference = [sys.executable, "train/pretrain.py", "--data", gpt_shards, "--out", str(whole),
+                 *SMALL, *common]  # fmt: skip
+    done = subprocess.run(reference, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
     flags = ["--data", gpt_shards, "--out", str(stopped), *SMALL, *common]
     result = subprocess.run(
         [sys.executable, "tests/train_with_faults.py", "--signal-at-step", "3", "--signal-name",
