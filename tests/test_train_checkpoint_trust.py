@@ -314,17 +314,31 @@ def test_hf_export_writes_only_a_folder_of_its_own(gpt_checkpoint, tmp_path, cap
     users = tmp_path / "users"
     users.mkdir()
     (users / "config.json").write_text("the user's own\n")
-    assert export_main(["hf", gpt_checkpoint, str(users)]) == 1
+    assert export_main(["hf", gpt_checkpoint, str(users), "--no-tokenizer"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not empty and was not written by this tool" in err
     assert os.listdir(users) == ["config.json"]
     assert (users / "config.json").read_text() == "the user's own\n"
     out = tmp_path / "hf"
-    assert export_main(["hf", gpt_checkpoint, str(out)]) == 0
+    assert export_main(["hf", gpt_checkpoint, str(out), "--no-tokenizer"]) == 0
     assert {"config.json", "model.safetensors", "shardsmith.json"} <= set(os.listdir(out))
-    assert export_main(["hf", gpt_checkpoint, str(out)]) == 1
+    assert export_main(["hf", gpt_checkpoint, str(out), "--no-tokenizer"]) == 1
     assert "--overwrite" in capsys.readouterr().err
-    assert export_main(["hf", gpt_checkpoint, str(out), "--overwrite"]) == 0
+    assert export_main(["hf", gpt_checkpoint, str(out), "--overwrite", "--no-tokenizer"]) == 0
+
+
+def test_hf_export_of_a_run_without_a_tokenizer_needs_no_tokenizer_or_one(
+    gpt_checkpoint, tmp_path, capsys
+):
+    """A run that records no tokenizer exported to a folder AutoTokenizer cannot load was exit
+    0 with a note: it is one line naming both ways out, and nothing left in OUT."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "hf"
+    assert export_main(["hf", gpt_checkpoint, str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "records no tokenizer" in err
+    assert "--tokenizer FILE" in err and "--no-tokenizer" in err
+    assert not (out / "model.safetensors").exists()
 
 
 @pytest.mark.timeout(60)
@@ -344,7 +358,7 @@ def test_an_hf_config_larger_than_its_weights_is_refused_before_building(
     built."""
     pytest.importorskip("transformers")
     out = tmp_path / "hf"
-    assert export_main(["hf", gpt_checkpoint, str(out)]) == 0
+    assert export_main(["hf", gpt_checkpoint, str(out), "--no-tokenizer"]) == 0
     assert load_model(str(out), torch.device("cpu")).kind == "gpt"
     config = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**config, **edit}))

@@ -88,20 +88,27 @@ def export_torch(checkpoint_dir: str, out_file: str) -> None:
 
 
 def export_hf(
-    checkpoint_dir: str, out_dir: str, overwrite: bool = False, tokenizer: str | None = None
+    checkpoint_dir: str,
+    out_dir: str,
+    overwrite: bool = False,
+    tokenizer: str | None = None,
+    weights_only: bool = True,
 ) -> bool:
     """Write the HF directory ``out_dir`` under the shared output-folder rule
     (:mod:`common.output_dir`): a new or empty folder, or an earlier export of ours with
     ``overwrite``; a folder holding anything else is refused before the checkpoint is read.
     ``tokenizer``: where the run's tokenizer is read from, if not where the run says.
-    Whether a tokenizer was written (not for a run that records none and names no file)."""
+    ``weights_only``: a run that records no tokenizer and names no file of one is exported
+    without one (else ExportTokenizerError). Whether a tokenizer was written."""
     with claim_output_folder(out_dir, tool="export-hf", overwrite=overwrite, flag="OUT") as out:
-        wrote_tokenizer = _write_hf(checkpoint_dir, out, tokenizer)
+        wrote_tokenizer = _write_hf(checkpoint_dir, out, tokenizer, weights_only)
         out.finish()
     return wrote_tokenizer
 
 
-def _write_hf(checkpoint_dir: str, out: OutputFolder, tokenizer: str | None) -> bool:
+def _write_hf(
+    checkpoint_dir: str, out: OutputFolder, tokenizer: str | None, weights_only: bool
+) -> bool:
     from safetensors.torch import save_file
 
     from train.export_tokenizer import generation_config, write_tokenizer_files
@@ -111,7 +118,9 @@ def _write_hf(checkpoint_dir: str, out: OutputFolder, tokenizer: str | None) -> 
     hf_config = spec.hf.config_to_hf(config)
     causal = spec.batch == CAUSAL_LM
     positions = getattr(hf_config, "n_positions", None) or hf_config.max_position_embeddings
-    exported = write_tokenizer_files(out, state["trainer"], causal, positions, tokenizer)
+    exported = write_tokenizer_files(
+        out, state["trainer"], causal, positions, tokenizer, weights_only
+    )
     for name, token_id in exported.token_ids.items() if exported else ():
         if name in ("bos_token", "eos_token", "pad_token"):  # config.json names them too
             setattr(hf_config, f"{name}_id", token_id)
@@ -155,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         "--tokenizer",
         help="hf: the run's tokenizer, where the run no longer finds it (checked against it)",
     )
+    parser.add_argument(
+        "--no-tokenizer",
+        action="store_true",
+        help="hf: export the weights alone for a run that records no tokenizer (a folder "
+        "AutoTokenizer cannot load); without it such a run is refused",
+    )
     args = parser.parse_args(argv)
     from train.export_tokenizer import ExportTokenizerError
 
@@ -162,12 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint = checkpoint_of(args.checkpoint)
         if args.format == "torch":
             export_torch(checkpoint, args.out)
-        elif not export_hf(checkpoint, args.out, args.overwrite, args.tokenizer):
-            print(
-                f"note: {checkpoint} records no tokenizer: {args.out} has none (pass "
-                "--tokenizer FILE to add one)",
-                file=sys.stderr,
-            )
+        else:
+            export_hf(checkpoint, args.out, args.overwrite, args.tokenizer, args.no_tokenizer)
     except (ckpt.CheckpointError, OutputError, OSError, ExportTokenizerError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

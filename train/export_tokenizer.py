@@ -47,15 +47,26 @@ class ExportedTokenizer:
 
 
 def write_tokenizer_files(
-    out: OutputFolder, trainer: dict, causal: bool, max_length: int, tokenizer: str | None
+    out: OutputFolder,
+    trainer: dict,
+    causal: bool,
+    max_length: int,
+    tokenizer: str | None,
+    weights_only: bool = True,
 ) -> ExportedTokenizer | None:
     """Write tokenizer.json, tokenizer_config.json and special_tokens_map.json into ``out``
     for the checkpoint whose trainer state is ``trainer``; ``tokenizer`` overrides where the
-    run's tokenizer is read from. None (nothing written) for a checkpoint that records no
-    tokenizer and names no file of one (a run sized by --vocab-size alone)."""
+    run's tokenizer is read from. For a checkpoint that records no tokenizer and names no file
+    of one (a run sized by --vocab-size alone): None, nothing written, where ``weights_only``
+    allows it, else ExportTokenizerError (the folder would not load with AutoTokenizer)."""
     path = tokenizer or run_tokenizer_path(trainer["config"])
     if path is None and not trainer.get("tokenizer"):
-        return None
+        if weights_only:
+            return None
+        raise ExportTokenizerError(
+            "the checkpoint records no tokenizer (a run sized by --vocab-size): pass "
+            "--tokenizer FILE to export one, or --no-tokenizer for the weights alone"
+        )
     if path is None:
         raise ExportTokenizerError(
             "the run's tokenizer file is gone (its --tokenizer or its shard set's); pass "
