@@ -139,8 +139,8 @@ def test_a_language_filter_that_drops_most_documents_says_so(tmp_path, capsys):
 def test_the_unknown_token_share_of_a_bert_set_is_reported(tmp_path, capsys):
     # Cased text through the uncased BERT vocabulary with --lowercase no: a quarter of the
     # tokens of the Simple English sample are [UNK], which no line said before.
-    from pipelines.tokenize.encode import tokenize_batch
     from dataset_format.tokenizer import load_tokenizer
+    from pipelines.tokenize.encode import tokenize_batch
 
     bert = str(CORPORA / "vocab" / "bert-base-uncased" / "vocab.txt")
     flags = (f"--tokenizer={bert}", "--split-sentences")
