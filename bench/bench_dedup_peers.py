@@ -204,6 +204,7 @@ def run_ours(
         REPO,
         dask[1] if dask else (),
     )
+    run["stats"] = json.loads((out / "stats.json").read_text())
     if ids is None:
         return run
     clusters, dropped = [], set()
@@ -216,11 +217,7 @@ def run_ours(
                 )
             elif not str(row.get("reason", "")).endswith("duplicate"):
                 dropped.add(ids.get(row.get("doc_id") or row.get("id") or row.get("location"), ""))
-    run.update(
-        found=dedup_quality.found_pairs(clusters),
-        dropped=dropped,
-        stats=json.loads((out / "stats.json").read_text()),
-    )
+    run.update(found=dedup_quality.found_pairs(clusters), dropped=dropped)
     return run
 
 
@@ -411,7 +408,15 @@ def main() -> None:
             ),
         ]
     text = render(rows, args, len(docs), len(planted), len(truth), mb, (load_start, load_end))
-    text += render_scale(scale) + render_profile(profile)
+    where = [("planted, multi_processing, dedup off", off), ("planted, multi_processing", on)]
+    if dask:
+        where += [("planted, DaskRunner, dedup off", dask[0]), ("planted, DaskRunner", dask[1])]
+    for row in scale:
+        where += [
+            (f"{row['mb']:.0f} MB, dedup off", row["off"]),
+            (f"{row['mb']:.0f} MB", row["on"]),
+        ]
+    text += render_scale(scale) + render_where(where) + render_profile(profile)
     args.out.write_text(text, encoding="utf-8")
     print(text)
 
@@ -489,6 +494,53 @@ def render_scale(rows: list[dict]) -> str:
             f"{last['on']['peak_rss_mb'] / first['on']['peak_rss_mb']:.2f}x (input "
             f"{last['mb'] / first['mb']:.1f}x; target 1.2x from 250 MB to 1 GB).",
         ]
+    return "\n".join(lines) + "\n\n"
+
+
+STAGES = ("read", "clean", "dedup", "tokenize", "write")
+BOUNDARIES = ("url", "exact", "lsh_buckets", "candidate_edges", "verify_roles", "verify",
+              "best_match", "components", "stash", "apply")  # fmt: skip
+
+
+def render_where(runs: list[tuple[str, dict]]) -> str:
+    """Where each run's CPU went (stats.json cpu_s: each stage's own work, timed on the
+    workers; the rest is the runner's: bundles, the data plane, the launcher) and what crossed
+    each of dedup's shuffles (stats.json dedup_shuffle, the encoded bytes sent to each
+    GroupByKey, which the local runner holds in the launcher until the run ends)."""
+    lines = [
+        "## Where the CPU and the memory go, per stage and per boundary",
+        "",
+        "CPU seconds: each stage's own work as the run's stats.json counts it (`cpu_s`), and the "
+        "rest of the process tree's CPU (the runner: bundles, encoding for the data plane, the "
+        "launcher's shuffles, start-up):",
+        "",
+        f"| run | CPU s | {' | '.join(STAGES)} | runner and the rest |",
+        f"|---|---:|{'---:|' * len(STAGES)}---:|",
+    ]
+    for name, run in runs:
+        cpu = run["stats"].get("cpu_s", {})
+        own = [cpu.get(stage, 0.0) for stage in STAGES]
+        lines.append(
+            f"| {name} | {run['cpu_s']:.1f} | {' | '.join(f'{x:.1f}' for x in own)} | "
+            f"{run['cpu_s'] - sum(own):.1f} |"
+        )
+    lines += [
+        "",
+        "Bytes sent to each dedup shuffle (KB), and all of them per byte of text entering dedup:",
+        "",
+        f"| run | text MB | {' | '.join(BOUNDARIES)} | per text byte |",
+        f"|---|---:|{'---:|' * len(BOUNDARIES)}---:|",
+    ]
+    for name, run in runs:
+        shuffle = run["stats"].get("dedup_shuffle")
+        if not shuffle:
+            continue
+        by_stage = shuffle["shuffle_bytes_by_stage"]
+        lines.append(
+            f"| {name} | {shuffle['input_text_bytes'] / 1e6:.1f} | "
+            + " | ".join(f"{by_stage.get(b, 0) / 1e3:,.0f}" for b in BOUNDARIES)
+            + f" | {shuffle['shuffle_ratio']:.4f} |"
+        )
     return "\n".join(lines) + "\n\n"
 
 

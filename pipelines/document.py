@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Union
 
+import xxhash
+
 
 @dataclasses.dataclass(frozen=True)
 class Document:
@@ -31,6 +33,12 @@ class Document:
 
     def with_text(self, text: str) -> Document:
         return dataclasses.replace(self, text=text)
+
+
+def bucket_of(doc_id: str, num_buckets: int) -> int:
+    """The bucket of a document: a stable 64-bit hash of its id (same on every machine). The
+    shard writer's buckets and dedup's stash are both cut by it."""
+    return xxhash.xxh64_intdigest(doc_id.encode("utf-8")) % num_buckets
 
 
 @dataclasses.dataclass(frozen=True)

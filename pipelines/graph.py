@@ -25,9 +25,11 @@ from pipelines.tokenize.tokenizer_ref import TokenizerRef
 from pipelines.tokenize.transforms import Tokenize
 from pipelines.write import (
     TOKENIZER_NAME,
+    WORK_DIR,
     DeleteSpillsDoFn,
     FinishShardSetDoFn,
     OutputClaim,
+    OutputDir,
     ShardSetSpec,
     WriteRejects,
     WriteShards,
@@ -194,8 +196,12 @@ def build_pipeline(
         _ = documents | "WriteCleaned" >> WriteDocuments(config.write_cleaned)
     if config.dedup:
         from pipelines.dedup import Deduplicate
+        from pipelines.dedup.stash import STASH_DIR, stash_buckets
 
-        deduplicated = documents | "Deduplicate" >> Deduplicate(config.dedup_config)
+        work_dir = OutputDir(config.output).child(WORK_DIR).child(STASH_DIR).url
+        deduplicated = documents | "Deduplicate" >> Deduplicate(
+            config.dedup_config, work_dir, stash_buckets(plan.input_bytes)
+        )
         documents = deduplicated.main
         dedup_rejects = deduplicated["rejects"] | "CountDedupRejects" >> CountRejects(
             keep_rejects=keep

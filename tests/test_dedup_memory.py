@@ -19,7 +19,9 @@ from pipelines.dedup.components import (
     large_star,
     small_star,
 )
+from pipelines.dedup import transforms
 from pipelines.dedup.shingles import pack_set, shingle_set
+from pipelines.dedup.stash import StashDoFn
 from pipelines.dedup.transforms import (
     _BucketEdgesFn,
     _FeaturesFn,
@@ -46,31 +48,39 @@ def _drain(iterable) -> int:
 
 
 class _EveryoneReceives:
-    """A roles side input in which every document is in a candidate pair (the worst case)."""
+    """A bucket's roles in which every document is in a candidate pair (the worst case)."""
 
-    def __getitem__(self, doc_id):
+    def get(self, doc_id):
         return [RECEIVES]
 
 
+def _features(doc, fn):
+    return fn.process(doc)
+
+
+def _pair_sets(doc, fn):
+    return fn.pair_sets(doc, _EveryoneReceives())
+
+
 @pytest.mark.parametrize(
-    "make_fn, extra_args",
+    "make_fn, step",
     [
-        (lambda: _FeaturesFn(DedupConfig(batch_docs=64)), ()),
-        (lambda: PairShinglesFn(DedupConfig(batch_docs=64)), (_EveryoneReceives(),)),
+        (lambda: _FeaturesFn(DedupConfig(batch_docs=64)), _features),
+        (lambda: PairShinglesFn(DedupConfig(batch_docs=64), "unused"), _pair_sets),
     ],
     ids=["features", "pair-shingles"],
 )
-def test_batched_steps_memory_is_bounded_by_the_batch_not_the_bundle(make_fn, extra_args):
+def test_batched_steps_memory_is_bounded_by_the_batch_not_the_bundle(make_fn, step):
     pool = _paragraph_pool()
     fn = make_fn()
-    if hasattr(fn, "setup"):
+    if isinstance(fn, _FeaturesFn):
         fn.setup()
 
     def bundle(n_docs: int):
         def run():
             fn.start_bundle()
             docs = (Document(f"books:{i:06d}", "books", pool[i % len(pool)]) for i in range(n_docs))
-            outputs = sum(_drain(fn.process(doc, *extra_args)) for doc in docs)
+            outputs = sum(_drain(step(doc, fn)) for doc in docs)
             outputs += _drain(fn.finish_bundle())
             assert outputs == n_docs + 1  # one record (or set) per document, and the counts
 
@@ -106,7 +116,7 @@ SHINGLES = pack_set(shingle_set(_paragraph_pool()[0][:400]))
 @pytest.mark.parametrize(
     "make_fn, make_value",
     [
-        (lambda: _KeepSmallestFn("exact_duplicate", 1.0, {"fingerprint": b""}), _record),
+        (lambda: _KeepSmallestFn("exact_duplicate", 1.0, {"fingerprint": b""}, 16), _record),
         (lambda: _StarStepFn(large_star, 1, False), lambda i: _node(i + 1)),
         (lambda: _StarStepFn(small_star, 1, True), _node),
         (lambda: _StarCheckFn(4), lambda i: _node(i + 10**6)),
@@ -175,3 +185,35 @@ def test_the_check_would_catch_a_step_that_materialises_its_group():
 
     small, large = traced_peak(materialising(3_000)), traced_peak(materialising(12_000))
     assert large > 3 * small
+
+
+def test_apply_streams_its_buckets_stash_files(tmp_path):
+    # A bucket's documents come back from its stash files a frame at a time: the peak does not
+    # grow with the bucket (4x the documents), though every tenth document is removed, so the
+    # bucket's decisions (ids) are held.
+    pool = _paragraph_pool()
+
+    def bucket(n_docs: int):
+        work = tmp_path / f"work{n_docs}"
+        stash = StashDoFn(str(work), 1)
+        stash.setup()
+        stash.start_bundle()
+        for i in range(n_docs):
+            stash.process(Document(f"books:{i:06d}", "books", pool[i % len(pool)]))
+        names = [out.value[1] for out in stash.finish_bundle()]
+        decision = transforms._Decision("exact_duplicate", "books:000000", "books:000000", 1.0)
+        values = [*names, *(("dec", (f"books:{i:06d}", decision)) for i in range(1, n_docs, 10))]
+        fn = transforms._ApplyFn(str(work))
+        fn.setup()
+
+        def run():
+            fn.start_bundle()
+            removed = len(range(1, n_docs, 10))  # a reject and a cluster row each
+            assert _drain(fn.process((0, values))) == n_docs + removed
+
+        return run
+
+    small, large = bucket(300), bucket(1200)
+    small()
+    small, large = traced_peak(small), traced_peak(large)
+    assert large < 1.25 * small + 256 * 1024, (small, large)

@@ -89,11 +89,11 @@ def test_a_failure_at_a_non_utf8_member_name_writes_as_utf8_json():
 
 
 @pytest.mark.slow
-def test_non_utf8_names_pass_through_dedup(corpus_dir):
+def test_non_utf8_names_pass_through_dedup(corpus_dir, tmp_path):
     docs = _read_books(corpus_dir)
     options = PipelineOptions(["--runner", "DirectRunner"])
     with beam.Pipeline(options=options) as p:
-        result = p | beam.Create(docs) | Deduplicate(DedupConfig())
+        result = p | beam.Create(docs) | Deduplicate(DedupConfig(), str(tmp_path))
         # The two documents hold the same text: the smaller id is kept, the other rejected.
         kept = result.main | "KeptIds" >> beam.Map(lambda d: d.id)
         assert_that(kept, equal_to(["books:caf\\xe9.txt"]), label="Kept")

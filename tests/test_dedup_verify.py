@@ -13,12 +13,14 @@ from pipelines.dedup.shingles import jaccard, pack_set, shingle_set
 from pipelines.dedup.verify import (
     RECEIVES,
     PairShinglesFn,
-    RolesTableFn,
+    RolesFn,
     VerifyFn,
+    bucket_roles,
     own_shingles,
     verified,
 )
-from pipelines.document import Document
+from pipelines.dedup.stash import StashDoFn
+from pipelines.document import Document, bucket_of
 from tests.shard_fixtures import book_paragraphs
 
 
@@ -41,14 +43,23 @@ def _similarity(docs, x: str, y: str) -> float:
     return jaccard(shingle_set(docs[x].text), shingle_set(docs[y].text))
 
 
-def test_roles_table_merges_every_role_once_receiver_first():
-    fn = RolesTableFn()
-    one = fn.add_input(fn.add_input(fn.create_accumulator(), _node("books:b")), RECEIVES)
-    two = fn.add_input(fn.add_input(fn.create_accumulator(), _node("books:a")), RECEIVES)
-    merged = fn.merge_accumulators([one, two, fn.create_accumulator()])
-    assert fn.extract_output(merged) == (RECEIVES, _node("books:a"), _node("books:b"))
-    assert fn.extract_output({_node("books:c"), _node("books:a")}) == (
-        _node("books:a"), _node("books:c"))
+def test_a_buckets_roles_hold_every_role_once_receiver_first():
+    # a receives from b and from a-near, a-near from b (the edge (a, b) sent twice); the roles
+    # go to the bucket of the document they are about
+    fn = RolesFn(4)
+    fn.start_bundle()
+    edges = [("books:a", "books:b"), ("books:a", "books:a-near"), ("books:a-near", "books:b"),
+             ("books:a", "books:b")]
+    sent = [out for u, v in edges for out in fn.process(((_node(u), _node(v)), None))
+            if not hasattr(out, "tag")]
+    assert all(bucket == bucket_of(doc_id, 4) for bucket, (_, (doc_id, _)) in sent)
+    table, names = bucket_roles([value for _, value in sent] + [("stash", "n.stash")])
+    assert table == {
+        "books:a": (RECEIVES,),
+        "books:a-near": (RECEIVES, _node("books:a")),
+        "books:b": (_node("books:a"), _node("books:a-near")),
+    }
+    assert names == ["n.stash"]
 
 
 def test_own_shingles_is_the_receivers_own_set_wherever_it_comes():
@@ -63,9 +74,9 @@ def test_pair_shingles_sends_each_set_where_the_roles_say():
     docs = _documents()
     roles = {"books:a": (RECEIVES,), "books:a-near": (RECEIVES, _node("books:a")),
              "books:b": (_node("books:a"), _node("books:a-near")), "books:c": ()}
-    fn = PairShinglesFn(DedupConfig())
+    fn = PairShinglesFn(DedupConfig(), "unused")
     fn.start_bundle()
-    sent = [out for doc in docs.values() for out in fn.process(doc, roles)]
+    sent = [out for doc in docs.values() for out in fn.pair_sets(doc, roles)]
     sent += [out.value for out in fn.finish_bundle() if not hasattr(out, "tag")]
     packed = {i: pack_set(shingle_set(d.text)) for i, d in docs.items()}
     assert sorted(sent) == sorted([
@@ -98,7 +109,7 @@ def test_verify_keeps_the_senders_at_or_above_the_threshold():
     assert len([o for o in fn.process(("books:a", group)) if hasattr(o, "tag")]) == 2
 
 
-def test_verified_pipeline_keeps_the_near_duplicate_pairs():
+def test_verified_pipeline_keeps_the_near_duplicate_pairs(tmp_path):
     docs = _documents()
     near = _similarity(docs, "books:a", "books:a-near")
     near_far = _similarity(docs, "books:a-far", "books:a-near")
@@ -109,8 +120,9 @@ def test_verified_pipeline_keeps_the_near_duplicate_pairs():
     with beam.Pipeline() as p:
         distinct = p | "Edges" >> beam.Create([((_node(u), _node(v)), None) for u, v in edges])
         documents = p | "Docs" >> beam.Create(list(docs.values()))
+        names = documents | "Stash" >> beam.ParDo(StashDoFn(str(tmp_path), 3))
         counts: list = []
-        out = verified(distinct, documents, DedupConfig(), counts)
+        out = verified(distinct, (names, str(tmp_path), 3), DedupConfig(), counts)
         assert_that(out.edges, equal_to([(_node("books:a"), _node("books:a-near"))]),
                     label="Edges kept")
         assert_that(out.sent, equal_to([("books:a", (near, "books:a-near")),

@@ -2,7 +2,7 @@
 13-gram decontamination against evaluation sets.
 
     from pipelines.dedup import DedupConfig, Deduplicate
-    result = docs | Deduplicate(DedupConfig(threshold=0.8))
+    result = docs | Deduplicate(DedupConfig(threshold=0.8), work_dir="out/_work/dedup")
     kept, rejects, clusters = result.main, result["rejects"], result["clusters"]
 
 `python -m pipelines.dedup --input 'clean/*.parquet' --output deduped/` runs it on its own.

@@ -41,15 +41,18 @@ from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
 from pipelines.dedup.sizing import parquet_rows_bound, sized_config
+from pipelines.dedup.stash import STASH_DIR, stash_buckets
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
-from pipelines.inputs import add_input_arguments, parsed_inputs
+from pipelines.inputs import add_input_arguments, match_patterns, parsed_inputs
 from pipelines.stats import NAMESPACE, shuffle_summary
 from pipelines.write import (
     DEDUP_OUTPUT,
     LOCK_NAME,
     MARKER_NAME,
     STATS_NAME,
+    WORK_DIR,
     OutputClaim,
+    OutputDir,
     OutputError,
     claim_output,
     write_marker,
@@ -82,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def work_dir(output: str) -> OutputDir:
+    """Where the text waits while dedup decides (stash.py); removed when the run ends."""
+    return OutputDir(output).child(WORK_DIR).child(STASH_DIR)
+
+
 def build_pipeline(
     pipeline: beam.Pipeline,
     input_patterns: Sequence[str],
@@ -90,9 +98,9 @@ def build_pipeline(
     keep_rejects: bool,
 ) -> None:
     out = output.rstrip("/")
-    result = (
-        pipeline | "ReadDocuments" >> ReadDocuments(input_patterns) | "Dedup" >> Deduplicate(config)
-    )
+    input_bytes = sum(f.size_bytes for f in match_patterns(input_patterns))
+    dedup = Deduplicate(config, work_dir(output).url, stash_buckets(input_bytes))
+    result = pipeline | "ReadDocuments" >> ReadDocuments(input_patterns) | "Dedup" >> dedup
     result.main | "WriteDocuments" >> WriteDocuments(f"{out}/documents")
     if keep_rejects:
         result["rejects"] | "WriteRejects" >> WriteRejects(f"{out}/rejects")
@@ -163,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args, beam_args, config, claim)
     finally:
+        claim.out.child(WORK_DIR).delete_tree()  # what is left: a failed run's stash
         claim.release()
 
 
@@ -193,6 +202,7 @@ def _run(args, beam_args: list[str], config: DedupConfig, claim: OutputClaim) ->
         return 1
     stats = stats_document(counters(result), config, time.time() - started)
     out = claim.out
+    out.child(WORK_DIR).delete_tree()  # before the marker lists what the output holds
     written = [n for n in out.list_files() if n not in (MARKER_NAME, LOCK_NAME)]
     written += [f"{d}/" for d in out.list_dirs()]  # none, unless a sink left its temporaries
     # The marker names the whole output before stats.json, written last, says it is finished.

@@ -39,7 +39,7 @@ favour of one that an earlier step had already removed.
 
 from __future__ import annotations
 
-import functools
+import collections
 import logging
 from typing import NamedTuple
 
@@ -63,8 +63,9 @@ from pipelines.dedup.shuffle import (
     ShuffleBytes,
     sending,
 )
+from pipelines.dedup.stash import MIN_BUCKETS, StashDir, StashDoFn
 from pipelines.dedup.verify import verified
-from pipelines.document import ClusterMember, Document, Reject
+from pipelines.document import ClusterMember, Document, Reject, bucket_of
 from pipelines.stats import DEDUP_INPUT_BYTES, BundleCounts
 
 URL_DUPLICATE = "url_duplicate"
@@ -216,8 +217,9 @@ class _Router:
 class _KeepSmallestFn(SendingFn):
     """(group key, record tuples) -> the record of the group's smallest node (every copy of it,
     for an id read twice), with `cleared` fields emptied, sent on to the first of
-    `next_stages` that takes it (_Router; the main output without any); "decisions": (removed
-    id, ("dec", _Decision)) for every other member, apply's input (counted). Two passes over
+    `next_stages` that takes it (_Router; the main output without any); "decisions": (bucket of
+    the removed id, ("dec", (removed id, _Decision))) for every other member, apply's input
+    (counted). Two passes over
     the group, which is never held. Records bound for the LSH step leave as band batches of
     `batch_docs` records, the rest at the bundle's end."""
 
@@ -226,10 +228,12 @@ class _KeepSmallestFn(SendingFn):
         reason: str,
         similarity: float | None,
         cleared: dict,
+        num_buckets: int,
         next_stages: tuple[str, ...] = (),
         batch_docs: int = DedupConfig.batch_docs,
     ) -> None:
         super().__init__(APPLY_STAGE, ANY)
+        self._num_buckets = num_buckets
         self._reason = reason
         self._similarity = similarity
         self._cleared = cleared
@@ -255,7 +259,9 @@ class _KeepSmallestFn(SendingFn):
                 )
             else:
                 decision = _Decision(self._reason, kept[1], kept[1], self._similarity)
-                yield pvalue.TaggedOutput("decisions", self._send((node[1], ("dec", decision))))
+                bucket = bucket_of(node[1], self._num_buckets)
+                sent = self._send((bucket, ("dec", (node[1], decision))))
+                yield pvalue.TaggedOutput("decisions", sent)
         if self._router.waiting >= self._batch_docs:  # band batches of batch_docs documents
             yield from self._router.flush()
 
@@ -279,65 +285,53 @@ class _BucketEdgesFn(SendingFn):
                 yield self._send(edge), None
 
 
-# Texts of this many characters or more cross apply's shuffle zstd-compressed (level 1, through
-# pyarrow, which the pipelines already depend on: ~2x smaller for prose at ~10 ms of CPU a MB,
-# a third of zlib's cost for the same ratio; bench/results/dedup.md). Below it the frame and a
-# short text's poor ratio would save next to nothing. Beam's coders do not compress, and the
-# text is most of what dedup shuffles.
-COMPRESS_MIN_CHARS = 256
-
-
-@functools.cache
-def _zstd():
-    import pyarrow  # imported here: only runs with dedup pay for it
-
-    return pyarrow.Codec("zstd", compression_level=1)
-
-
-def doc_row(doc: Document) -> tuple:
-    """A Document as a plain tuple for the apply shuffle, less its id, which is the key (a
-    dataclass would be pickled with its class and field names, ~130 bytes a document); a long
-    text as (UTF-8 size, zstd bytes), a short one as the str."""
-    text = doc.text
-    if len(text) >= COMPRESS_MIN_CHARS:
-        raw = text.encode("utf-8")
-        text = (len(raw), _zstd().compress(raw, asbytes=True))
-    return doc.source, text, doc.url, doc.title, dict(doc.meta)
-
-
-def row_doc(doc_id: str, row: tuple) -> Document:
-    """doc_row's inverse."""
-    source, text, *rest = row
-    if isinstance(text, tuple):
-        size, packed = text
-        text = _zstd().decompress(packed, decompressed_size=size, asbytes=True).decode("utf-8")
-    return Document(doc_id, source, text, *rest)
-
-
 class _ApplyFn(CountingFn):
-    """(id, [("doc", doc_row), ("dec", _Decision), ("rej", Reject), ("match", (J, id))])
-    -> main: Document | "rejects": Reject | "clusters": ClusterMember."""
+    """(bucket, [("stash", file name), ("dec", (id, _Decision)), ("rej", (id, Reject)),
+    ("match", (id, (J, id)))]) -> main: Document | "rejects": Reject | "clusters":
+    ClusterMember, for every document of the bucket's stash files. The bucket's decisions are
+    held (its removed documents' ids); its documents are streamed from the files, except those
+    of an id read twice, which are held until the copy to keep is known."""
+
+    def __init__(self, work_dir: str) -> None:
+        self._work_dir = work_dir
+
+    def setup(self) -> None:
+        self._stash = StashDir(self._work_dir)
 
     def process(self, element):
-        doc_id, values = element
-        docs, decisions, rejects, match = [], {}, [], None
+        _, values = element
+        names, decisions, matches = [], {}, {}
         for tag, value in values:
-            if tag == "doc":
-                docs.append(row_doc(doc_id, value))
+            if tag == "stash":
+                names.append(value)
             elif tag == "dec":
-                decisions[value.reason] = value
-            elif tag == "rej":
-                rejects.append(value)
-            else:
-                match = value
-        for reject in rejects:  # decontamination removed it before any dedup step saw it
-            self._counts.inc(REMOVAL_COUNTERS[reject.reason])
-            yield pvalue.TaggedOutput("rejects", reject)
-        if not docs:
-            if decisions:
-                raise AssertionError(f"dedup decided on {doc_id!r}, which is not in the input")
-            return
-        # Ids are unique by contract; the same record read twice keeps one copy, deterministically.
+                doc_id, decision = value
+                decisions.setdefault(doc_id, {})[decision.reason] = decision
+            elif tag == "match":
+                doc_id, match = value
+                matches[doc_id] = match
+            else:  # "rej": decontamination removed it before any dedup step saw it
+                reject = value[1]
+                self._counts.inc(REMOVAL_COUNTERS[reject.reason])
+                yield pvalue.TaggedOutput("rejects", reject)
+        names.sort()
+        seen = collections.Counter(i for name in names for i in self._stash.ids(name))
+        unknown = decisions.keys() - seen.keys()
+        if unknown:
+            raise AssertionError(f"dedup decided on {min(unknown)!r}, which is not in the input")
+        twice: dict[str, list[Document]] = {i: [] for i, n in seen.items() if n > 1}
+        for name in names:
+            for doc in self._stash.documents(name):
+                if doc.id in twice:
+                    twice[doc.id].append(doc)
+                else:
+                    yield from self._decide(doc, decisions.get(doc.id), matches.get(doc.id))
+        for doc_id, docs in sorted(twice.items()):
+            yield from self._one_of_copies(doc_id, docs, decisions, matches)
+
+    def _one_of_copies(self, doc_id, docs, decisions, matches):
+        """Ids are unique by contract; the same record read twice keeps one copy,
+        deterministically."""
         docs.sort(key=lambda d: (d.text, d.url, d.source, d.title))
         for extra in docs[1:]:
             self._counts.inc(REMOVAL_COUNTERS[DUPLICATE_ID])
@@ -352,8 +346,10 @@ class _ApplyFn(CountingFn):
                     url=extra.url,
                 ),
             )
-        doc = docs[0]
-        reason = next((r for r in _STEP_ORDER if r in decisions), None)
+        yield from self._decide(docs[0], decisions.get(doc_id), matches.get(doc_id))
+
+    def _decide(self, doc: Document, decisions: dict | None, match):
+        reason = next((r for r in _STEP_ORDER if r in (decisions or ())), None)
         if reason is None:
             self._counts.inc("dedup_kept")
             yield doc
@@ -367,7 +363,9 @@ class _ApplyFn(CountingFn):
         if decision.jaccard is not None:
             detail += f" jaccard={decision.jaccard:.4f}"
         self._counts.inc(REMOVAL_COUNTERS[reason])
-        yield pvalue.TaggedOutput("rejects", Reject(doc.id, doc.source, reason, detail, doc.text, url=doc.url))
+        yield pvalue.TaggedOutput(
+            "rejects", Reject(doc.id, doc.source, reason, detail, doc.text, url=doc.url)
+        )
         yield pvalue.TaggedOutput(
             "clusters",
             ClusterMember(
@@ -377,23 +375,20 @@ class _ApplyFn(CountingFn):
 
 
 class _ApplyInputFn(SendingFn):
-    """One input of apply's GroupByKey: element (or keyed(element)) = (key, value) ->
-    (key, (tag, value)), counted (stage apply). A GroupByKey of these, tags mixed, is a
-    CoGroupByKey whose groups stay iterables (CoGroupByKey builds a list per tag, which a hot
-    key could not afford)."""
+    """One input of apply's GroupByKey: element (or keyed(element)) = (id, value) ->
+    (bucket of id, (tag, (id, value))), counted (stage apply). A GroupByKey of these and the
+    stash names, tags mixed, is a CoGroupByKey whose groups stay iterables (CoGroupByKey builds
+    a list per tag, which a big bucket could not afford)."""
 
-    def __init__(self, tag: str, keyed=None) -> None:
+    def __init__(self, tag: str, num_buckets: int, keyed=None) -> None:
         super().__init__(APPLY_STAGE, ANY)
         self._tag = tag
+        self._num_buckets = num_buckets
         self._keyed = keyed
 
     def process(self, element):
-        key, value = element if self._keyed is None else self._keyed(element)
-        yield self._send((key, (self._tag, value)))
-
-
-def _keyed_doc(doc: Document):
-    return doc.id, doc_row(doc)
+        doc_id, value = element if self._keyed is None else self._keyed(element)
+        yield self._send((bucket_of(doc_id, self._num_buckets), (self._tag, (doc_id, value))))
 
 
 def _keyed_reject(reject: Reject):
@@ -442,25 +437,39 @@ class Deduplicate(beam.PTransform):
     (ClusterMember), "counts" (per-bundle dicts of shuffle and input bytes, to merge into a
     run's stats). See the module docstring for the steps and DedupConfig for settings."""
 
-    def __init__(self, config: DedupConfig | None = None) -> None:
+    def __init__(self, config: DedupConfig, work_dir: str, num_buckets: int = MIN_BUCKETS) -> None:
+        """`work_dir`: where the text waits while dedup decides (stash.py; the caller removes
+        it when the run ends); `num_buckets`: how many groups the text is read back in
+        (stash.stash_buckets of the input's size)."""
         super().__init__()
-        self.config = config or DedupConfig()
+        self.config = config
+        self.work_dir = work_dir
+        self.num_buckets = num_buckets
         decontamination = self.config.decontamination
         # Built here so that evaluation files are matched on the launcher (a typo fails early).
         self._decontaminate = Decontaminate(decontamination) if decontamination else None
 
     def expand(self, docs):
         cfg = self.config
+        buckets = self.num_buckets
         counts = []
-        joined = []  # apply's inputs, (id, (tag, value)) each: "doc", "dec", "rej" and "match"
+        # apply's inputs, (bucket, (tag, value)) each: "stash", "dec", "rej" and "match"
+        joined = []
         if self._decontaminate is not None:
             cut = docs | "Decontaminate" >> self._decontaminate
             docs = cut.docs
             counts.append(cut.counts)
-            rejects = _ApplyInputFn("rej", _keyed_reject)
+            rejects = _ApplyInputFn("rej", buckets, _keyed_reject)
             joined.append(sending(cut.rejects, "KeyRejects", rejects, ANY, counts).sent)
-        keyed_docs = _ApplyInputFn("doc", _keyed_doc)
-        joined.append(sending(docs, "KeyDocs", keyed_docs, ANY, counts).sent)
+        # The text waits in files; their names go to apply's group and verification's, counted
+        # once for each (stage "stash": how many there are depends on the runner's bundles).
+        readers = 2 if cfg.near and cfg.verify else 1
+        sent_to = [ShuffleBytes("stash", coders.registry.get_coder(ANY)) for _ in range(readers)]
+        stashed = docs | "Stash" >> beam.ParDo(
+            StashDoFn(self.work_dir, buckets, sent_to)
+        ).with_output_types(ANY).with_outputs("counts", main="names")
+        counts.append(stashed.counts)
+        joined.append(stashed.names)
 
         # Each record goes to the first keep-one step that takes it, from the step that makes it
         # (Features) or keeps it (a KeepSmallest): _Router.
@@ -492,7 +501,7 @@ class Deduplicate(beam.PTransform):
                 | f"{label}/Group" >> beam.GroupByKey()
                 | f"{label}/KeepSmallest"
                 >> beam.ParDo(
-                    _KeepSmallestFn(reason, similarity, cleared, later, cfg.batch_docs)
+                    _KeepSmallestFn(reason, similarity, cleared, buckets, later, cfg.batch_docs)
                 ).with_outputs("decisions", "counts", *later, main="records")
             )
             counts.append(kept.counts)
@@ -502,10 +511,10 @@ class Deduplicate(beam.PTransform):
 
         if cfg.near:
             # typed as the band keys were when a step of their own made them (see ANY)
-            buckets = sent[BUCKETS_STAGE] | "Near/BandKeys" >> beam.Flatten().with_output_types(
+            band_keys = sent[BUCKETS_STAGE] | "Near/BandKeys" >> beam.Flatten().with_output_types(
                 PAIR
             )
-            candidates = buckets | "Near/Buckets" >> beam.GroupByKey()
+            candidates = band_keys | "Near/Buckets" >> beam.GroupByKey()
             bucket_edges = _BucketEdgesFn(cfg.max_pairs_members)
             # Beam's Distinct, less its two maps: the step before pairs each edge with None,
             # the step after takes the keys.
@@ -513,9 +522,10 @@ class Deduplicate(beam.PTransform):
                 candidates, "Near/Candidates", bucket_edges, TO_DISTINCT, counts
             ).sent | "Near/DistinctEdges" >> beam.CombinePerKey(lambda vs: None)
             if cfg.verify:
-                checked = verified(distinct, docs, cfg, counts)
+                stash = (stashed.names, self.work_dir, buckets)
+                checked = verified(distinct, stash, cfg, counts)
                 best = checked.sent | "Near/BestMatch" >> beam.CombinePerKey(max)
-                match = _ApplyInputFn("match")
+                match = _ApplyInputFn("match", buckets)
                 joined.append(sending(best, "Near/TagMatch", match, ANY, counts).sent)
                 edges = checked.edges
             else:
@@ -523,7 +533,7 @@ class Deduplicate(beam.PTransform):
             rounds = cfg.with_rounds_for(None).cc_rounds  # launchers size them to the input
             LOG.info("dedup: %d connected-components rounds", rounds)
             members = edges | "Near/Components" >> ConnectedComponents(rounds, counts)
-            decide = _ApplyInputFn("dec", _near_decision)
+            decide = _ApplyInputFn("dec", buckets, _near_decision)
             joined.append(sending(members, "Near/Decide", decide, ANY, counts).sent)
 
         applied = (
@@ -531,7 +541,7 @@ class Deduplicate(beam.PTransform):
             | "Apply/Flatten" >> beam.Flatten()
             | "Apply/Group" >> beam.GroupByKey()
             | "Apply/Decide"
-            >> beam.ParDo(_ApplyFn()).with_outputs("rejects", "clusters", main="main")
+            >> beam.ParDo(_ApplyFn(self.work_dir)).with_outputs("rejects", "clusters", main="main")
         )
         return DedupOutputs(
             applied.main,

@@ -315,6 +315,7 @@ DEDUP_OUTPUT = OutputLayout(
     run_files=re.compile(r"^((documents|rejects|clusters)-\d{5}-of-\d{5}\.parquet|stats\.json)$"),
     finished_file=STATS_NAME,
     finished_words="a finished dedup output",
+    own_dirs=(WORK_DIR,),  # the text waiting while dedup decides (pipelines/dedup/stash.py)
     # Beam's file sinks write under beam-temp-<prefix>-<uuid>/ and remove it when they finish
     run_dirs=re.compile(r"^beam-temp-(documents|rejects|clusters)-[0-9a-f]{32}$"),
 )

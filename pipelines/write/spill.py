@@ -18,10 +18,9 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 import numpy as np
-import xxhash
 from apache_beam.transforms.window import GlobalWindows
 
-from pipelines.document import PROVENANCE_FIELDS, TokenizedDocument
+from pipelines.document import PROVENANCE_FIELDS, TokenizedDocument, bucket_of
 from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
 
 # Default bucket count: one bucket per this many input bytes (compressed, as listed), at least 1.
@@ -32,11 +31,6 @@ MAX_DEFAULT_BUCKETS = 512
 
 def default_num_buckets(input_bytes: int) -> int:
     return max(1, min(MAX_DEFAULT_BUCKETS, -(-input_bytes // BYTES_PER_BUCKET)))
-
-
-def bucket_of(doc_id: str, num_buckets: int) -> int:
-    """The bucket of a document: a stable 64-bit hash of its id (same on every machine)."""
-    return xxhash.xxh64_intdigest(doc_id.encode("utf-8")) % num_buckets
 
 
 # One spill file per bundle and bucket, one object on a remote store, written straight under its

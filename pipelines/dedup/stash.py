@@ -1,0 +1,212 @@
+"""The cleaned text while dedup decides: each bundle's documents in files, by bucket of their id.
+
+Dedup's shuffles move ids, hashes and shingle sets; the text waits in files under the run's work
+area, where the two steps that need it read it back, a bucket at a time:
+
+    docs -> StashDoFn: one stash file per bundle and bucket (`bucket_of(id)`), written when the
+            bundle commits; emits (bucket, ("stash", file name))
+    verification: GroupByKey(bucket) of the stash names and the bucket's roles -> the shingle
+                  sets of the documents in a candidate pair, read from the bucket's files
+    apply:        GroupByKey(bucket) of the stash names and the bucket's decisions -> each
+                  document of the bucket's files kept, or removed with its reason
+
+So no runner holds the text in a shuffle (the local runner keeps every GroupByKey's input in the
+launcher's memory until the run ends), and the steps after dedup run on as many workers as there
+are buckets. As with the shard writer's spill files, a retried bundle leaves files nobody names,
+and the launcher removes the work area when the run ends.
+
+File layout (read forward only, so that a remote store streams it): the magic, then frames, each
+`<III` (ids bytes, text bytes, packed bytes), the frame's ids as a JSON list, and its documents as
+a JSON list of [id, source, text, url, title, meta] compressed with zstd. The ids stand apart so
+that apply can find an id read twice without decompressing anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import struct
+import tempfile
+import uuid
+from collections.abc import Iterator
+
+import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
+
+from pipelines.document import Document, bucket_of
+from pipelines.io import open_input
+from pipelines.write.output import OutputDir
+
+STASH_DIR = "dedup"  # under the run's work area (OUTPUT/_work/)
+STASH_MAGIC = b"DSTASH01"
+_FRAME = struct.Struct("<III")
+# A frame closes at this many characters of text or documents: zstd gains little beyond ~64 KB,
+# and a bundle holds one open frame per bucket (1,024 buckets: 64 MB at most).
+FRAME_CHARS = 64 << 10
+FRAME_DOCS = 256
+# Buckets: one per this many input bytes, at least MIN_BUCKETS so that the steps after dedup
+# (tokenizing, the heaviest) spread evenly over a few workers' worth of groups, at most
+# MAX_BUCKETS so that a bundle's files stay few.
+BYTES_PER_BUCKET = 64 << 20
+MIN_BUCKETS = 16
+MAX_BUCKETS = 1024
+
+
+def stash_buckets(input_bytes: int) -> int:
+    return max(MIN_BUCKETS, min(MAX_BUCKETS, -(-input_bytes // BYTES_PER_BUCKET)))
+
+
+@functools.cache
+def _zstd():
+    import pyarrow  # the pipelines' dependency already; its zstd is ~3x cheaper than zlib
+
+    return pyarrow.Codec("zstd", compression_level=1)
+
+
+def _utf8(value) -> bytes:
+    # a lone surrogate that cleaning let through must round-trip, not fail the bundle
+    return json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def _json(data: bytes):
+    return json.loads(data.decode("utf-8", "surrogatepass"))
+
+
+class StashWriter:
+    """One bundle's documents of one bucket, streamed to a local file a frame at a time."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = open(path, "wb")
+        self._file.write(STASH_MAGIC)
+        self._rows: list[list] = []
+        self._chars = 0
+
+    def add(self, doc: Document) -> None:
+        self._rows.append([doc.id, doc.source, doc.text, doc.url, doc.title, dict(doc.meta)])
+        self._chars += len(doc.text)
+        if self._chars >= FRAME_CHARS or len(self._rows) >= FRAME_DOCS:
+            self._write_frame()
+
+    def _write_frame(self) -> None:
+        if not self._rows:
+            return
+        ids = _utf8([row[0] for row in self._rows])
+        raw = _utf8(self._rows)
+        packed = _zstd().compress(raw, asbytes=True)
+        self._file.write(_FRAME.pack(len(ids), len(raw), len(packed)))
+        self._file.write(ids)
+        self._file.write(packed)
+        self._rows, self._chars = [], 0
+
+    def close(self) -> None:
+        self._write_frame()
+        self._file.close()
+
+    def discard(self) -> None:
+        self._file.close()
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+
+def _frames(path: str, with_documents: bool) -> Iterator[tuple[list[str], bytes | None, int]]:
+    """(ids, packed documents or None, text bytes) of each frame of a stash file."""
+    with open_input(path) as f:
+        if f.read(len(STASH_MAGIC)) != STASH_MAGIC:
+            raise RuntimeError(f"{path}: not a dedup stash file")
+        while header := f.read(_FRAME.size):
+            if len(header) < _FRAME.size:
+                raise RuntimeError(f"{path}: cut short in a frame header")
+            ids_bytes, raw_bytes, packed_bytes = _FRAME.unpack(header)
+            ids = f.read(ids_bytes)
+            packed = f.read(packed_bytes)  # read past, not sought: remote streams go forward
+            if len(ids) < ids_bytes or len(packed) < packed_bytes:
+                raise RuntimeError(f"{path}: cut short in a frame")
+            yield _json(ids), packed if with_documents else None, raw_bytes
+
+
+def stash_ids(path: str) -> list[str]:
+    """The ids of a stash file's documents, in order, without decompressing them."""
+    return [doc_id for ids, _, _ in _frames(path, False) for doc_id in ids]
+
+
+def stash_documents(path: str) -> Iterator[Document]:
+    """A stash file's documents, in order, a frame (at most ~64 KB of text) at a time."""
+    for ids, packed, raw_bytes in _frames(path, True):
+        raw = _zstd().decompress(packed, decompressed_size=raw_bytes, asbytes=True)
+        rows = _json(raw)
+        if [row[0] for row in rows] != ids:
+            raise RuntimeError(f"{path}: a frame's documents do not match its ids")
+        for doc_id, source, text, url, title, meta in rows:
+            yield Document(doc_id, source, text, url, title, meta)
+
+
+class StashDir:
+    """The stash files of a run: where StashDoFn writes them and the buckets' steps read them."""
+
+    def __init__(self, url: str) -> None:
+        self.dir = OutputDir(url)
+
+    def path(self, name: str) -> str:
+        return self.dir.path(name)
+
+    def ids(self, name: str) -> list[str]:
+        return stash_ids(self.path(name))
+
+    def documents(self, name: str) -> Iterator[Document]:
+        return stash_documents(self.path(name))
+
+
+class StashDoFn(beam.DoFn):
+    """Documents -> one stash file per bundle and bucket; emits (bucket, ("stash", file name))
+    for each when the bundle commits, each element counted (`sent`: ShuffleBytes of the stages
+    whose GroupByKeys take them)."""
+
+    def __init__(self, work_dir: str, num_buckets: int, sent=()) -> None:
+        self._work_dir = work_dir
+        self._num_buckets = num_buckets
+        self._sent = tuple(sent)
+
+    def setup(self) -> None:
+        self._dir = OutputDir(self._work_dir)
+        self._dir.makedirs()
+        # A remote work area: files are built on local disk and uploaded when the bundle ends.
+        self._local = self._dir.url if self._dir.is_local else tempfile.mkdtemp(prefix="stash-")
+
+    def start_bundle(self) -> None:
+        self._attempt = uuid.uuid4().hex[:16]  # unique per bundle attempt: retries never collide
+        self._writers: dict[int, StashWriter] = {}
+        for sent in self._sent:
+            sent.start_bundle()
+
+    def process(self, doc: Document) -> None:
+        bucket = bucket_of(doc.id, self._num_buckets)
+        writer = self._writers.get(bucket)
+        if writer is None:
+            name = f"b{bucket:05d}-{self._attempt}.stash"
+            writer = self._writers[bucket] = StashWriter(os.path.join(self._local, name))
+        writer.add(doc)
+
+    def finish_bundle(self):
+        for bucket in sorted(self._writers):
+            writer = self._writers[bucket]
+            writer.close()
+            name = os.path.basename(writer.path)
+            if not self._dir.is_local:
+                self._dir.put_file(writer.path, name, atomic=False)  # named once complete
+                os.remove(writer.path)
+            element = (bucket, ("stash", name))
+            for sent in self._sent:
+                sent.add(element)
+            yield GlobalWindows.windowed_value(element)
+        self._writers = {}
+        for sent in self._sent:
+            yield from sent.finish_bundle()
+
+    def teardown(self) -> None:
+        for writer in getattr(self, "_writers", {}).values():
+            writer.discard()
+        if hasattr(self, "_dir") and not self._dir.is_local:
+            shutil.rmtree(self._local, ignore_errors=True)

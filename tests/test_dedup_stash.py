@@ -1,0 +1,102 @@
+"""The text's wait while dedup decides (pipelines/dedup/stash.py): stash files give back every
+document as it was, find an id read twice without decompressing, refuse a damaged file in one
+line, work through a remote store, and apply keeps one copy of an id read twice."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.dedup import DedupConfig, Deduplicate
+from pipelines.dedup.stash import (
+    FRAME_CHARS,
+    StashDir,
+    StashDoFn,
+    stash_buckets,
+    stash_documents,
+    stash_ids,
+)
+from pipelines.document import Document, bucket_of
+from tests.shard_fixtures import book_paragraphs
+
+
+def _documents() -> list[Document]:
+    """Real paragraphs (enough for several frames), and the awkward ones: non-Latin text with
+    metadata, an empty text, a lone surrogate that cleaning let through."""
+    docs = [Document(f"books:moby:{i:04d}", "books", p) for i, p in enumerate(book_paragraphs())]
+    docs += [
+        Document("wiki:1", "wikipedia", "Zürich – 東京\n\nΑθήνα", "https://x", "Zürich",
+                 {"lang": "de", "source_language": "el"}),
+        Document("web:empty", "webtext", ""),
+        Document("web:surrogate", "webtext", "broken \udce9 byte"),
+    ]  # fmt: skip
+    return docs
+
+
+def _stash(docs, work_dir: str, buckets: int) -> list[tuple[int, str]]:
+    fn = StashDoFn(work_dir, buckets)
+    fn.setup()
+    fn.start_bundle()
+    for doc in docs:
+        fn.process(doc)
+    return [(out.value[0], out.value[1][1]) for out in fn.finish_bundle()]
+
+
+def test_stash_files_give_back_every_document_of_their_bucket_in_order(tmp_path):
+    docs = _documents()
+    assert sum(len(d.text) for d in docs) > 3 * FRAME_CHARS  # frames, not one block
+    names = _stash(docs, str(tmp_path), 3)
+    assert sorted(bucket for bucket, _ in names) == [0, 1, 2]
+    stash = StashDir(str(tmp_path))
+    for bucket, name in names:
+        mine = [d for d in docs if bucket_of(d.id, 3) == bucket]
+        assert list(stash.documents(name)) == mine
+        assert stash.ids(name) == [d.id for d in mine]
+
+
+def test_a_damaged_stash_file_is_refused_naming_it(tmp_path):
+    (_, name), *_ = _stash(_documents(), str(tmp_path), 1)
+    path = tmp_path / name
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(RuntimeError, match=f"{name}: cut short in a frame"):
+        list(stash_documents(str(path)))
+    path.write_bytes(b"PAR1" + data[4:])
+    with pytest.raises(RuntimeError, match="not a dedup stash file"):
+        stash_ids(str(path))
+
+
+def test_a_remote_work_dir_takes_the_files_when_the_bundle_ends():
+    docs = _documents()[:40]
+    names = _stash(docs, "memory://stash-test/work", 2)
+    stash = StashDir("memory://stash-test/work")
+    back = [d for _, name in names for d in stash.documents(name)]
+    assert sorted(back, key=lambda d: d.id) == sorted(docs, key=lambda d: d.id)
+
+
+def test_buckets_grow_with_the_input_between_their_bounds():
+    assert stash_buckets(0) == stash_buckets(8 << 20) == 16
+    assert stash_buckets(37 << 30) == 37 * 16
+    assert stash_buckets(1 << 50) == 1024
+
+
+def test_an_id_read_twice_keeps_one_copy_whatever_the_bundles(tmp_path):
+    # The same id with two texts arrives in two bundles (two stash files of one bucket): the
+    # copy kept is the one that sorts first by text, as before the text waited in files.
+    paragraphs = book_paragraphs()
+    first = Document("books:twice", "books", paragraphs[40])
+    second = Document("books:twice", "books", paragraphs[41])
+    other = Document("books:once", "books", paragraphs[42])
+    kept_text = min(first.text, second.text)
+    options = PipelineOptions(["--runner", "DirectRunner"])
+    with beam.Pipeline(options=options) as p:
+        one = p | "One" >> beam.Create([first, other])
+        two = p | "Two" >> beam.Create([second])
+        docs = (one, two) | beam.Flatten()
+        result = docs | Deduplicate(DedupConfig(), str(tmp_path / "work"))
+        kept = result.main | "Kept" >> beam.Map(lambda d: (d.id, d.text))
+        assert_that(kept, equal_to([("books:twice", kept_text), (other.id, other.text)]))
+        rejects = result["rejects"] | "Rejected" >> beam.Map(lambda r: (r.doc_id, r.reason))
+        assert_that(rejects, equal_to([("books:twice", "duplicate_id")]), label="Rejects")
