@@ -260,7 +260,7 @@ def run_datatrove(python: str, corpus_dir: Path, work: Path, workers: int) -> di
     return run | {"found": found}
 
 
-def dask_runs(corpus: Path, workers: int, tmp: Path, ids: dict) -> tuple[dict, dict]:
+def dask_runs(corpus: Path, workers: int, tmp: Path, ids: dict | None, name: str) -> tuple:
     """Ours on the DaskRunner (a LocalCluster of `workers` single-threaded processes, started
     here, counted with the run), dedup off and on."""
     from dask.distributed import LocalCluster
@@ -269,19 +269,19 @@ def dask_runs(corpus: Path, workers: int, tmp: Path, ids: dict) -> tuple[dict, d
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
         procs = tuple(psutil.Process().children(recursive=True))
-        off = run_ours(
-            corpus, tmp / "dask-off", workers, False, ids, (cluster.scheduler_address, procs)
-        )
-        _progress("DaskRunner, --no-dedup", off)
-        on = run_ours(
-            corpus, tmp / "dask-on", workers, True, ids, (cluster.scheduler_address, procs)
-        )
-        _progress("DaskRunner, dedup", on)
-    return off, on
+        runs = []
+        for dedup in (False, True):
+            run = run_ours(
+                corpus, tmp / "dask-out", workers, dedup, ids, (cluster.scheduler_address, procs)
+            )
+            _progress(f"{name}, DaskRunner, {'dedup' if dedup else '--no-dedup'}", run)
+            runs.append(run)
+    return tuple(runs)
 
 
-def scale_runs(sizes_mb: list[float], workers: int, tmp: Path) -> list[dict]:
-    """Ours with dedup off and on, on bench_scale's distinct documents at each size."""
+def scale_runs(sizes_mb: list[float], workers: int, tmp: Path, dask: bool) -> list[dict]:
+    """Ours with dedup off and on, on bench_scale's distinct documents at each size, on the
+    multi_processing runner and, with `dask`, on the DaskRunner too."""
     from bench_scale import build_file, paragraph_pool
 
     pool, rows = paragraph_pool(), []
@@ -289,13 +289,16 @@ def scale_runs(sizes_mb: list[float], workers: int, tmp: Path) -> list[dict]:
         folder = tmp / f"scale-{mb:g}"
         folder.mkdir()
         info = build_file(folder / "docs.jsonl", pool, int(mb * 1e6))
+        size = {"mb": info["text_bytes"] / 1e6, "documents": info["documents"]}
         off = run_ours(folder, tmp / "scale-off", workers, False, None)
         _progress(f"{mb:g} MB, --no-dedup", off)
         on = run_ours(folder, tmp / "scale-on", workers, True, None)
         _progress(f"{mb:g} MB, dedup", on)
-        rows.append(
-            {"mb": info["text_bytes"] / 1e6, "documents": info["documents"], "off": off, "on": on}
-        )
+        rows.append({**size, "runner": "multi_processing", "off": off, "on": on})
+        if dask:
+            off, on = dask_runs(folder, workers, tmp, None, f"{mb:g} MB")
+            rows.append({**size, "runner": "DaskRunner", "off": off, "on": on})
+        shutil.rmtree(folder)
     return rows
 
 
@@ -381,9 +384,9 @@ def main() -> None:
         _progress("ours, dedup", on)
         peer = run_datatrove(args.datatrove_python, corpus, Path(tmp, "datatrove"), args.workers)
         _progress("datatrove", peer)
-        dask = dask_runs(corpus, args.workers, Path(tmp), ids) if args.dask else None
+        dask = dask_runs(corpus, args.workers, Path(tmp), ids, "planted") if args.dask else None
         sizes = [float(x) for x in args.scale_mb.split(",") if x]
-        scale = scale_runs(sizes, args.workers, Path(tmp))
+        scale = scale_runs(sizes, args.workers, Path(tmp), args.dask)
         profile = profile_dedup(corpus, Path(tmp, "profiled")) if args.profile else []
     load_end = os.getloadavg()[0]
     dedup_cpu = on["cpu_s"] - off["cpu_s"]
@@ -413,8 +416,8 @@ def main() -> None:
         where += [("planted, DaskRunner, dedup off", dask[0]), ("planted, DaskRunner", dask[1])]
     for row in scale:
         where += [
-            (f"{row['mb']:.0f} MB, dedup off", row["off"]),
-            (f"{row['mb']:.0f} MB", row["on"]),
+            (f"{row['mb']:.0f} MB, {row['runner']}, dedup off", row["off"]),
+            (f"{row['mb']:.0f} MB, {row['runner']}", row["on"]),
         ]
     text += render_scale(scale) + render_where(where) + render_profile(profile)
     args.out.write_text(text, encoding="utf-8")
@@ -472,28 +475,33 @@ def render_scale(rows: list[dict]) -> str:
     if not rows:
         return ""
     lines = [
-        "## Distinct documents at two sizes (bench_scale's corpus)",
+        "## Distinct documents at each size (bench_scale's corpus)",
         "",
-        "| MB | documents | CPU s off / on | CPU on / off | wall s off / on | wall on / off | "
-        "summed peak RSS MB off / on | launcher peak RSS MB off / on |",
-        "|---:|---:|---|---:|---|---:|---|---|",
+        "| MB | documents | runner | CPU s off / on | CPU on / off | wall s off / on | "
+        "wall on / off | summed peak RSS MB off / on | launcher peak RSS MB off / on |",
+        "|---:|---:|---|---|---:|---|---:|---|---|",
     ]
     for r in rows:
         off, on = r["off"], r["on"]
         lines.append(
-            f"| {r['mb']:.0f} | {r['documents']:,} | {off['cpu_s']:.1f} / {on['cpu_s']:.1f} | "
-            f"{on['cpu_s'] / off['cpu_s']:.2f}x | {off['wall_s']:.1f} / {on['wall_s']:.1f} | "
-            f"{on['wall_s'] / off['wall_s']:.2f}x | {off['peak_rss_mb']:.0f} / "
-            f"{on['peak_rss_mb']:.0f} | {off['launcher_rss_mb']:.0f} / {on['launcher_rss_mb']:.0f} |"
+            f"| {r['mb']:.0f} | {r['documents']:,} | {r['runner']} | {off['cpu_s']:.1f} / "
+            f"{on['cpu_s']:.1f} | {on['cpu_s'] / off['cpu_s']:.2f}x | {off['wall_s']:.1f} / "
+            f"{on['wall_s']:.1f} | {on['wall_s'] / off['wall_s']:.2f}x | "
+            f"{off['peak_rss_mb']:.0f} / {on['peak_rss_mb']:.0f} | "
+            f"{off['launcher_rss_mb']:.0f} / {on['launcher_rss_mb']:.0f} |"
         )
-    if len(rows) > 1:
-        first, last = rows[0], rows[-1]
-        lines += [
-            "",
-            f"Summed peak RSS with dedup, {last['mb']:.0f} MB / {first['mb']:.0f} MB: "
-            f"{last['on']['peak_rss_mb'] / first['on']['peak_rss_mb']:.2f}x (input "
-            f"{last['mb'] / first['mb']:.1f}x; target 1.2x from 250 MB to 1 GB).",
-        ]
+    for runner in dict.fromkeys(r["runner"] for r in rows):
+        mine = [r for r in rows if r["runner"] == runner]
+        if len(mine) > 1:
+            first, last = mine[0], mine[-1]
+            lines += [
+                "",
+                f"{runner}: summed peak RSS with dedup, {last['mb']:.0f} MB / {first['mb']:.0f} "
+                f"MB: {last['on']['peak_rss_mb'] / first['on']['peak_rss_mb']:.2f}x (input "
+                f"{last['mb'] / first['mb']:.1f}x; target 1.2x from 250 MB to 1 GB, and under "
+                f"1.5 GB at 1 GB); without dedup "
+                f"{last['off']['peak_rss_mb'] / first['off']['peak_rss_mb']:.2f}x.",
+            ]
     return "\n".join(lines) + "\n\n"
 
 

@@ -32,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,19 +51,17 @@ from datasketch import MinHash  # noqa: E402
 from pipelines.dedup import DedupConfig, Deduplicate  # noqa: E402
 from pipelines.dedup.__main__ import counters  # noqa: E402
 from pipelines.dedup.components import _StarCheckFn, _StarStepFn, large_star, small_star  # noqa: E402
+from pipelines.dedup.lsh import pack_nodes  # noqa: E402
 from pipelines.dedup.minhash import MinHasher, permutation_parameters  # noqa: E402
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, ReadDocuments, document_to_row  # noqa: E402
 from pipelines.dedup.shingles import ShingleBatch, pack_set, shingle_batch  # noqa: E402
+from pipelines.dedup.stash import StashDoFn  # noqa: E402
 from pipelines.dedup.transforms import (  # noqa: E402
-    COMPRESS_MIN_CHARS,
     _ApplyFn,
     _BucketEdgesFn,
     _Decision,
     _FeaturesFn,
     _KeepSmallestFn,
-    _zstd,
-    doc_row,
-    row_doc,
 )
 from pipelines.dedup.verify import RECEIVES, PairShinglesFn, VerifyFn  # noqa: E402
 from pipelines.document import Document  # noqa: E402
@@ -176,11 +173,13 @@ def _run_stage(pattern: str, options: list[str]) -> tuple[float, dict]:
     """(wall seconds, the shuffle summary) of the whole stage on the corpus at `pattern`."""
     pipeline = beam.Pipeline(options=PipelineOptions(["--runner", "DirectRunner", *options]))
     started = time.perf_counter()
-    result = pipeline | ReadDocuments(pattern) | Deduplicate(DedupConfig())
-    _ = result.main | "Kept" >> beam.combiners.Count.Globally()
-    _ = result["rejects"] | "Removed" >> beam.combiners.Count.Globally()
-    run = pipeline.run()
-    run.wait_until_finish()
+    with tempfile.TemporaryDirectory() as work:
+        dedup = Deduplicate(DedupConfig(), work)
+        result = pipeline | ReadDocuments(pattern) | dedup
+        _ = result.main | "Kept" >> beam.combiners.Count.Globally()
+        _ = result["rejects"] | "Removed" >> beam.combiners.Count.Globally()
+        run = pipeline.run()
+        run.wait_until_finish()
     return time.perf_counter() - started, shuffle_summary(counters(run))
 
 
@@ -197,43 +196,6 @@ def print_shuffle(shuffles: dict[int, dict]) -> None:
             f"| {scale}x | {summary['input_text_bytes'] / 1e6:.1f} "
             f"| {summary['shuffle_bytes'] / 1e6:.1f} | **{summary['shuffle_ratio']:.2f}x** | {cells} |"
         )
-
-
-def apply_compression_cpu(docs: list[Document]) -> float:
-    """CPU seconds apply's rows spend compressing and decompressing these documents' texts."""
-    started = time.process_time()
-    for doc in docs:
-        row_doc(doc.id, doc_row(doc))
-    return time.process_time() - started
-
-
-def print_codecs(docs: list[Document]) -> None:
-    """The codecs apply could use, on the texts it would compress: size ratio and CPU a MB."""
-    texts = [d.text.encode("utf-8") for d in docs if len(d.text) >= COMPRESS_MIN_CHARS]
-    megabytes = sum(map(len, texts)) / 1e6
-    zstd, lz4 = _zstd(), pa.Codec("lz4_raw")  # zstd: the very codec apply uses
-    codecs = {
-        "zlib level 1 (stdlib)": (lambda b: zlib.compress(b, 1), lambda c, n: zlib.decompress(c)),
-        "zstd level 1 (pyarrow; used)": (
-            lambda b: zstd.compress(b, asbytes=True),
-            lambda c, n: zstd.decompress(c, decompressed_size=n, asbytes=True),
-        ),
-        "lz4 (pyarrow)": (
-            lambda b: lz4.compress(b, asbytes=True),
-            lambda c, n: lz4.decompress(c, decompressed_size=n, asbytes=True),
-        ),
-    }
-    print(f"\n{len(texts):,} texts, {megabytes:.1f} MB, compressed one by one:\n")
-    print("| codec | size ratio | compress + decompress, CPU ms per MB |")
-    print("|---|---|---|")
-    for name, (compress, decompress) in codecs.items():
-        started = time.process_time()
-        packed = [compress(t) for t in texts]
-        for p, t in zip(packed, texts):
-            decompress(p, len(t))
-        cpu = time.process_time() - started
-        ratio = megabytes * 1e6 / sum(map(len, packed))
-        print(f"| {name} | {ratio:.2f}x | {1000 * cpu / megabytes:.1f} |")
 
 
 def scaled_corpus(scale: int) -> list[Document]:
@@ -269,7 +231,7 @@ class _Group:
         return (self.make(i) for i in range(self.n))
 
 
-def step_memory(docs: list[Document]) -> dict[str, int]:
+def step_memory(docs: list[Document], work_dir: str) -> dict[str, int]:
     """Traced peak bytes of each dedup step's DoFn over this corpus (see the docstring)."""
     features = _FeaturesFn(DedupConfig())
     features.setup()
@@ -290,14 +252,14 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
         _drain(features.finish_bundle())
 
     class EveryoneReceives:  # every document in a candidate pair: the worst case
-        def __getitem__(self, doc_id):
+        def get(self, doc_id):
             return [RECEIVES]
 
     def run_pair_shingles():
-        fn = PairShinglesFn(DedupConfig())
+        fn = PairShinglesFn(DedupConfig(), "unused")
         fn.start_bundle()
         for doc in docs:
-            _drain(fn.process(doc, EveryoneReceives()))
+            _drain(fn.pair_sets(doc, EveryoneReceives()))
         _drain(fn.finish_bundle())
 
     def grouped(fn, key, make):
@@ -310,12 +272,19 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
 
         return run
 
+    stash = StashDoFn(work_dir, 1)  # one bucket: every document's text in its files
+    stash.setup()
+    stash.start_bundle()
+    for doc in docs:
+        stash.process(doc)
+    applied = [out.value[1] for out in stash.finish_bundle()]
+    applied += [("dec", (doc.id, decision)) for doc in docs[::5]]
+
     def run_apply():
-        fn = _ApplyFn()
+        fn = _ApplyFn(work_dir)
+        fn.setup()
         fn.start_bundle()
-        for i, doc in enumerate(docs):
-            values = [("doc", doc_row(doc))] + ([("dec", decision)] if i % 5 == 0 else [])
-            _drain(fn.process((doc.id, values)))
+        _drain(fn.process((0, applied)))
         fn.finish_bundle()
 
     def incoming(i):
@@ -324,10 +293,12 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
     steps = {
         "features (batched MinHash, fingerprints), every document": run_features,
         "URL / exact keep-smallest, one group of all": grouped(
-            _KeepSmallestFn("exact_duplicate", 1.0, {"fingerprint": b""}), b"k", records.__getitem__
+            _KeepSmallestFn("exact_duplicate", 1.0, {"fingerprint": b""}, 16),
+            b"k",
+            records.__getitem__,
         ),
         "LSH bucket edges, one band partition holding a hot bucket of all": grouped(
-            _BucketEdgesFn(100), b"k", lambda i: (np.uint64(7).tobytes(), [nodes[i]])
+            _BucketEdgesFn(100), b"k", lambda i: (np.uint64(7).tobytes(), pack_nodes([nodes[i]]))
         ),
         "verify, shingle sets of paired documents: every document": run_pair_shingles,
         "verify, Jaccard: one document paired with all": grouped(VerifyFn(0.8), "x", incoming),
@@ -340,7 +311,7 @@ def step_memory(docs: list[Document]) -> dict[str, int]:
         "components, convergence check: a star of all": grouped(
             _StarCheckFn(16), smallest, nodes.__getitem__
         ),
-        "apply decisions, every document": run_apply,
+        "apply, one bucket of every document (its stash files)": run_apply,
     }
     return {name: traced_peak(run) for name, run in steps.items()}
 
@@ -399,22 +370,11 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.shuffle_only:
-        shuffles, costs, corpora = {}, {}, {}
+        shuffles = {}
         for scale in args.scales:
-            docs = corpora[scale] = scaled_corpus(scale)
             with tempfile.TemporaryDirectory() as tmp:
-                pattern = _write_parquet(docs, tmp)
-                cpu = time.process_time()
-                _, shuffles[scale] = _run_stage(pattern, [])
-                costs[scale] = (time.process_time() - cpu, apply_compression_cpu(docs))
+                _, shuffles[scale] = _run_stage(_write_parquet(scaled_corpus(scale), tmp), [])
         print_shuffle(shuffles)
-        print(
-            "\n| corpus | stage CPU s (one process) | apply's zstd, compress + decompress, CPU s | share |"
-        )
-        print("|---|---|---|---|")
-        for scale, (stage, codec_cpu) in costs.items():
-            print(f"| {scale}x | {stage:.1f} | {codec_cpu:.2f} | {codec_cpu / stage:.1%} |")
-        print_codecs(corpora[args.scales[0]])
         return
 
     rows = bench_signatures(args.docs, args.reps)
@@ -440,12 +400,12 @@ def main() -> None:
                 with PeakRss() as sampled:
                     _run_stage(pattern, multi)
                 rss = f" {sampled.worker / 2**20:,.0f} |"
+            memory[scale] = step_memory(docs, tmp)
         rate = len(docs) / elapsed
         print(
             f"| {scale}x | {len(docs):,} | {megabytes:.1f} | {elapsed:.1f} | {rate:,.0f} |{rss}",
             flush=True,
         )
-        memory[scale] = step_memory(docs)
 
     print_shuffle(shuffles)
 

@@ -121,6 +121,13 @@ def test_band_batches_regroup_into_the_buckets_of_documents_sharing_a_band_hash(
     assert collections.Counter(found) == expected
 
 
+def test_packed_nodes_give_back_every_node():
+    nodes = [(0, "books:moby"), (3, "wiki:Zürich – 東京"), (1000, ""), (2, "web:\udce9 byte")]
+    packed = lsh.pack_nodes(nodes)
+    assert [lsh.PackedNodes(packed)[i] for i in range(len(nodes))] == nodes
+    assert len(lsh.PackedNodes(lsh.pack_nodes([]))) == 0
+
+
 def test_small_bucket_links_all_pairs():
     members = [(0, f"d{i}") for i in (3, 1, 2)]
     hot, edges = lsh.bucket_edges(members, max_pairs_members=3)

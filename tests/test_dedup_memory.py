@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.dedup import DedupConfig
+from pipelines.dedup import DedupConfig, transforms
 from pipelines.dedup.components import (
     LEAF,
     _SettleFn,
@@ -19,7 +19,7 @@ from pipelines.dedup.components import (
     large_star,
     small_star,
 )
-from pipelines.dedup import transforms
+from pipelines.dedup.lsh import pack_nodes
 from pipelines.dedup.shingles import pack_set, shingle_set
 from pipelines.dedup.stash import StashDoFn
 from pipelines.dedup.transforms import (
@@ -165,7 +165,7 @@ def test_the_lsh_step_holds_one_band_partition_and_chains_a_hot_bucket():
             chunks = LazyGroup(
                 lambda c: (
                     np.full(500, 7, dtype=np.uint64).tobytes(),
-                    [_node(500 * c + i) for i in range(500)],
+                    pack_nodes([_node(500 * c + i) for i in range(500)]),
                 ),
                 size // 500,
             )

@@ -22,7 +22,7 @@ from apache_beam import pvalue
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.dedup import DedupConfig, Deduplicate, shingles, transforms, verify
+from pipelines.dedup import DedupConfig, Deduplicate, shingles, verify
 from pipelines.dedup.__main__ import main
 from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row, read_parquet_documents
 from pipelines.document import Document
@@ -349,9 +349,7 @@ def test_stats_account_for_the_bytes_each_stage_shuffles(corpus, default_run):
 
 
 @pytest.mark.slow
-def test_the_counts_output_gives_preprocess_the_same_shuffle_account(
-    corpus, default_run, tmp_path
-):
+def test_the_counts_output_gives_preprocess_the_same_shuffle_account(corpus, default_run, tmp_path):
     # preprocess writes stats.json from data, not metrics: Deduplicate's "counts" output merged
     # as preprocess merges it must give what the CLI read from the Beam counters.
     with beam.Pipeline(options=PipelineOptions(["--runner", "DirectRunner"])) as p:
@@ -462,7 +460,9 @@ def _role_values(edges):
     """The values RolesFn sends a verification group for these edges (one bucket)."""
     fn = verify.RolesFn(1)
     fn.start_bundle()
-    sent = [r for e in edges for r in fn.process((e, None)) if not isinstance(r, pvalue.TaggedOutput)]
+    sent = [
+        r for e in edges for r in fn.process((e, None)) if not isinstance(r, pvalue.TaggedOutput)
+    ]
     assert {bucket for bucket, _ in sent} == {0}
     return [value for _, value in sent]
 
@@ -510,8 +510,10 @@ def test_verification_pairs_each_receiver_with_its_senders_never_with_itself():
     expected = [shingles.jaccard(sets[i], sets[0]) for i in (1, 2)]
     assert all(j >= 0.7 for j in expected)
     assert matches == [
-        (docs[0].id, (expected[0], docs[1].id)), (docs[1].id, (expected[0], docs[0].id)),
-        (docs[0].id, (expected[1], docs[2].id)), (docs[2].id, (expected[1], docs[0].id)),
+        (docs[0].id, (expected[0], docs[1].id)),
+        (docs[1].id, (expected[0], docs[0].id)),
+        (docs[0].id, (expected[1], docs[2].id)),
+        (docs[2].id, (expected[1], docs[0].id)),
     ]
     assert all(a != b for a, (_, b) in matches)
 
@@ -567,8 +569,12 @@ def test_the_command_writes_nothing_under_home(corpus, default_run, tmp_path):
     DirectRunner trying its Prism runner first); a run leaves HOME as it was."""
     home = tmp_path / "home"
     home.mkdir()
-    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO),
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PYTHONPATH": str(REPO),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     done = subprocess.run(
         [sys.executable, "-m", "pipelines.dedup", "--input",
          _write_input(corpus.docs, tmp_path / "in"), "--output", str(tmp_path / "out")],

@@ -54,6 +54,8 @@ def test_stash_files_give_back_every_document_of_their_bucket_in_order(tmp_path)
         mine = [d for d in docs if bucket_of(d.id, 3) == bucket]
         assert list(stash.documents(name)) == mine
         assert stash.ids(name) == [d.id for d in mine]
+        wanted = {d.id for d in mine[::3]}
+        assert list(stash.documents(name, wanted)) == mine[::3]
 
 
 def test_a_damaged_stash_file_is_refused_naming_it(tmp_path):

@@ -10,6 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.dedup import DedupConfig
 from pipelines.dedup.shingles import jaccard, pack_set, shingle_set
+from pipelines.dedup.stash import StashDoFn
 from pipelines.dedup.verify import (
     RECEIVES,
     PairShinglesFn,
@@ -19,7 +20,6 @@ from pipelines.dedup.verify import (
     own_shingles,
     verified,
 )
-from pipelines.dedup.stash import StashDoFn
 from pipelines.document import Document, bucket_of
 from tests.shard_fixtures import book_paragraphs
 
@@ -48,10 +48,18 @@ def test_a_buckets_roles_hold_every_role_once_receiver_first():
     # go to the bucket of the document they are about
     fn = RolesFn(4)
     fn.start_bundle()
-    edges = [("books:a", "books:b"), ("books:a", "books:a-near"), ("books:a-near", "books:b"),
-             ("books:a", "books:b")]
-    sent = [out for u, v in edges for out in fn.process(((_node(u), _node(v)), None))
-            if not hasattr(out, "tag")]
+    edges = [
+        ("books:a", "books:b"),
+        ("books:a", "books:a-near"),
+        ("books:a-near", "books:b"),
+        ("books:a", "books:b"),
+    ]
+    sent = [
+        out
+        for u, v in edges
+        for out in fn.process(((_node(u), _node(v)), None))
+        if not hasattr(out, "tag")
+    ]
     assert all(bucket == bucket_of(doc_id, 4) for bucket, (_, (doc_id, _)) in sent)
     table, names = bucket_roles([value for _, value in sent] + [("stash", "n.stash")])
     assert table == {
@@ -63,8 +71,11 @@ def test_a_buckets_roles_hold_every_role_once_receiver_first():
 
 
 def test_own_shingles_is_the_receivers_own_set_wherever_it_comes():
-    values = [("in", (_node("books:b"), b"theirs")), ("own", (_node("books:a"), b"mine")),
-              ("in", (_node("books:c"), b"other"))]
+    values = [
+        ("in", (_node("books:b"), b"theirs")),
+        ("own", (_node("books:a"), b"mine")),
+        ("in", (_node("books:c"), b"other")),
+    ]
     assert own_shingles(values, "books:a") == (_node("books:a"), b"mine")
     with pytest.raises(AssertionError, match="'books:a' is in a candidate pair but has no"):
         own_shingles(values[:1], "books:a")
@@ -72,20 +83,26 @@ def test_own_shingles_is_the_receivers_own_set_wherever_it_comes():
 
 def test_pair_shingles_sends_each_set_where_the_roles_say():
     docs = _documents()
-    roles = {"books:a": (RECEIVES,), "books:a-near": (RECEIVES, _node("books:a")),
-             "books:b": (_node("books:a"), _node("books:a-near")), "books:c": ()}
+    roles = {
+        "books:a": (RECEIVES,),
+        "books:a-near": (RECEIVES, _node("books:a")),
+        "books:b": (_node("books:a"), _node("books:a-near")),
+        "books:c": (),
+    }
     fn = PairShinglesFn(DedupConfig(), "unused")
     fn.start_bundle()
     sent = [out for doc in docs.values() for out in fn.pair_sets(doc, roles)]
     sent += [out.value for out in fn.finish_bundle() if not hasattr(out, "tag")]
     packed = {i: pack_set(shingle_set(d.text)) for i, d in docs.items()}
-    assert sorted(sent) == sorted([
-        ("books:a", ("own", (_node("books:a"), packed["books:a"]))),
-        ("books:a-near", ("own", (_node("books:a-near"), packed["books:a-near"]))),
-        ("books:a", ("in", (_node("books:a-near"), packed["books:a-near"]))),
-        ("books:a", ("in", (_node("books:b"), packed["books:b"]))),
-        ("books:a-near", ("in", (_node("books:b"), packed["books:b"]))),
-    ])
+    assert sorted(sent) == sorted(
+        [
+            ("books:a", ("own", (_node("books:a"), packed["books:a"]))),
+            ("books:a-near", ("own", (_node("books:a-near"), packed["books:a-near"]))),
+            ("books:a", ("in", (_node("books:a-near"), packed["books:a-near"]))),
+            ("books:a", ("in", (_node("books:b"), packed["books:b"]))),
+            ("books:a-near", ("in", (_node("books:b"), packed["books:b"]))),
+        ]
+    )
 
 
 def test_verify_keeps_the_senders_at_or_above_the_threshold():
@@ -101,9 +118,12 @@ def test_verify_keeps_the_senders_at_or_above_the_threshold():
         fn.start_bundle()
         out = list(fn.process(("books:a", group)))
         assert [o.value for o in out if getattr(o, "tag", None) == "edges"] == [
-            (_node("books:a"), _node("books:a-near"))]
+            (_node("books:a"), _node("books:a-near"))
+        ]
         assert [o for o in out if not hasattr(o, "tag")] == [
-            ("books:a", (near, "books:a-near")), ("books:a-near", (near, "books:a"))]
+            ("books:a", (near, "books:a-near")),
+            ("books:a-near", (near, "books:a")),
+        ]
     fn = VerifyFn(far)
     fn.start_bundle()
     assert len([o for o in fn.process(("books:a", group)) if hasattr(o, "tag")]) == 2
@@ -115,16 +135,24 @@ def test_verified_pipeline_keeps_the_near_duplicate_pairs(tmp_path):
     near_far = _similarity(docs, "books:a-far", "books:a-near")
     assert near_far < 0.8
     # Candidate edges (u, v), u < v: a receives from two senders, a-far sends to two receivers.
-    edges = [("books:a", "books:a-near"), ("books:a", "books:a-far"), ("books:a", "books:b"),
-             ("books:a-far", "books:a-near"), ("books:b", "books:c")]
+    edges = [
+        ("books:a", "books:a-near"),
+        ("books:a", "books:a-far"),
+        ("books:a", "books:b"),
+        ("books:a-far", "books:a-near"),
+        ("books:b", "books:c"),
+    ]
     with beam.Pipeline() as p:
         distinct = p | "Edges" >> beam.Create([((_node(u), _node(v)), None) for u, v in edges])
         documents = p | "Docs" >> beam.Create(list(docs.values()))
         names = documents | "Stash" >> beam.ParDo(StashDoFn(str(tmp_path), 3))
         counts: list = []
         out = verified(distinct, (names, str(tmp_path), 3), DedupConfig(), counts)
-        assert_that(out.edges, equal_to([(_node("books:a"), _node("books:a-near"))]),
-                    label="Edges kept")
-        assert_that(out.sent, equal_to([("books:a", (near, "books:a-near")),
-                                        ("books:a-near", (near, "books:a"))]),
-                    label="Best-match candidates")
+        assert_that(
+            out.edges, equal_to([(_node("books:a"), _node("books:a-near"))]), label="Edges kept"
+        )
+        assert_that(
+            out.sent,
+            equal_to([("books:a", (near, "books:a-near")), ("books:a-near", (near, "books:a"))]),
+            label="Best-match candidates",
+        )

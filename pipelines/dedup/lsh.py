@@ -16,6 +16,12 @@ of their hash, and a batch sends each (band, partition) it touches one element, 
 hashes and the nodes that have them. The grouping step (`bucket_members`) sorts a partition's
 hashes and yields each bucket's members: a group holds one band partition's entries (an 8-byte
 hash and a node each, 1 / PARTITIONS of the documents), not one bucket's.
+
+An element's nodes travel packed in one bytes object (`pack_nodes`), not as a list of (rank,
+id) tuples: the local runner decodes every GroupByKey input into Python objects in the
+launcher and keeps them until the stage runs, and a tuple, an int and a str for each document
+and band cost ~150 bytes there (~400 MB at 1 GB of text) where the packed node costs its id's
+bytes and eight more. The grouping step decodes only the nodes that share a bucket.
 """
 
 from __future__ import annotations
@@ -40,11 +46,48 @@ def partition_key(scope: str, band: int, partition: int) -> bytes:
     return scope.encode("utf-8", "surrogatepass") + b"\x00" + bytes((band, partition))
 
 
+_COUNT = np.dtype("<u4")
+
+
+def pack_nodes(nodes: list[Node]) -> bytes:
+    """Nodes as one bytes object: their count, ranks (int32), id lengths (uint32), then the ids
+    (UTF-8, lone surrogates kept)."""
+    ids = [node[1].encode("utf-8", "surrogatepass") for node in nodes]
+    return b"".join(
+        [
+            np.array([len(nodes)], _COUNT).tobytes(),
+            np.array([node[0] for node in nodes], "<i4").tobytes(),
+            np.array([len(i) for i in ids], _COUNT).tobytes(),
+            *ids,
+        ]
+    )
+
+
+class PackedNodes:
+    """pack_nodes' bytes read back: node i on demand."""
+
+    def __init__(self, packed: bytes) -> None:
+        n = int(np.frombuffer(packed, _COUNT, 1)[0])
+        self._ranks = np.frombuffer(packed, "<i4", n, 4)
+        lengths = np.frombuffer(packed, _COUNT, n, 4 + 4 * n)
+        self._starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]) + 4 + 8 * n
+        self._packed = packed
+
+    def __len__(self) -> int:
+        return len(self._ranks)
+
+    def __getitem__(self, i: int) -> Node:
+        start, end = int(self._starts[i]), int(self._starts[i + 1])
+        doc_id = self._packed[start:end].decode("utf-8", "surrogatepass")
+        return int(self._ranks[i]), doc_id
+
+
 def band_batches(
     scope: str, nodes: list[Node], hashes: np.ndarray
-) -> Iterator[tuple[bytes, tuple[bytes, list[Node]]]]:
-    """(partition key, (packed uint64 hashes, their nodes)) for every band partition that the
-    documents `nodes` (one row of band hashes each in `hashes`, shape (len(nodes), bands)) touch."""
+) -> Iterator[tuple[bytes, tuple[bytes, bytes]]]:
+    """(partition key, (packed uint64 hashes, their nodes packed: pack_nodes)) for every band
+    partition that the documents `nodes` (one row of band hashes each in `hashes`, shape
+    (len(nodes), bands)) touch."""
     hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
     partitions = (hashes >> np.uint64(64 - PARTITION_BITS)).astype(np.uint8)
     for band in range(hashes.shape[1]):
@@ -54,26 +97,42 @@ def band_batches(
         for run in np.split(order, bounds):
             if len(run):
                 key = partition_key(scope, band, int(parts[run[0]]))
-                yield key, (column[run].tobytes(), [nodes[i] for i in run])
+                yield key, (column[run].tobytes(), pack_nodes([nodes[i] for i in run]))
 
 
-def bucket_members(chunks: Iterable[tuple[bytes, list[Node]]]) -> Iterator[list[Node]]:
+class _Members:
+    """One bucket's members, decoded from their packed chunks each time they are iterated (a
+    hot bucket is iterated twice, never held decoded)."""
+
+    def __init__(self, packs: list[PackedNodes], first_of_chunk: np.ndarray, rows: np.ndarray):
+        self._packs = packs
+        self._chunks = np.searchsorted(first_of_chunk, rows, side="right") - 1
+        self._rows = rows - first_of_chunk[self._chunks]
+
+    def __iter__(self) -> Iterator[Node]:
+        for chunk, row in zip(self._chunks.tolist(), self._rows.tolist()):
+            yield self._packs[chunk][row]
+
+
+def bucket_members(chunks: Iterable[tuple[bytes, bytes]]) -> Iterator[Iterable[Node]]:
     """The members of every bucket of one band partition with two or more members, from the
-    partition's (packed hashes, nodes) chunks (band_batches)."""
-    hashes, nodes = [], []
-    for packed, chunk_nodes in chunks:
-        hashes.append(np.frombuffer(packed, dtype=np.uint64))
-        nodes += chunk_nodes
-    if not nodes:
+    partition's (packed hashes, packed nodes) chunks (band_batches): a group holds its hashes
+    and packed nodes, and each bucket's members are decoded as they are read."""
+    hashes, packs = [], []
+    for packed_hashes, packed_nodes in chunks:
+        hashes.append(np.frombuffer(packed_hashes, dtype=np.uint64))
+        packs.append(PackedNodes(packed_nodes))
+    if not packs:
         return
     hashes = np.concatenate(hashes)
+    first_of_chunk = np.concatenate([[0], np.cumsum([len(p) for p in packs])])
     order = np.argsort(hashes, kind="stable")
     sorted_hashes = hashes[order]
     starts = np.flatnonzero(np.r_[True, sorted_hashes[1:] != sorted_hashes[:-1]])
     ends = np.r_[starts[1:], len(order)]
     for start, end in zip(starts.tolist(), ends.tolist()):
         if end - start > 1:
-            yield [nodes[i] for i in order[start:end]]
+            yield _Members(packs, first_of_chunk, order[start:end])
 
 
 def bucket_edges(

@@ -16,9 +16,11 @@ are buckets. As with the shard writer's spill files, a retried bundle leaves fil
 and the launcher removes the work area when the run ends.
 
 File layout (read forward only, so that a remote store streams it): the magic, then frames, each
-`<III` (ids bytes, text bytes, packed bytes), the frame's ids as a JSON list, and its documents as
-a JSON list of [id, source, text, url, title, meta] compressed with zstd. The ids stand apart so
-that apply can find an id read twice without decompressing anything.
+`<III` (fields bytes, text bytes, packed bytes), the frame's documents less their texts as a
+JSON list of [id, source, url, title, meta, text bytes], then their texts' UTF-8 concatenated
+and compressed with zstd (level 1). The texts stand apart, so that apply finds an id read twice
+without decompressing anything, and so that writing and reading them is a join and a slice
+(escaping them into JSON and back cost twice the compression).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import shutil
 import struct
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
@@ -70,7 +72,7 @@ def _utf8(value) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
-def _json(data: bytes):
+def _json(data: bytes) -> list:
     return json.loads(data.decode("utf-8", "surrogatepass"))
 
 
@@ -81,25 +83,28 @@ class StashWriter:
         self.path = path
         self._file = open(path, "wb")
         self._file.write(STASH_MAGIC)
-        self._rows: list[list] = []
+        self._fields: list[list] = []  # each document less its text
+        self._texts: list[bytes] = []
         self._chars = 0
 
     def add(self, doc: Document) -> None:
-        self._rows.append([doc.id, doc.source, doc.text, doc.url, doc.title, dict(doc.meta)])
+        text = doc.text.encode("utf-8", "surrogatepass")
+        self._fields.append([doc.id, doc.source, doc.url, doc.title, dict(doc.meta), len(text)])
+        self._texts.append(text)
         self._chars += len(doc.text)
-        if self._chars >= FRAME_CHARS or len(self._rows) >= FRAME_DOCS:
+        if self._chars >= FRAME_CHARS or len(self._fields) >= FRAME_DOCS:
             self._write_frame()
 
     def _write_frame(self) -> None:
-        if not self._rows:
+        if not self._fields:
             return
-        ids = _utf8([row[0] for row in self._rows])
-        raw = _utf8(self._rows)
+        header = _utf8(self._fields)
+        raw = b"".join(self._texts)
         packed = _zstd().compress(raw, asbytes=True)
-        self._file.write(_FRAME.pack(len(ids), len(raw), len(packed)))
-        self._file.write(ids)
+        self._file.write(_FRAME.pack(len(header), len(raw), len(packed)))
+        self._file.write(header)
         self._file.write(packed)
-        self._rows, self._chars = [], 0
+        self._fields, self._texts, self._chars = [], [], 0
 
     def close(self) -> None:
         self._write_frame()
@@ -111,36 +116,44 @@ class StashWriter:
             os.remove(self.path)
 
 
-def _frames(path: str, with_documents: bool) -> Iterator[tuple[list[str], bytes | None, int]]:
-    """(ids, packed documents or None, text bytes) of each frame of a stash file."""
+def _frames(path: str, with_texts: bool) -> Iterator[tuple[list[list], bytes | None]]:
+    """(the documents' fields, their texts' UTF-8 bytes or None) of each frame of a stash file."""
     with open_input(path) as f:
         if f.read(len(STASH_MAGIC)) != STASH_MAGIC:
             raise RuntimeError(f"{path}: not a dedup stash file")
         while header := f.read(_FRAME.size):
             if len(header) < _FRAME.size:
                 raise RuntimeError(f"{path}: cut short in a frame header")
-            ids_bytes, raw_bytes, packed_bytes = _FRAME.unpack(header)
-            ids = f.read(ids_bytes)
+            fields_bytes, raw_bytes, packed_bytes = _FRAME.unpack(header)
+            fields = f.read(fields_bytes)
             packed = f.read(packed_bytes)  # read past, not sought: remote streams go forward
-            if len(ids) < ids_bytes or len(packed) < packed_bytes:
+            if len(fields) < fields_bytes or len(packed) < packed_bytes:
                 raise RuntimeError(f"{path}: cut short in a frame")
-            yield _json(ids), packed if with_documents else None, raw_bytes
+            fields = _json(fields)
+            if sum(row[-1] for row in fields) != raw_bytes:
+                raise RuntimeError(f"{path}: a frame's texts do not add up to its size")
+            if not with_texts:
+                yield fields, None
+                continue
+            raw = _zstd().decompress(packed, decompressed_size=raw_bytes, asbytes=True)
+            yield fields, raw
 
 
 def stash_ids(path: str) -> list[str]:
-    """The ids of a stash file's documents, in order, without decompressing them."""
-    return [doc_id for ids, _, _ in _frames(path, False) for doc_id in ids]
+    """The ids of a stash file's documents, in order, without decompressing their texts."""
+    return [row[0] for fields, _ in _frames(path, False) for row in fields]
 
 
-def stash_documents(path: str) -> Iterator[Document]:
-    """A stash file's documents, in order, a frame (at most ~64 KB of text) at a time."""
-    for ids, packed, raw_bytes in _frames(path, True):
-        raw = _zstd().decompress(packed, decompressed_size=raw_bytes, asbytes=True)
-        rows = _json(raw)
-        if [row[0] for row in rows] != ids:
-            raise RuntimeError(f"{path}: a frame's documents do not match its ids")
-        for doc_id, source, text, url, title, meta in rows:
-            yield Document(doc_id, source, text, url, title, meta)
+def stash_documents(path: str, wanted: Container[str] | None = None) -> Iterator[Document]:
+    """A stash file's documents (those whose id is in `wanted`, if given), in order, a frame
+    (at most ~64 KB of text) at a time."""
+    for fields, raw in _frames(path, True):
+        start = 0
+        for doc_id, source, url, title, meta, size in fields:
+            start += size
+            if wanted is None or doc_id in wanted:
+                text = raw[start - size : start].decode("utf-8", "surrogatepass")
+                yield Document(doc_id, source, text, url, title, meta)
 
 
 class StashDir:
@@ -155,8 +168,8 @@ class StashDir:
     def ids(self, name: str) -> list[str]:
         return stash_ids(self.path(name))
 
-    def documents(self, name: str) -> Iterator[Document]:
-        return stash_documents(self.path(name))
+    def documents(self, name: str, wanted: Container[str] | None = None) -> Iterator[Document]:
+        return stash_documents(self.path(name), wanted)
 
 
 class StashDoFn(beam.DoFn):

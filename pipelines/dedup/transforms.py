@@ -1,6 +1,6 @@
 """`Deduplicate`: decontamination, URL, exact and near-duplicate removal as one Beam transform.
 
-    result = docs | Deduplicate(DedupConfig())
+    result = docs | Deduplicate(DedupConfig(), work_dir="OUTPUT/_work/dedup", num_buckets=16)
     result.main          # PCollection[Document]: the documents kept
     result["rejects"]    # PCollection[Reject]: each removed document, its reason and text
     result["clusters"]   # PCollection[ClusterMember]: who was removed in favour of whom
@@ -9,7 +9,9 @@
 The graph (every step is a Map over bounded batches or a GroupByKey whose groups are streamed;
 no step gathers documents, signatures or edges on one worker):
 
-    docs -> [Decontaminate] -> Features (batched: fingerprint, URL key, MinHash band hashes)
+    docs -> [Decontaminate] -> Stash (stash.py): each bundle's documents to one file per bucket
+                               of their id; (bucket, file name) when the bundle commits
+                            -> Features (batched: fingerprint, URL key, MinHash band hashes)
             -> a small record per document: (node, scope, fingerprint, URL key, band hashes)
     URL:   GroupByKey(URL) of the records with a URL -> the smallest node's record goes on,
            the others are decided (records without a URL go on without a shuffle)
@@ -19,19 +21,22 @@ no step gathers documents, signatures or edges on one worker):
            bucket's candidate edges (all pairs, or chained to the smallest member in a hot
            bucket) -> Distinct
            -> [verify (verify.py): each edge's larger document sends its shingle set (packed
-              exactly, ~25 bits a shingle: shingles.pack_set) to the smaller one;
-              shingle sets are built, from the documents again, only for documents in an edge
-              (the roles table, a dict side input, says which); GroupByKey(smaller id) -> keep
-              J >= threshold]
+              exactly, ~25 bits a shingle: shingles.pack_set) to the smaller one; shingle sets
+              are built, from each bucket's stash files, only for documents in an edge (the
+              roles, grouped by bucket with the file names, say which); GroupByKey(smaller id)
+              -> keep J >= threshold]
            -> ConnectedComponents (large-star/small-star) -> (member, smallest member)
-    apply: GroupByKey(id) of documents with their decisions -> kept / Reject / ClusterMember
+    apply: GroupByKey(bucket) of the stash file names and the decisions on the bucket's ids ->
+           the bucket's files read back: kept / Reject / ClusterMember
 
-The text crosses a shuffle once, in apply (zstd-compressed); the steps before it move ids,
-16-byte fingerprints and band hashes (batched), and shingle sets only of documents in a
-candidate pair (a hot bucket's centre receives its members' sets and sends its own once).
-`dedup_shuffle_bytes_<stage>` counts what each stage moves (bench/results/dedup.md: bytes
-shuffled per input byte); the step that sends it counts it (shuffle.py), as a separate counting
-step would cost a Beam transform for each shuffle.
+No shuffle carries the text: they move ids, 16-byte fingerprints and band hashes (batched),
+shingle sets only of documents in a candidate pair (a hot bucket's centre receives its
+members' sets and sends its own once), and file names. The text is written once, to the stash
+files, and read back by bucket where a step needs it (the local runner holds every GroupByKey's
+input in the launcher until the run ends, so text crossing a shuffle grew the launcher with the
+input). `dedup_shuffle_bytes_<stage>` counts what each stage moves (bench/results/dedup.md:
+bytes shuffled per input byte); the step that sends it counts it (shuffle.py), as a separate
+counting step would cost a Beam transform for each shuffle.
 
 Each step sees only the documents the steps before it kept, so no document is removed in
 favour of one that an earlier step had already removed.

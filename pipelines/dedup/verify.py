@@ -106,7 +106,7 @@ class PairShinglesFn(DocBatcher):
         if not roles:
             return
         for name in names:
-            for doc in self._stash.documents(name):
+            for doc in self._stash.documents(name, wanted=roles):  # the others stay bytes
                 yield from self.pair_sets(doc, roles)
 
     def pair_sets(self, doc: Document, roles: dict):

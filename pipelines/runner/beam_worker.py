@@ -265,9 +265,10 @@ def _close_inherited_descriptors() -> None:
                 pass  # the listing's own descriptor, closed already
 
 
-def _apply_mmap_threshold() -> None:
+def apply_mmap_threshold() -> None:
     """glibc reads MALLOC_MMAP_THRESHOLD_ when a process starts; a forked standby starts with
-    the launcher's setting, so it applies the run's (pipelines/runner/runners.py says why) itself."""
+    the launcher's setting, and the launcher with none, so each applies the run's
+    (pipelines/runner/runners.py says why) itself."""
     threshold = os.environ.get("MALLOC_MMAP_THRESHOLD_")
     if not threshold:
         return
@@ -287,7 +288,7 @@ def _forked_standby(directory: str, index: str, verbose: bool) -> None:
         _close_inherited_descriptors()
         logging.getLogger().handlers.clear()  # the launcher's, on its stderr
         os.environ[VERBOSE_ENV] = "1" if verbose else "0"
-        _apply_mmap_threshold()
+        apply_mmap_threshold()
         sys.argv = [__file__, "--standby", directory, index]
         standby(directory, index)
         code = 0

@@ -31,6 +31,8 @@ LOCAL_PYTHON_RUNNERS = ("DirectRunner", "FnApiRunner", "SwitchingDirectRunner")
 # MB (the clean + tokenize loop does ~9 MB/s per core, and a compressed dump expands ~5x:
 # bench/results/preprocess.md).
 IN_PROCESS_MAX_BYTES = 4 << 20
+# glibc's mmap threshold for the processes of a local multi_processing run (where it is set)
+MMAP_THRESHOLD = 64 << 10
 # The folder holding the `pipelines` package (this file is pipelines/runner/runners.py): what
 # worker processes put on their path, never pipelines/ itself, whose tokenize/ would shadow the
 # standard library's tokenize module.
@@ -130,7 +132,14 @@ def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: i
         # glibc's adaptive mmap threshold they end up on the heap and fragment it, so a
         # worker's memory crept up with the corpus size. A fixed threshold keeps them in mmap
         # chunks that go back to the OS: worker memory stays flat (bench/results/preprocess.md).
-        os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 << 10))
+        # 64 KB, not glibc's 128 KB floor: dedup's stash frames and the launcher's shuffle
+        # buffers sit between the two, and at 128 KB they still grew the workers by ~100 MB
+        # and the launcher by ~170 MB at 250 MB of text, at no CPU cost measured
+        # (bench/results/dedup_peers.md). The launcher applies it to itself too.
+        from pipelines.runner.beam_worker import apply_mmap_threshold
+
+        os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD))
+        apply_mmap_threshold()
         # This runner hands its workers no pipeline options of their own; without a log level
         # they log every gRPC channel they open at INFO.
         level = options.view_as(WorkerOptions).default_sdk_harness_log_level or "WARNING"
