@@ -74,6 +74,21 @@ def test_batch_shingles_equal_single_document_shingles():
     assert len(batch.of(41)) == 1  # fewer words than the shingle size: one shingle of all
 
 
+@pytest.mark.parametrize("kind, n", [("word", 5), ("char", 9)])
+def test_unsorted_shingles_hold_each_documents_set_with_repeats_and_sign_alike(kind, n):
+    # Features signs shingles in text order, repeats kept (no sort): each document's multiset
+    # has exactly its set's members, and the signatures and band hashes are the same bits.
+    docs = paragraphs("2701-0.txt")[:40] + ["", "three words only", "¡¿!", book("11-0.txt")]
+    docs.insert(5, "x y")  # a short document before longer ones: its one shingle stays in place
+    unique = shingles.shingle_batch(docs, kind=kind, n=n)
+    in_order = shingles.shingle_batch(docs, kind=kind, n=n, unique=False)
+    assert len(in_order.hashes) > len(unique.hashes)  # real text repeats some shingles
+    for i in range(len(docs)):
+        assert np.array_equal(np.unique(in_order.of(i)), unique.of(i)), i
+    hasher = MinHasher(112, 1)
+    assert np.array_equal(hasher.signatures(in_order), hasher.signatures(unique))
+
+
 def test_shingles_ignore_case_punctuation_and_whitespace():
     text = paragraphs("46-0.txt")[3]
     noisy = re.sub(r"\s+", "  \n ", text.upper()).replace(",", " ;")

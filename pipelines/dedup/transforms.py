@@ -138,7 +138,8 @@ class _FeaturesFn(DocBatcher):
         cfg = self._config
         bands = shingles = None
         if cfg.near:
-            shingles = shingle_batch([d.text for d, _ in batch], kind=cfg.shingle, n=cfg.ngram)
+            texts = [d.text for d, _ in batch]
+            shingles = shingle_batch(texts, kind=cfg.shingle, n=cfg.ngram, unique=False)
             bands = band_hashes(self._hasher.signatures(shingles), cfg.bands, cfg.rows)
         priority = cfg.source_priority
         for i, (doc, _) in enumerate(batch):
