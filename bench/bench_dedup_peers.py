@@ -24,11 +24,13 @@ and workers' peak RSS summed):
 
 A pair is *found* when both documents end in one duplicate group.
 
-`--scale-mb 25,100` also runs ours with dedup on and off on distinct documents (bench_scale's
-corpus: 12 real paragraphs each, no near-duplicates) at each size: CPU, wall and the summed
-peak RSS of the process tree (the launcher, which holds what crosses each shuffle on the local
-runner, apart). `--profile` also runs the planted corpus once in one process under cProfile
-and lists the cumulative CPU of dedup's steps and of the SDK's state cache.
+`--scale-mb 250,1000` also runs ours with dedup on and off on distinct documents (bench_scale's
+corpus: 12 real paragraphs each, no near-duplicates) at each size, with `--dask` on the
+DaskRunner too: CPU, wall and the summed peak RSS of the process tree (the launcher, which holds
+what crosses each shuffle on the local runner, apart). Every run's stats.json gives the table of
+where the CPU goes per stage (`cpu_s`) and what crosses each dedup shuffle (`dedup_shuffle`).
+`--profile` also runs the planted corpus once in one process under cProfile and lists the
+cumulative CPU of dedup's steps and of the SDK's state cache.
 
 datatrove's venv (never a project dependency): `python -m venv /work/benchenv-dedup &&
 /work/benchenv-dedup/bin/pip install datatrove==0.10.1 regex tokenizers orjson spacy
