@@ -225,9 +225,8 @@ class _KeepSmallestFn(SendingFn):
     for an id read twice), with `cleared` fields emptied, sent on to the first of
     `next_stages` that takes it (_Router; the main output without any); "decisions": (bucket of
     the removed id, ("dec", (removed id, _Decision))) for every other member, apply's input
-    (counted). Two passes over
-    the group, which is never held. Records bound for the LSH step leave as band batches of
-    `batch_docs` records, the rest at the bundle's end."""
+    (counted). Two passes over the group, which is never held. Records bound for the LSH step
+    leave as band batches of `batch_docs` records, the rest at the bundle's end."""
 
     def __init__(
         self,
@@ -294,9 +293,9 @@ class _BucketEdgesFn(SendingFn):
 class _ApplyFn(CountingFn):
     """(bucket, [("stash", file name), ("dec", (id, _Decision)), ("rej", (id, Reject)),
     ("match", (id, (J, id)))]) -> main: Document | "rejects": Reject | "clusters":
-    ClusterMember, for every document of the bucket's stash files. The bucket's decisions are
-    held (its removed documents' ids); its documents are streamed from the files, except those
-    of an id read twice, which are held until the copy to keep is known."""
+    ClusterMember, for every document of the bucket's stash files. The bucket's decisions and
+    ids are held (a bucket is ~64 MB of input); its documents are streamed from the files,
+    except those of an id read twice, which are held until the copy to keep is known."""
 
     def __init__(self, work_dir: str) -> None:
         self._work_dir = work_dir
