@@ -50,6 +50,7 @@ from datasketch import MinHash  # noqa: E402
 
 from pipelines.dedup import DedupConfig, Deduplicate  # noqa: E402
 from pipelines.dedup.__main__ import counters  # noqa: E402
+from pipelines.dedup.bandfiles import BandFileWriter  # noqa: E402
 from pipelines.dedup.components import _StarCheckFn, _StarStepFn, large_star, small_star  # noqa: E402
 from pipelines.dedup.lsh import pack_nodes  # noqa: E402
 from pipelines.dedup.minhash import MinHasher, permutation_parameters  # noqa: E402
@@ -272,6 +273,9 @@ def step_memory(docs: list[Document], work_dir: str) -> dict[str, int]:
 
         return run
 
+    bands = BandFileWriter(work_dir)  # one band batch a document, every one in one bucket
+    band_refs = [bands.write(np.uint64(7).tobytes(), pack_nodes([node])) for node in nodes]
+    bands.close()
     stash = StashDoFn(work_dir, 1)  # one bucket: every document's text in its files
     stash.setup()
     stash.start_bundle()
@@ -298,7 +302,7 @@ def step_memory(docs: list[Document], work_dir: str) -> dict[str, int]:
             records.__getitem__,
         ),
         "LSH bucket edges, one band partition holding a hot bucket of all": grouped(
-            _BucketEdgesFn(100), b"k", lambda i: (np.uint64(7).tobytes(), pack_nodes([nodes[i]]))
+            _BucketEdgesFn(100, work_dir), b"k", band_refs.__getitem__
         ),
         "verify, shingle sets of paired documents: every document": run_pair_shingles,
         "verify, Jaccard: one document paired with all": grouped(VerifyFn(0.8), "x", incoming),

@@ -19,6 +19,7 @@ from pipelines.dedup.components import (
     large_star,
     small_star,
 )
+from pipelines.dedup.bandfiles import BandFileWriter
 from pipelines.dedup.lsh import pack_nodes
 from pipelines.dedup.shingles import pack_set, shingle_set
 from pipelines.dedup.stash import StashDoFn
@@ -152,24 +153,28 @@ def test_grouped_steps_stream_their_group(make_fn, make_value):
     assert large < 1.25 * small + 256 * 1024, (small, large)
 
 
-def test_the_lsh_step_holds_one_band_partition_and_chains_a_hot_bucket():
+def test_the_lsh_step_holds_one_band_partition_and_chains_a_hot_bucket(tmp_path):
     # A group of the LSH step is one band partition: its entries (8 bytes of hash and a node
-    # each) are held, sorted by hash, so its peak grows with the partition, by well under
-    # 200 bytes an entry; a hot bucket among them (every member one hash) is chained to its
-    # smallest member, n - 1 edges, never the n(n - 1)/2 pairs.
-    fn = _BucketEdgesFn(100)
+    # each), read back from the band files its references name, are held, sorted by hash, so
+    # its peak grows with the partition, by well under 200 bytes an entry; a hot bucket among
+    # them (every member one hash) is chained to its smallest member, n - 1 edges, never the
+    # n(n - 1)/2 pairs.
+    writer = BandFileWriter(str(tmp_path))
+    refs = [
+        writer.write(
+            np.full(500, 7, dtype=np.uint64).tobytes(),
+            pack_nodes([_node(500 * c + i) for i in range(500)]),
+        )
+        for c in range(12_000 // 500)
+    ]
+    writer.close()
+    fn = _BucketEdgesFn(100, str(tmp_path))
 
     def partition(size: int):
         def run():
             fn.start_bundle()
-            chunks = LazyGroup(
-                lambda c: (
-                    np.full(500, 7, dtype=np.uint64).tobytes(),
-                    pack_nodes([_node(500 * c + i) for i in range(500)]),
-                ),
-                size // 500,
-            )
-            assert _drain(fn.process((b"\x00\x00\x00", chunks))) == size - 1
+            group = LazyGroup(refs.__getitem__, size // 500)
+            assert _drain(fn.process((b"\x00\x00\x00", group))) == size - 1
 
         return run
 

@@ -1,6 +1,7 @@
 """The text's wait while dedup decides (pipelines/dedup/stash.py): stash files give back every
 document as it was, find an id read twice without decompressing, refuse a damaged file in one
-line, work through a remote store, and apply keeps one copy of an id read twice."""
+line, work through a remote store, and apply keeps one copy of an id read twice. And the LSH
+band batches staged through files the same way (pipelines/dedup/bandfiles.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.dedup import DedupConfig, Deduplicate
+from pipelines.dedup import DedupConfig, Deduplicate, lsh
+from pipelines.dedup.bandfiles import BandFileWriter, read_chunks
 from pipelines.dedup.stash import (
     FRAME_CHARS,
     StashDir,
@@ -102,3 +104,39 @@ def test_an_id_read_twice_keeps_one_copy_whatever_the_bundles(tmp_path):
         assert_that(kept, equal_to([("books:twice", kept_text), (other.id, other.text)]))
         rejects = result["rejects"] | "Rejected" >> beam.Map(lambda r: (r.doc_id, r.reason))
         assert_that(rejects, equal_to([("books:twice", "duplicate_id")]), label="Rejects")
+
+
+def test_band_files_give_back_each_band_batch_by_its_reference(tmp_path):
+    # Real band batches of real paragraphs, written as two bundles write them and read back in
+    # another order: each reference gives back its hashes and nodes, and a file cut short is
+    # refused naming it.
+    from pipelines.dedup.minhash import MinHasher, band_hashes
+    from pipelines.dedup.shingles import shingle_batch
+
+    texts = list(book_paragraphs()[:120])
+    nodes = [(0, f"books:moby:{i:04d}") for i in range(len(texts))]
+    bands = band_hashes(MinHasher(112, 1).signatures(shingle_batch(texts)), 14, 8)
+    sent = []
+    for half in (slice(0, 60), slice(60, None)):
+        writer = BandFileWriter(str(tmp_path))
+        for _, chunk in lsh.band_batches("", nodes[half], bands[half]):
+            sent.append((writer.write(*chunk), chunk))
+        writer.close()
+    assert len({ref[0] for ref, _ in sent}) == 2  # a file a bundle
+    refs = [ref for ref, _ in reversed(sent)]
+    # read_chunks gives them back a file at a time, in offset order: sorted references' order
+    chunks = read_chunks(str(tmp_path), refs)
+    back = {(ref[0], ref[1]): chunk for ref, chunk in zip(sorted(refs), chunks)}
+    assert all(back[(ref[0], ref[1])] == chunk for ref, chunk in sent)
+    name = sent[-1][0][0]
+    path = tmp_path / name
+    path.write_bytes(path.read_bytes()[:-5])
+    with pytest.raises(RuntimeError, match=f"{name}: cut short"):
+        read_chunks(str(tmp_path), [sent[-1][0]])
+
+
+def test_band_files_on_a_remote_work_dir():
+    writer = BandFileWriter("memory://bands-test/work")
+    ref = writer.write(b"\x01" * 16, b"nodes")
+    writer.close()
+    assert read_chunks("memory://bands-test/work", [ref]) == [(b"\x01" * 16, b"nodes")]

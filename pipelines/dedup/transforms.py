@@ -53,6 +53,7 @@ import numpy as np
 from apache_beam import coders, pvalue
 
 from pipelines.dedup import exact, lsh
+from pipelines.dedup.bandfiles import BandFileWriter, read_chunks
 from pipelines.dedup.batching import DocBatcher, emit_windowed
 from pipelines.dedup.components import ConnectedComponents
 from pipelines.dedup.config import DedupConfig
@@ -120,13 +121,19 @@ class _FeaturesFn(DocBatcher):
     """Documents -> a _Record (as a plain tuple) per document, in batches, sent on to the first
     of `next_stages` that takes it (_Router); the main output without any."""
 
-    def __init__(self, config: DedupConfig, next_stages: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, config: DedupConfig, next_stages: tuple[str, ...] = (), work_dir: str | None = None
+    ) -> None:
         super().__init__(config)
-        self._router = _Router(next_stages)
+        self._router = _Router(next_stages, work_dir)
 
     def start_bundle(self) -> None:
         super().start_bundle()
         self._router.start_bundle(self._counts)
+
+    def finish_bundle(self):
+        yield from super().finish_bundle()
+        self._router.close()
 
     def setup(self) -> None:
         self._hasher = MinHasher(self._config.num_perm, self._config.seed)
@@ -167,14 +174,19 @@ class _Router:
     with that stage, counting what it sends (ShuffleBytes): URL_STAGE and EXACT_STAGE take
     (_url_key or _fingerprint_key) (key, record) where the key function gives one (a record
     without a URL skips the URL step); BUCKETS_STAGE takes the record's band hashes, which wait
-    until `flush` sends the waiting records' as band batches (lsh.band_batches: one element per
-    band partition a batch touches, not one per band and document); a document without shingles
-    goes to no bucket. A record no stage is left for is the main output. The step that makes or
-    keeps a record routes it itself: a keying step in front of each GroupByKey would be one more
-    Beam transform each (~7 ms of CPU to build and start)."""
+    until `flush` writes the waiting records' as band batches (lsh.band_batches: one per band
+    partition a batch touches, not one per band and document) to the bundle's band file in
+    `work_dir` and sends their references (bandfiles.py; `close` completes the file when the
+    bundle ends); a document without shingles goes to no bucket. A record no stage is left for
+    is the main output. The step that makes or keeps a record routes it itself: a keying step in
+    front of each GroupByKey would be one more Beam transform each (~7 ms of CPU to build and
+    start)."""
 
-    def __init__(self, stages: tuple[str, ...]) -> None:
+    def __init__(self, stages: tuple[str, ...], work_dir: str | None = None) -> None:
         self._stages = tuple(stages)
+        if BUCKETS_STAGE in self._stages and work_dir is None:
+            raise ValueError("the LSH step's band files need a work_dir")
+        self._work_dir = work_dir
         self._bytes = {
             stage: ShuffleBytes(stage, coders.registry.get_coder(_SENT_TYPES[stage]))
             for stage in self._stages
@@ -186,6 +198,11 @@ class _Router:
         for sent in self._bytes.values():
             sent.start_bundle(counts)
         self._waiting = []
+        self._bands = BandFileWriter(self._work_dir) if BUCKETS_STAGE in self._stages else None
+
+    def close(self) -> None:
+        if self._bands is not None:
+            self._bands.close()
 
     def send_on(self, record: tuple):
         for stage in self._stages:
@@ -215,7 +232,8 @@ class _Router:
         for scope, records in sorted(by_scope.items()):
             packed = b"".join(record.bands for record in records)
             hashes = np.frombuffer(packed, dtype=np.uint64).reshape(len(records), -1)
-            for element in lsh.band_batches(scope, [r.node for r in records], hashes):
+            for key, chunk in lsh.band_batches(scope, [r.node for r in records], hashes):
+                element = (key, self._bands.write(*chunk))
                 sent.add(element)
                 yield pvalue.TaggedOutput(BUCKETS_STAGE, element)
 
@@ -236,13 +254,14 @@ class _KeepSmallestFn(SendingFn):
         num_buckets: int,
         next_stages: tuple[str, ...] = (),
         batch_docs: int = DedupConfig.batch_docs,
+        work_dir: str | None = None,
     ) -> None:
         super().__init__(APPLY_STAGE, ANY)
         self._num_buckets = num_buckets
         self._reason = reason
         self._similarity = similarity
         self._cleared = cleared
-        self._router = _Router(next_stages)
+        self._router = _Router(next_stages, work_dir)
         self._batch_docs = batch_docs
 
     def start_bundle(self) -> None:
@@ -251,6 +270,7 @@ class _KeepSmallestFn(SendingFn):
 
     def finish_bundle(self):
         yield from emit_windowed(self._router.flush())
+        self._router.close()
         yield from super().finish_bundle()
 
     def process(self, element):
@@ -272,17 +292,19 @@ class _KeepSmallestFn(SendingFn):
 
 
 class _BucketEdgesFn(SendingFn):
-    """(band partition key, its (hashes, nodes) chunks) -> (candidate edge, None) for the
-    members of each bucket (lsh.bucket_members), the input of Beam's Distinct's combine; the
-    edge is what is counted, as it was when Distinct's own step made the pair."""
+    """(band partition key, references to its (hashes, nodes) chunks in band files) ->
+    (candidate edge, None) for the members of each bucket (lsh.bucket_members), the input of
+    Beam's Distinct's combine; the edge is what is counted, as it was when Distinct's own step
+    made the pair."""
 
-    def __init__(self, max_pairs_members: int) -> None:
+    def __init__(self, max_pairs_members: int, work_dir: str) -> None:
         super().__init__("candidate_edges", ANY)
         self._max_pairs_members = max_pairs_members
+        self._work_dir = work_dir
 
     def process(self, element):
-        _, chunks = element
-        for members in lsh.bucket_members(chunks):
+        _, refs = element
+        for members in lsh.bucket_members(read_chunks(self._work_dir, refs)):
             hot, edges = lsh.bucket_edges(members, self._max_pairs_members)
             self._counts.inc("dedup_hot_buckets", int(hot))
             for edge in edges:
@@ -487,9 +509,9 @@ class Deduplicate(beam.PTransform):
             )
             if on
         )
-        features = docs | "Features" >> beam.ParDo(_FeaturesFn(cfg, stages)).with_outputs(
-            "counts", *stages, main="records"
-        )
+        features = docs | "Features" >> beam.ParDo(
+            _FeaturesFn(cfg, stages, self.work_dir)
+        ).with_outputs("counts", *stages, main="records")
         counts.append(features.counts)
         sent = {stage: [features[stage]] for stage in stages}
         for label, stage, reason, similarity, cleared in (
@@ -506,7 +528,9 @@ class Deduplicate(beam.PTransform):
                 | f"{label}/Group" >> beam.GroupByKey()
                 | f"{label}/KeepSmallest"
                 >> beam.ParDo(
-                    _KeepSmallestFn(reason, similarity, cleared, buckets, later, cfg.batch_docs)
+                    _KeepSmallestFn(
+                        reason, similarity, cleared, buckets, later, cfg.batch_docs, self.work_dir
+                    )
                 ).with_outputs("decisions", "counts", *later, main="records")
             )
             counts.append(kept.counts)
@@ -520,7 +544,7 @@ class Deduplicate(beam.PTransform):
                 PAIR
             )
             candidates = band_keys | "Near/Buckets" >> beam.GroupByKey()
-            bucket_edges = _BucketEdgesFn(cfg.max_pairs_members)
+            bucket_edges = _BucketEdgesFn(cfg.max_pairs_members, self.work_dir)
             # Beam's Distinct, less its two maps: the step before pairs each edge with None,
             # the step after takes the keys.
             distinct = sending(
