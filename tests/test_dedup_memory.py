@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pipelines.dedup import DedupConfig, transforms
+from pipelines.dedup.bandfiles import BandFileWriter
 from pipelines.dedup.components import (
     LEAF,
     _SettleFn,
@@ -19,7 +20,6 @@ from pipelines.dedup.components import (
     large_star,
     small_star,
 )
-from pipelines.dedup.bandfiles import BandFileWriter
 from pipelines.dedup.lsh import pack_nodes
 from pipelines.dedup.shingles import pack_set, shingle_set
 from pipelines.dedup.stash import StashDoFn

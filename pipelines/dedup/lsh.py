@@ -9,19 +9,20 @@ exact-Jaccard verification a chained member is only checked against that node, s
 bucket can miss pairs that are similar to each other but not to its smallest member; the
 counter `dedup_hot_buckets` says how often that happens.
 
-What crosses the LSH shuffle: not one element per document and band (~15 a document, each
+What the LSH shuffle groups: not one element per document and band (~15 a document, each
 paying the runner's per-element cost on the data plane), but one per band *partition* per
-batch of documents (`band_batches`): a band's buckets are split into PARTITIONS by the top bits
+batch of documents (`band_batches`; the batch itself waits in a band file and a reference to it
+crosses: bandfiles.py): a band's buckets are split into PARTITIONS by the top bits
 of their hash, and a batch sends each (band, partition) it touches one element, the packed
 hashes and the nodes that have them. The grouping step (`bucket_members`) sorts a partition's
 hashes and yields each bucket's members: a group holds one band partition's entries (an 8-byte
 hash and a node each, 1 / PARTITIONS of the documents), not one bucket's.
 
-An element's nodes travel packed in one bytes object (`pack_nodes`), not as a list of (rank,
-id) tuples: the local runner decodes every GroupByKey input into Python objects in the
-launcher and keeps them until the stage runs, and a tuple, an int and a str for each document
-and band cost ~150 bytes there (~400 MB at 1 GB of text) where the packed node costs its id's
-bytes and eight more. The grouping step decodes only the nodes that share a bucket.
+A batch's nodes are packed in one bytes object (`pack_nodes`), not a list of (rank, id)
+tuples: a tuple, an int and a str for each document and band cost ~150 bytes in Python (~400 MB
+at 1 GB of text, when these crossed the shuffle and the local runner decoded them in the
+launcher) where the packed node costs its id's bytes and eight more. The grouping step decodes
+only the nodes that share a bucket.
 """
 
 from __future__ import annotations

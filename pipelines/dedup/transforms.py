@@ -17,7 +17,8 @@ no step gathers documents, signatures or edges on one worker):
            the others are decided (records without a URL go on without a shuffle)
     exact: GroupByKey(text fingerprint) of the survivors -> the smallest node's record goes on
     near:  survivors, in batches -> one element per LSH band partition a batch touches (the
-           hashes and their nodes: lsh.band_batches) -> GroupByKey(band partition) -> each
+           hashes and their nodes: lsh.band_batches, written to the bundle's band file; the
+           element is a reference to it: bandfiles.py) -> GroupByKey(band partition) -> each
            bucket's candidate edges (all pairs, or chained to the smallest member in a hot
            bucket) -> Distinct
            -> [verify (verify.py): each edge's larger document sends its shingle set (packed
@@ -29,7 +30,7 @@ no step gathers documents, signatures or edges on one worker):
     apply: GroupByKey(bucket) of the stash file names and the decisions on the bucket's ids ->
            the bucket's files read back: kept / Reject / ClusterMember
 
-No shuffle carries the text: they move ids, 16-byte fingerprints and band hashes (batched),
+No shuffle carries the text: they move ids, 16-byte fingerprints, references to band batches,
 shingle sets only of documents in a candidate pair (a hot bucket's centre receives its
 members' sets and sends its own once), and file names. The text is written once, to the stash
 files, and read back by bucket where a step needs it (the local runner holds every GroupByKey's
