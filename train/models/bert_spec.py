@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from train.models import bert, hf
 from train.models.bert import Bert, BertConfig
-from train.models.spec import MASKED_LM, HFMapping, ModelSpec, ParallelPlan, Preset
+from train.models.spec import (
+    INTERMEDIATE_SIZE_SHAPE_FIELDS,
+    MASKED_LM,
+    TRANSFORMERS_SIZE_KEYS,
+    HFMapping,
+    ModelSpec,
+    ParallelPlan,
+    Preset,
+)
 
 BERT_VOCAB_PADDED = 30592  # 30522 bert-base-uncased WordPiece tokens padded to 128
 
@@ -61,15 +69,8 @@ SPEC = ModelSpec(
         config_to_hf=hf.bert_config_with_architecture,
         state_dict_to_hf=hf.bert_state_dict_to_hf,
         load=hf.bert_load,
-        size_keys=("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size",
-                   "max_position_embeddings", "intermediate_size"),
+        size_keys=TRANSFORMERS_SIZE_KEYS,
     ),
-    shape_fields={
-        "num_layers": "n_layer",
-        "hidden_size": "n_embd",
-        "num_attention_heads": "n_head",
-        "ffn_hidden_size": "intermediate_size",
-        "dropout": "dropout",
-    },
+    shape_fields=INTERMEDIATE_SIZE_SHAPE_FIELDS,
     shape_fixed={"bias": "always has biases (BERT's layers)"},
 )

@@ -17,7 +17,15 @@ import torch
 from train.models import llama
 from train.models.hf import check_keys, hf_fields, layer_names, model_from_hf, our_fields
 from train.models.llama import Llama, LlamaConfig
-from train.models.spec import CAUSAL_LM, HFMapping, ModelSpec, ParallelPlan, Preset
+from train.models.spec import (
+    CAUSAL_LM,
+    INTERMEDIATE_SIZE_SHAPE_FIELDS,
+    TRANSFORMERS_SIZE_KEYS,
+    HFMapping,
+    ModelSpec,
+    ParallelPlan,
+    Preset,
+)
 
 StateDict = dict[str, torch.Tensor]
 
@@ -196,15 +204,8 @@ SPEC = ModelSpec(
         config_to_hf=config_to_hf,
         state_dict_to_hf=state_dict_to_hf,
         load=load,
-        size_keys=("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size",
-                   "max_position_embeddings", "intermediate_size"),
+        size_keys=TRANSFORMERS_SIZE_KEYS,
     ),
-    shape_fields={
-        "num_layers": "n_layer",
-        "hidden_size": "n_embd",
-        "num_attention_heads": "n_head",
-        "ffn_hidden_size": "intermediate_size",
-        "dropout": "dropout",
-    },
+    shape_fields=INTERMEDIATE_SIZE_SHAPE_FIELDS,
     shape_fixed={"bias": "never has biases (LLaMA's layers)"},
 )

@@ -34,6 +34,21 @@ SHAPE_SETTINGS = (
 )  # fmt: skip
 
 
+# What the families whose config names its MLP width `intermediate_size` (BERT, LLaMA) share:
+# their shape settings' config fields, and the config.json keys transformers gives their size.
+INTERMEDIATE_SIZE_SHAPE_FIELDS = {
+    "num_layers": "n_layer",
+    "hidden_size": "n_embd",
+    "num_attention_heads": "n_head",
+    "ffn_hidden_size": "intermediate_size",
+    "dropout": "dropout",
+}
+TRANSFORMERS_SIZE_KEYS = (
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size",
+    "max_position_embeddings", "intermediate_size",
+)  # fmt: skip
+
+
 def shape_flag(name: str) -> str:
     return f"--{name.replace('_', '-')}"
 
