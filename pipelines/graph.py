@@ -25,11 +25,9 @@ from pipelines.tokenize.tokenizer_ref import TokenizerRef
 from pipelines.tokenize.transforms import Tokenize
 from pipelines.write import (
     TOKENIZER_NAME,
-    WORK_DIR,
     DeleteSpillsDoFn,
     FinishShardSetDoFn,
     OutputClaim,
-    OutputDir,
     ShardSetSpec,
     WriteRejects,
     WriteShards,
@@ -97,7 +95,8 @@ def language_line(config: PreprocessConfig, paths: list[str]) -> str:
     found = [code for code in map(probe, paths[:LANGUAGE_PROBES]) if code is not None]
     unknown = " (not one the identifier knows: no document of it is dropped for its language)"
     named = [
-        f"{code}{'' if code in supported_languages() else unknown}" if code
+        f"{code}{'' if code in supported_languages() else unknown}"
+        if code
         else f"{default} (the input names none)"
         for code in found
     ]
@@ -106,8 +105,9 @@ def language_line(config: PreprocessConfig, paths: list[str]) -> str:
     if len(set(named)) == 1 and not more:
         return f"language: {named[0]} (from the input's own siteinfo; --language overrides)"
     counts = ", ".join(f"{name}: {n} file(s)" for name, n in collections.Counter(named).items())
-    return (f"language: each input file's own, from its siteinfo: {counts}{more}; "
-            "--language overrides")
+    return (
+        f"language: each input file's own, from its siteinfo: {counts}{more}; --language overrides"
+    )
 
 
 def prepare(plan: Plan, tokenizer, run_id: str) -> tuple[OutputClaim, TokenizerRef]:
@@ -196,11 +196,10 @@ def build_pipeline(
         _ = documents | "WriteCleaned" >> WriteDocuments(config.write_cleaned)
     if config.dedup:
         from pipelines.dedup import Deduplicate
-        from pipelines.dedup.stash import STASH_DIR, stash_buckets
+        from pipelines.dedup.stash import stash_buckets, stash_dir
 
-        work_dir = OutputDir(config.output).child(WORK_DIR).child(STASH_DIR).url
         deduplicated = documents | "Deduplicate" >> Deduplicate(
-            config.dedup_config, work_dir, stash_buckets(plan.input_bytes)
+            config.dedup_config, stash_dir(config.output), stash_buckets(plan.input_bytes)
         )
         documents = deduplicated.main
         dedup_rejects = deduplicated["rejects"] | "CountDedupRejects" >> CountRejects(

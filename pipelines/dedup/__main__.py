@@ -41,9 +41,9 @@ from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
 from pipelines.dedup.sizing import parquet_rows_bound, sized_config
-from pipelines.dedup.stash import STASH_DIR, stash_buckets
+from pipelines.dedup.stash import stash_buckets, stash_dir
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
-from pipelines.inputs import add_input_arguments, match_patterns, parsed_inputs
+from pipelines.inputs import add_input_arguments, parsed_inputs
 from pipelines.stats import NAMESPACE, shuffle_summary
 from pipelines.write import (
     DEDUP_OUTPUT,
@@ -52,7 +52,6 @@ from pipelines.write import (
     STATS_NAME,
     WORK_DIR,
     OutputClaim,
-    OutputDir,
     OutputError,
     claim_output,
     write_marker,
@@ -85,11 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def work_dir(output: str) -> OutputDir:
-    """Where the text waits while dedup decides (stash.py); removed when the run ends."""
-    return OutputDir(output).child(WORK_DIR).child(STASH_DIR)
-
-
 def build_pipeline(
     pipeline: beam.Pipeline,
     input_patterns: Sequence[str],
@@ -98,9 +92,9 @@ def build_pipeline(
     keep_rejects: bool,
 ) -> None:
     out = output.rstrip("/")
-    input_bytes = sum(f.size_bytes for f in match_patterns(input_patterns))
-    dedup = Deduplicate(config, work_dir(output).url, stash_buckets(input_bytes))
-    result = pipeline | "ReadDocuments" >> ReadDocuments(input_patterns) | "Dedup" >> dedup
+    read = ReadDocuments(input_patterns)
+    dedup = Deduplicate(config, stash_dir(output), stash_buckets(read.input_bytes))
+    result = pipeline | "ReadDocuments" >> read | "Dedup" >> dedup
     result.main | "WriteDocuments" >> WriteDocuments(f"{out}/documents")
     if keep_rejects:
         result["rejects"] | "WriteRejects" >> WriteRejects(f"{out}/rejects")

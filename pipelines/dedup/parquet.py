@@ -105,7 +105,9 @@ class ReadDocuments(beam.PTransform):
     def __init__(self, patterns: str | Sequence[str]) -> None:
         super().__init__()
         # Matched on the launcher: a typo fails before the pipeline starts.
-        self._paths = [f.path for f in match_patterns(patterns)]
+        files = match_patterns(patterns)
+        self._paths = [f.path for f in files]
+        self.input_bytes = sum(f.size_bytes for f in files)  # as listed (compressed)
 
     def expand(self, pbegin):
         return (

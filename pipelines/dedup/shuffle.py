@@ -53,8 +53,9 @@ class ShuffleBytes:
         self._own = counts is None
         self._counts = BundleCounts() if counts is None else counts
 
-    def add(self, element) -> None:
-        self._counts.inc(self._counter, len(self._coder.encode(element)))
+    def add(self, element, shuffles: int = 1) -> None:
+        """Count `element`, sent to `shuffles` GroupByKeys (encoded once)."""
+        self._counts.inc(self._counter, shuffles * len(self._coder.encode(element)))
 
     def finish_bundle(self):
         counts = self._counts.drain() if self._own else None

@@ -39,7 +39,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.document import Document, bucket_of
 from pipelines.io import open_input
-from pipelines.write.output import OutputDir
+from pipelines.write.output import WORK_DIR, OutputDir
 
 STASH_DIR = "dedup"  # under the run's work area (OUTPUT/_work/)
 STASH_MAGIC = b"DSTASH01"
@@ -54,6 +54,11 @@ FRAME_DOCS = 256
 BYTES_PER_BUCKET = 64 << 20
 MIN_BUCKETS = 16
 MAX_BUCKETS = 1024
+
+
+def stash_dir(output: str) -> str:
+    """The stash's folder in a run's OUTPUT (its work area, removed when the run ends)."""
+    return OutputDir(output).child(WORK_DIR).child(STASH_DIR).url
 
 
 def stash_buckets(input_bytes: int) -> int:
@@ -174,13 +179,14 @@ class StashDir:
 
 class StashDoFn(beam.DoFn):
     """Documents -> one stash file per bundle and bucket; emits (bucket, ("stash", file name))
-    for each when the bundle commits, each element counted (`sent`: ShuffleBytes of the stages
-    whose GroupByKeys take them)."""
+    for each when the bundle commits, each element counted by `sent` (a ShuffleBytes) once for
+    each of the `shuffles` GroupByKeys that take them."""
 
-    def __init__(self, work_dir: str, num_buckets: int, sent=()) -> None:
+    def __init__(self, work_dir: str, num_buckets: int, sent=None, shuffles: int = 1) -> None:
         self._work_dir = work_dir
         self._num_buckets = num_buckets
-        self._sent = tuple(sent)
+        self._sent = sent
+        self._shuffles = shuffles
 
     def setup(self) -> None:
         self._dir = OutputDir(self._work_dir)
@@ -191,8 +197,8 @@ class StashDoFn(beam.DoFn):
     def start_bundle(self) -> None:
         self._attempt = uuid.uuid4().hex[:16]  # unique per bundle attempt: retries never collide
         self._writers: dict[int, StashWriter] = {}
-        for sent in self._sent:
-            sent.start_bundle()
+        if self._sent is not None:
+            self._sent.start_bundle()
 
     def process(self, doc: Document) -> None:
         bucket = bucket_of(doc.id, self._num_buckets)
@@ -211,12 +217,12 @@ class StashDoFn(beam.DoFn):
                 self._dir.put_file(writer.path, name, atomic=False)  # named once complete
                 os.remove(writer.path)
             element = (bucket, ("stash", name))
-            for sent in self._sent:
-                sent.add(element)
+            if self._sent is not None:
+                self._sent.add(element, self._shuffles)
             yield GlobalWindows.windowed_value(element)
         self._writers = {}
-        for sent in self._sent:
-            yield from sent.finish_bundle()
+        if self._sent is not None:
+            yield from self._sent.finish_bundle()
 
     def teardown(self) -> None:
         for writer in getattr(self, "_writers", {}).values():

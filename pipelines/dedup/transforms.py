@@ -492,9 +492,9 @@ class Deduplicate(beam.PTransform):
         # The text waits in files; their names go to apply's group and verification's, counted
         # once for each (stage "stash": how many there are depends on the runner's bundles).
         readers = 2 if cfg.near and cfg.verify else 1
-        sent_to = [ShuffleBytes("stash", coders.registry.get_coder(ANY)) for _ in range(readers)]
+        sent = ShuffleBytes("stash", coders.registry.get_coder(ANY))
         stashed = docs | "Stash" >> beam.ParDo(
-            StashDoFn(self.work_dir, buckets, sent_to)
+            StashDoFn(self.work_dir, buckets, sent, readers)
         ).with_output_types(ANY).with_outputs("counts", main="names")
         counts.append(stashed.counts)
         joined.append(stashed.names)
