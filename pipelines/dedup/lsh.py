@@ -50,18 +50,25 @@ def partition_key(scope: str, band: int, partition: int) -> bytes:
 _COUNT = np.dtype("<u4")
 
 
+class _Nodes:
+    """Nodes encoded once for packing many subsets of them: ranks, id lengths, UTF-8 ids."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.ids = [node[1].encode("utf-8", "surrogatepass") for node in nodes]
+        self.ranks = np.array([node[0] for node in nodes], "<i4")
+        self.lengths = np.array([len(i) for i in self.ids], _COUNT)
+
+    def pack(self, rows: np.ndarray) -> bytes:
+        """pack_nodes of the nodes at `rows`."""
+        count = np.array([len(rows)], _COUNT).tobytes()
+        ids = b"".join([self.ids[i] for i in rows.tolist()])
+        return count + self.ranks[rows].tobytes() + self.lengths[rows].tobytes() + ids
+
+
 def pack_nodes(nodes: list[Node]) -> bytes:
     """Nodes as one bytes object: their count, ranks (int32), id lengths (uint32), then the ids
     (UTF-8, lone surrogates kept)."""
-    ids = [node[1].encode("utf-8", "surrogatepass") for node in nodes]
-    return b"".join(
-        [
-            np.array([len(nodes)], _COUNT).tobytes(),
-            np.array([node[0] for node in nodes], "<i4").tobytes(),
-            np.array([len(i) for i in ids], _COUNT).tobytes(),
-            *ids,
-        ]
-    )
+    return _Nodes(nodes).pack(np.arange(len(nodes)))
 
 
 class PackedNodes:
@@ -90,6 +97,7 @@ def band_batches(
     partition that the documents `nodes` (one row of band hashes each in `hashes`, shape
     (len(nodes), bands)) touch."""
     hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
+    encoded = _Nodes(nodes)  # each id encoded once, not once per band
     partitions = (hashes >> np.uint64(64 - PARTITION_BITS)).astype(np.uint8)
     for band in range(hashes.shape[1]):
         column, parts = hashes[:, band], partitions[:, band]
@@ -98,7 +106,7 @@ def band_batches(
         for run in np.split(order, bounds):
             if len(run):
                 key = partition_key(scope, band, int(parts[run[0]]))
-                yield key, (column[run].tobytes(), pack_nodes([nodes[i] for i in run]))
+                yield key, (column[run].tobytes(), encoded.pack(run))
 
 
 class _Members:
