@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
 import json
 import os
 import random
@@ -611,6 +612,23 @@ def test_decontamination_removes_the_evaluation_articles_before_dedup(corpus, tm
 
 
 @pytest.mark.slow
+def test_a_full_disk_under_the_stash_fails_in_one_line(corpus, tmp_path, capsys, monkeypatch):
+    # The stash writes the cleaned text to OUTPUT's work area: a full disk there is one line
+    # naming OUTPUT, exit 1, not the runner's traceback.
+    from pipelines.dedup import stash
+
+    def full(self):
+        raise OSError(errno.ENOSPC, "No space left on device", self.path)
+
+    monkeypatch.setattr(stash.StashWriter, "_write_frame", full)
+    pattern = _write_input(corpus.docs, tmp_path / "input")
+    out = tmp_path / "out"
+    assert main(["--input", pattern, "--output", str(out), "--runner", "DirectRunner"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: no space left on {out}", err[-3:]
+    assert not (out / "_work").exists() and not (out / "stats.json").exists()
+
+
 def test_too_few_component_rounds_fail_the_run_with_a_clear_message(tmp_path, capsys):
     # A chain of 16 successive light edits, ids in shuffled order: a long path in the
     # near-duplicate graph, which one large-star/small-star round cannot contract.

@@ -54,6 +54,7 @@ from pipelines.write import (
     OutputClaim,
     OutputError,
     claim_output,
+    describe_storage_error,
     write_marker,
 )
 
@@ -189,7 +190,8 @@ def _run(args, beam_args: list[str], config: DedupConfig, claim: OutputClaim) ->
         result = pipeline.run()
         result.wait_until_finish()
     except Exception as e:  # a worker's error arrives wrapped in the runner's traceback text
-        reason = _worker_error(e)
+        # the stash and band files make dedup write its input's size to OUTPUT's disk
+        reason = _worker_error(e) or describe_storage_error(e, claim.out.url)
         if reason is None:
             raise
         print(f"error: {reason}", file=sys.stderr)
