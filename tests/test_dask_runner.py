@@ -86,7 +86,7 @@ def test_multi_output_finish_bundle_side_inputs_and_every_leaf(cluster, tmp_path
 
     from pipelines.runner.dask_runner import DaskRunner
 
-    monkeypatch.setattr("pipelines.runner.dask_runner.INLINE_DOFN_BYTES", inline_dofn_bytes)
+    monkeypatch.setattr("pipelines.runner.dask_graph.INLINE_DOFN_BYTES", inline_dofn_bytes)
 
     options = PipelineOptions([f"--dask_client_address={cluster.scheduler_address}"])
     with beam.Pipeline(runner=DaskRunner(), options=options) as p:
@@ -147,7 +147,7 @@ def _graph_size(client, pattern: str, tmp_path: Path) -> int:
     from dataset_format.tokenizer import load_tokenizer
     from pipelines.graph import plan_run
     from pipelines.options import PreprocessConfig
-    from pipelines.runner.dask_runner import graph_bags
+    from pipelines.runner.dask_graph import graph_keys
     from pipelines.tokenize.tokenizer_ref import TokenizerRef
 
     argv = ["--source=jsonl", f"--input={pattern}", f"--output={tmp_path / 'out'}",
@@ -158,7 +158,7 @@ def _graph_size(client, pattern: str, tmp_path: Path) -> int:
     from pipelines.graph import build_pipeline
 
     build_pipeline(pipeline, plan, tokenizer)
-    return sum(len(bag.__dask_graph__()) for bag in graph_bags(pipeline, client))
+    return len(graph_keys(pipeline, client))
 
 
 @pytest.mark.slow
@@ -181,11 +181,11 @@ def _graph_tasks(build) -> int:
     """Graph tasks of the pipeline `build(p)` makes (no Reshuffle: no client needed)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.runner.dask_runner import graph_bags
+    from pipelines.runner.dask_graph import graph_keys
 
     pipeline = beam.Pipeline(options=PipelineOptions([]))
     build(pipeline)
-    return len(set().union(*(bag.__dask_graph__().keys() for bag in graph_bags(pipeline, None))))
+    return len(graph_keys(pipeline, None))
 
 
 def test_a_chain_of_steps_is_one_task_per_partition():
@@ -200,8 +200,36 @@ def test_a_chain_of_steps_is_one_task_per_partition():
         _ = out.numbers | "N" >> beam.Map(str)
         _ = out.squares | "S" >> beam.Map(str)
 
-    # a ParDo read by two steps is a task of its own; each consumer picks its tag in its task
-    assert _graph_tasks(two_consumers) == 3 * 3
+    # a ParDo read by two steps runs them in its own task (they were a task each, and the
+    # ParDo's outputs were held until the last of them ran)
+    assert _graph_tasks(two_consumers) == 3
+
+
+def test_a_stage_hands_on_only_what_steps_outside_it_read():
+    """A stage's task returns the GroupByKey's split of the squares, nothing else: not the
+    numbers nor the squares (read inside the task), which a worker would hold until every
+    consumer had run (all of the cleaned text of a run, at 1 GB 3 GB a worker)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from dask.local import get_sync
+
+    from pipelines.runner.dask_graph import Partition, graph_keys
+
+    pipeline = beam.Pipeline(options=PipelineOptions([]))
+    out = (pipeline | beam.Create([1, 2, 3])
+           | beam.ParDo(_Tagged()).with_outputs("squares", "bundles", main="numbers"))
+    _ = out.numbers | "N" >> beam.Map(str)
+    _ = (out.squares | "Key" >> beam.Map(lambda s: (s % 2, s)) | beam.GroupByKey()
+         | "Sum" >> beam.MapTuple(lambda k, vs: (k, sum(vs))))
+    tasks = graph_keys(pipeline, None)
+    created = sorted(key for key in tasks if key[0].startswith("create:"))
+    groups = [key for key in tasks if key[0].startswith("group:")]
+    assert len(created) == 3 and len(groups) == 1
+    results = get_sync(tasks, created)
+    for n, exports in enumerate(results, 1):
+        [(export, split)] = exports.items()  # one export: the split, one list a group
+        assert isinstance(split, Partition) and len(split) == 1
+        assert split[0] == [(n * n % 2, n * n)]
+    assert get_sync(tasks, groups) == ({},)  # the sums: read by no step, handed on to none
 
 
 def test_a_group_by_key_is_a_split_per_input_and_a_group_per_output_partition():
@@ -216,7 +244,7 @@ def test_a_key_lands_in_the_same_split_in_every_process():
     list is the same on every worker; these were computed in another process."""
     from apache_beam import coders
 
-    from pipelines.runner.dask_runner import Pick, group_part, split_by_key
+    from pipelines.runner.dask_graph import Pick, group_part, split_by_key
 
     coder = coders.FastPrimitivesCoder().as_deterministic_coder("test")
     keys = [b"band-0", (3, "doc-a"), "url", 12345, (0, b"\x00\xff")]
@@ -242,7 +270,7 @@ def test_a_partition_moves_between_workers_in_one_pickle():
     (seconds for a few MB of dedup band keys); a partition is pickled whole."""
     from distributed.protocol import deserialize, serialize
 
-    from pipelines.runner.dask_runner import Partition
+    from pipelines.runner.dask_graph import Partition
 
     rows = [(b"band", n) for n in range(1000)]
     assert serialize(rows)[0].get("is-collection")

@@ -1,0 +1,589 @@
+"""A Beam pipeline as one dask graph, for our DaskRunner (pipelines/runner/dask_runner.py).
+
+Fusion as Beam's runners do it. A *stage* is one dask task per partition: its root (a Create's
+or a Reshuffle's elements, a GroupByKey's group, a Flatten's concatenation, or what another
+stage hands on) and then every ParDo that reads a ParDo of the stage, in pipeline order, each
+step a bundle over its input's elements. A ParDo read by several steps (a clean step's kept
+documents, its rejects, its counts) runs them all in the same task, and each intermediate
+list is dropped as soon as its last reader in the stage has run. A stage's task returns only
+what steps outside it read (its *exports*: a GroupByKey's split of its input, a Flatten's or a
+side input's elements). So the text of a read task lives for one task and never waits in a
+worker's memory for a consumer: when each consumer was a task of its own, every partition of
+the cleaned text was held until its last consumer (a Flatten of the rejects, with the run's
+last steps) ran: 3 GB a worker at 1 GB of input, where a stage keeps one partition's worth.
+
+A ParDo joins its input's stage unless one of its side inputs is computed from that stage (the
+task would wait on itself) or a Reshuffle has computed the stage already (below); then it roots
+a stage of its own on the other's export.
+
+- A GroupByKey is a split per input partition (a step of the input's stage: its pairs cut by a
+  stable hash of the key's deterministic encoding) and a group per output partition (the root
+  of the next stage), not dask's tasks-based shuffle (~100 tasks each; dedup has ~50, mostly
+  tiny).
+- A Reshuffle's input (our read tasks: a few small elements) is computed when the graph is
+  built, and becomes one partition per element; a Flatten or GroupByKey never makes more
+  partitions than the last Reshuffle had elements. So the graph grows with the run's read
+  tasks, not with the thread count. The stages it computes are closed to new steps (their
+  definition must not change between that graph and the run's).
+- Each stage's tasks carry a scheduling priority, its place in pipeline order: a worker runs a
+  later stage's ready task before it starts another partition of an earlier one, so outputs
+  between stages (a group's input, a side input) are consumed as they come.
+- Keys read '<kind>:<transform label>-<uuid>': the scheduler learns durations per key prefix.
+- Partitions and a stage's exports are list and dict subclasses, pickled in one go between
+  workers (dask serialises a plain list whose first element leads to bytes, a dedup band key,
+  element by element), and a GroupByKey's values move without their window (6x faster).
+- Each worker thread keeps its DoFns, set up once, with their signatures (inspecting a DoFn's
+  methods cost ~0.7 ms a bundle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import threading
+import uuid
+import zlib
+from collections.abc import Iterable
+
+import apache_beam as beam
+from apache_beam import coders, pvalue
+from apache_beam.internal import pickler
+from apache_beam.pipeline import AppliedPTransform, PipelineVisitor
+from apache_beam.runners.common import (
+    DoFnContext,
+    DoFnInvoker,
+    DoFnSignature,
+    Receiver,
+    _OutputHandler,
+)
+from apache_beam.runners.dask.overrides import (
+    _Create,
+    _Flatten,
+    _GroupAlsoByWindow,
+    _GroupByKeyOnly,
+    _Reshuffle,
+    dask_overrides,
+)
+from apache_beam.runners.dask.transform_evaluator import defenestrate, get_windowed_value
+from apache_beam.transforms.sideinputs import SideInputMap
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+# A DoFn pickled to at most this many bytes travels inside each of its tasks; a larger one is
+# one graph key, sent once to each worker.
+INLINE_DOFN_BYTES = 64 << 10
+
+
+class Partition(list):
+    """A partition's elements. A plain list whose first element leads (through tuples) to
+    bytes, such as a dedup band key, is serialised by dask element by element when it moves
+    between workers (seconds for a few MB); a subclass is pickled in one go."""
+
+    __slots__ = ()
+
+
+class Exports(dict):
+    """What one partition of a stage hands on: (slot, Pick) -> Partition (a dict subclass for
+    the same reason as Partition)."""
+
+    __slots__ = ()
+
+
+class _TagReceiver(Receiver):
+    def __init__(self, tag: str | None, outputs: list) -> None:
+        self.tag = tag
+        self.outputs = outputs
+
+    def receive(self, windowed_value) -> None:
+        self.outputs.append((self.tag, defenestrate(windowed_value)))
+
+
+class _Receivers(dict):
+    """Tag -> receiver, made on first use; every receiver appends to one list of this bundle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outputs = Partition()
+
+    def __missing__(self, tag):
+        receiver = self[tag] = _TagReceiver(tag, self.outputs)
+        return receiver
+
+
+@dataclasses.dataclass(frozen=True)
+class _SideInput:
+    view_type: type
+    view_options: dict
+    window_mapping_fn: object
+
+
+@dataclasses.dataclass(frozen=True)
+class Pick:
+    """Which elements of a step's outputs a PCollection is: all of them, or a ParDo's outputs
+    of one tag (a ParDo's outputs are (tag, value) pairs)."""
+
+    tagged: bool
+    tag: str | None = None
+
+    def __call__(self, partition: Iterable) -> Iterable:
+        if not self.tagged:
+            return partition
+        return [value for tag, value in partition if tag == self.tag]
+
+
+ALL = Pick(False)
+
+# Each worker thread's DoFns (with their signatures), set up once and reused for every bundle
+# it runs, as Beam's own workers do: a setup may load a tokenizer or a language model (a second
+# or more), and a run has a bundle per task for each of ~100 steps. Never torn down (Beam
+# promises teardown only as best effort; ours remove temporary files that a worker's exit
+# leaves to the OS anyway).
+_DOFNS = threading.local()
+# A long-lived cluster runs job after job: past this many, a thread starts its cache afresh.
+_MAX_DOFNS = 512
+
+
+def _dofn(label: str, pickled_fn: bytes) -> tuple[beam.DoFn, DoFnSignature, bool]:
+    """(this thread's DoFn for the step, its signature, whether it is new and needs its setup).
+    The signature is kept with it: inspecting the DoFn's methods took ~0.7 ms a bundle."""
+    cache = getattr(_DOFNS, "cache", None)
+    if cache is None or len(cache) >= _MAX_DOFNS:
+        cache = _DOFNS.cache = {}
+    key = (label, pickled_fn)
+    if key in cache:
+        return *cache[key], False
+    fn = pickler.loads(pickled_fn)
+    cache[key] = fn, DoFnSignature(fn)
+    return *cache[key], True
+
+
+def _run_bundle(label: str, window_fn, args, kwargs, side_specs: tuple, pick: Pick,
+                partition: Iterable, pickled_fn: bytes, *side_values: list) -> Partition:
+    """One partition (the `pick` of it) as one bundle: start, process each, finish (setup the
+    first time this thread runs the step); returns the (tag, value) outputs, finish_bundle's
+    included."""
+    receivers = _Receivers()
+    handler = _OutputHandler(
+        window_fn=window_fn,
+        main_receivers=receivers[None],
+        tagged_receivers=receivers,
+        per_element_output_counter=None,
+        output_batch_converter=None,
+        process_yields_batches=False,
+        process_batch_yields_elements=False,
+    )
+    side_inputs = [
+        SideInputMap(spec.view_type, spec.view_options,
+                     [get_windowed_value(v, spec.window_mapping_fn) for v in values])
+        for spec, values in zip(side_specs, side_values)
+    ]
+    fn, signature, new = _dofn(label, pickled_fn)
+    invoker = DoFnInvoker.create_invoker(
+        signature,
+        handler,
+        context=DoFnContext(label, state=None),
+        side_inputs=side_inputs,
+        input_args=args,
+        input_kwargs=kwargs,
+        user_state_context=None,
+        bundle_finalizer_param=beam.DoFn.BundleFinalizerParam(),
+    )
+    try:
+        if new:
+            invoker.invoke_setup()
+        invoker.invoke_start_bundle()
+        for item in pick(partition):
+            invoker.invoke_process(get_windowed_value(item, window_fn))
+        invoker.invoke_finish_bundle()
+    except BaseException:
+        _DOFNS.cache.pop((label, pickled_fn), None)  # a failed DoFn's state is not reused
+        raise
+    return receivers.outputs
+
+
+def split_by_key(pick: Pick, parts: int, key_coder, partition) -> Partition:
+    """A GroupByKey input partition -> `parts` lists of its (key, value) pairs, by a stable
+    hash of the key's deterministic encoding (the same key lands in the same list on every
+    worker, as Beam groups by encoded key). Values are un-windowed here, before they move: a
+    batch pipeline's global window (the stock translation's), and a windowed value took 6x
+    the time of its value to pickle and unpickle."""
+    buckets = Partition(Partition() for _ in range(parts))
+    for key, value in pick(partition):
+        buckets[zlib.crc32(key_coder.encode(key)) % parts].append((key, defenestrate(value)))
+    return buckets
+
+
+def group_part(index: int, key_coder, *splits: list) -> Partition:
+    """The index-th list of every split, grouped by encoded key, as Beam groups (so 1 and
+    1.0 stay apart wherever they land): (key, [value, ...])."""
+    groups: dict = {}
+    for split in splits:
+        for key, value in split[index]:
+            group = groups.get(encoded := key_coder.encode(key))
+            if group is None:
+                group = groups[encoded] = (key, [])
+            group[1].append(value)
+    return Partition(groups.values())
+
+
+def _group_exports(index: int, key_coder, export: tuple, *results: Exports) -> Partition:
+    return group_part(index, key_coder, *(result[export] for result in results))
+
+
+def _values(values) -> Partition:
+    return Partition(values)
+
+
+def _concat_exports(reads: tuple, *results: Exports) -> Partition:
+    """The elements of one export of each result (each (export, pick)), in order."""
+    return Partition(item for (export, pick), result in zip(reads, results)
+                     for item in pick(result[export]))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _ParDoStep:
+    """A ParDo in a stage: a bundle over the `pick` of slot `source`, its (tag, value) outputs
+    slot `slot`. Its DoFn and side inputs are the stage task's arguments [at, at + 1 + sides)."""
+
+    source: int
+    pick: Pick
+    slot: int
+    label: str
+    window_fn: object
+    args: list
+    kwargs: dict
+    side_specs: tuple
+    at: int
+
+    def run(self, slots: dict, arguments: tuple) -> Partition:
+        fn, *sides = arguments[self.at:self.at + 1 + len(self.side_specs)]
+        return _run_bundle(self.label, self.window_fn, self.args, self.kwargs, self.side_specs,
+                           self.pick, slots[self.source], fn, *sides)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _SplitStep:
+    """A GroupByKey's split of the `pick` of slot `source` into `parts` lists: slot `slot`."""
+
+    source: int
+    pick: Pick
+    slot: int
+    parts: int
+    key_coder: object
+
+    def run(self, slots: dict, arguments: tuple) -> Partition:
+        return split_by_key(self.pick, self.parts, self.key_coder, slots[self.source])
+
+
+def _run_stage(steps: tuple, reads: dict, exports: tuple, root: Iterable,
+               *arguments) -> Exports:
+    """One partition of a stage: the root's elements (slot 0) through every step in order.
+    `reads`: slot -> how many steps read it; `exports`: the (slot, pick)s handed on. A slot is
+    dropped once its last reader has run, so a task holds a step's input and output, not every
+    intermediate list of its chain."""
+    slots, left, out = {0: root}, dict(reads), Exports()
+
+    def done(slot: int) -> None:
+        for export in exports:
+            if export[0] == slot:
+                picked = export[1](slots[slot])
+                out[export] = picked if isinstance(picked, Partition) else Partition(picked)
+        if not left.get(slot):
+            del slots[slot]
+
+    done(0)
+    for step in steps:
+        slots[step.slot] = step.run(slots, arguments)
+        left[step.source] -= 1
+        if not left[step.source]:
+            slots.pop(step.source, None)
+        done(step.slot)
+    return out
+
+
+def _done(*results) -> None:
+    return None
+
+
+def _name(kind: str, label: str) -> str:
+    """'<kind>:<label>-<uuid>': the scheduler learns task durations per key prefix (the part
+    before the uuid), so a step's tasks are placed and stolen by their own durations."""
+    return f"{kind}:{label}-{uuid.uuid4().hex}"
+
+
+@dataclasses.dataclass(eq=False)
+class _Stage:
+    """One task per partition: `roots[i]` (a task nested in it, or a key) is slot 0, and each
+    step reads a slot and fills its own. `exports` grow as steps outside read its slots; once
+    `closed` (computed for a Reshuffle) it takes no step and exports every slot whole."""
+
+    name: str
+    roots: list
+    reads_layers: set
+    priority: int
+    steps: list = dataclasses.field(default_factory=list)
+    arguments: list = dataclasses.field(default_factory=list)
+    exports: dict = dataclasses.field(default_factory=dict)  # an ordered set of (slot, pick)
+    slots: int = 1
+    closed: bool = False
+    # a closed stage's tasks, made once: the Reshuffle's graph and the run's must agree
+    tasks: dict | None = None
+
+    def add(self, make_step, arguments: list, layers: Iterable[str]) -> int:
+        """A step `make_step(slot, at)` filling a new slot; returns the slot."""
+        slot, self.slots = self.slots, self.slots + 1
+        self.steps.append(make_step(slot, len(self.arguments)))
+        self.arguments += arguments
+        self.reads_layers.update(layers)
+        return slot
+
+    def export(self, slot: int, pick: Pick) -> tuple[tuple, Pick]:
+        """(the export key a step outside reads, the pick it applies to that export)."""
+        if self.closed:
+            return (slot, ALL), pick
+        self.exports[slot, pick] = None
+        return (slot, pick), ALL
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.exports = dict.fromkeys((slot, ALL) for slot in range(self.slots))
+
+    def layer(self) -> dict:
+        if self.tasks is not None:
+            return self.tasks
+        reads = {}
+        for step in self.steps:
+            reads[step.source] = reads.get(step.source, 0) + 1
+        run = functools.partial(_run_stage, tuple(self.steps), reads, tuple(self.exports))
+        tasks = {(self.name, i): (run, root, *self.arguments) for i, root in enumerate(self.roots)}
+        if self.closed:
+            self.tasks = tasks
+        return tasks
+
+
+@dataclasses.dataclass
+class _GraphBuilder(PipelineVisitor):
+    """Every leaf transform into a stage (see the module docstring); layers that are not a
+    stage's (a side input's gathering, a large DoFn) are made as they are visited."""
+
+    bag_kwargs: dict
+    # computes a Reshuffle's input: its task -> its elements
+    materialize: object
+    # partitions of the last Reshuffle: the most a Flatten or GroupByKey makes
+    partitions: int = 1
+    stages: dict[str, _Stage] = dataclasses.field(default_factory=dict)
+    # name -> (its tasks, the layers they read, priority), for layers other than stages
+    layers: dict[str, tuple[dict, set, int]] = dataclasses.field(default_factory=dict)
+    # what each transform's outputs are: (its stage, its slot there)
+    where: dict[AppliedPTransform, tuple[_Stage, int]] = dataclasses.field(default_factory=dict)
+    tagged: set[AppliedPTransform] = dataclasses.field(default_factory=set)
+    # the stages each transform's outputs are computed from (its own included)
+    upstream: dict[AppliedPTransform, frozenset] = dataclasses.field(default_factory=dict)
+    order: itertools.count = dataclasses.field(default_factory=itertools.count)
+
+    # -- the graph --------------------------------------------------------------------------
+
+    def graph(self, names: Iterable[str]) -> HighLevelGraph:
+        """The layers `names` and every layer they read."""
+        layers, dependencies, stack = {}, {}, list(names)
+        while stack:
+            name = stack.pop()
+            if name in layers:
+                continue
+            if name in self.stages:
+                stage = self.stages[name]
+                tasks, reads, priority = stage.layer(), stage.reads_layers, stage.priority
+            else:
+                tasks, reads, priority = self.layers[name]
+            layers[name] = MaterializedLayer(tasks, annotations={"priority": priority})
+            dependencies[name] = set(reads)
+            stack.extend(reads)
+        return HighLevelGraph(layers, dependencies)
+
+    def keys(self, name: str) -> list:
+        stage = self.stages.get(name)
+        return list(stage.layer() if stage else self.layers[name][0])
+
+    # -- stages and what reads them ---------------------------------------------------------
+
+    def stage(self, kind: str, label: str, roots: list, reads_layers: Iterable[str]) -> _Stage:
+        stage = _Stage(_name(kind, label), roots, set(reads_layers), next(self.order))
+        self.stages[stage.name] = stage
+        return stage
+
+    def reads_of(self, pcoll: pvalue.PCollection) -> tuple[_Stage, tuple, Pick]:
+        """(the stage that computes `pcoll`, the export a step outside reads, its pick)."""
+        stage, slot = self.where[pcoll.producer]
+        return stage, *stage.export(slot, Pick(pcoll.producer in self.tagged, pcoll.tag))
+
+    def gathered(self, pcolls: list, parts: int) -> tuple[list, set]:
+        """`parts` tasks (to nest), the i-th concatenating partitions i, i + parts, ... of
+        every input; and the layers they read."""
+        sources = [self.reads_of(pcoll) for pcoll in pcolls]
+        tasks = []
+        for index in range(parts):
+            reads, keys = [], []
+            for stage, export, pick in sources:
+                for j in range(index, len(stage.roots), parts):
+                    reads.append((export, pick))
+                    keys.append((stage.name, j))
+            tasks.append((functools.partial(_concat_exports, tuple(reads)), *keys))
+        return tasks, {stage.name for stage, _, _ in sources}
+
+    def layer(self, kind: str, label: str, tasks: list, reads: set) -> str:
+        name = _name(kind, label)
+        self.layers[name] = {(name, i): t for i, t in enumerate(tasks)}, reads, next(self.order)
+        return name
+
+    def upstream_of(self, pcolls: Iterable[pvalue.PCollection]) -> frozenset:
+        return frozenset().union(*(self.upstream[p.producer] for p in pcolls))
+
+    def place(self, node: AppliedPTransform, stage: _Stage, slot: int, upstream: frozenset
+              ) -> None:
+        self.where[node] = stage, slot
+        self.upstream[node] = upstream | {stage.name}
+
+    # -- the visit ------------------------------------------------------------------------
+
+    def visit_transform(self, node: AppliedPTransform) -> None:
+        transform = node.transform
+        inputs = [i for i in node.inputs if not isinstance(i, pvalue.PBegin)]
+        if isinstance(transform, _Create):
+            size = self.bag_kwargs.get("partition_size") or 1
+            values = list(transform.values)
+            chunks = [values[i:i + size] for i in range(0, len(values), size)] or [[]]
+            self._root(node, "create", [(functools.partial(_values, c),) for c in chunks])
+        elif isinstance(transform, beam.Impulse):  # one empty bytes element, as Beam's is
+            self._root(node, "impulse", [(functools.partial(_values, [b""]),)])
+        elif isinstance(transform, _GroupAlsoByWindow):
+            # GroupByKey's grouping already gave (key, [values]), in the global window (the
+            # stock translation's), which is all a batch pipeline has
+            self.where[node] = self.where[inputs[0].producer]
+            self.upstream[node] = self.upstream[inputs[0].producer]
+        elif isinstance(transform, beam.ParDo):  # after _GroupAlsoByWindow, a ParDo
+            self._pardo(node)
+        elif isinstance(transform, _GroupByKeyOnly):
+            self._group_by_key(node)
+        elif isinstance(transform, _Reshuffle):
+            self._reshuffle(node)
+        elif isinstance(transform, _Flatten) or inputs:
+            self._flatten(node, inputs if isinstance(transform, _Flatten) else inputs[:1])
+
+    def _root(self, node: AppliedPTransform, kind: str, roots: list) -> None:
+        self.place(node, self.stage(kind, node.full_label, roots, ()), 0, frozenset())
+
+    def _flatten(self, node: AppliedPTransform, pcolls: list) -> None:
+        """As many partitions as its largest input, at most the last Reshuffle's count."""
+        largest = max((len(self.where[p.producer][0].roots) for p in pcolls), default=1)
+        tasks, reads = self.gathered(pcolls, max(1, min(largest, self.partitions)))
+        stage = self.stage("flatten", node.full_label, tasks, reads)
+        self.place(node, stage, 0, self.upstream_of(pcolls))
+
+    def _handed_on(self, pcoll: pvalue.PCollection, label: str) -> tuple[_Stage, int, Pick]:
+        """(stage, slot, pick) to add a step reading `pcoll` to: its own stage where that is
+        still open, else a new one rooted on its export."""
+        stage, slot = self.where[pcoll.producer]
+        pick = Pick(pcoll.producer in self.tagged, pcoll.tag)
+        if not stage.closed:
+            return stage, slot, pick
+        tasks, reads = self.gathered([pcoll], len(stage.roots))
+        return self.stage("stage", label, tasks, reads), 0, ALL
+
+    def _pardo(self, node: AppliedPTransform) -> None:
+        transform = node.transform
+        main = node.inputs[0]
+        sides = [side.pvalue for side in node.side_inputs]
+        side_upstream = self.upstream_of(sides)
+        stage, source, pick = self._handed_on(main, node.full_label)
+        if stage.name in side_upstream:  # its side input reads this stage: a stage of its own
+            tasks, reads = self.gathered([main], len(stage.roots))
+            stage, source, pick = self.stage("stage", node.full_label, tasks, reads), 0, ALL
+        arguments, layers = [], set()
+        fn = pickler.dumps(transform.fn)
+        if len(fn) > INLINE_DOFN_BYTES:  # one key, sent once to each worker
+            name = self.layer("dofn", node.full_label, [fn], set())
+            fn = (name, 0)
+            layers.add(name)
+        arguments.append(fn)
+        specs = []
+        for side in node.side_inputs:
+            specs.append(_SideInput(type(side), side._view_options(), side._window_mapping_fn))
+            # one task gathering every partition, computed once by the scheduler
+            tasks, reads = self.gathered([side.pvalue], 1)
+            name = self.layer("side", node.full_label, tasks, reads)
+            arguments.append((name, 0))
+            layers.add(name)
+        args, kwargs = transform.raw_side_inputs
+        main_input = next(iter(node.main_inputs.values()))
+        window_fn = main_input.windowing.windowfn if hasattr(main_input, "windowing") else None
+        slot = stage.add(
+            lambda slot, at: _ParDoStep(source, pick, slot, transform.label, window_fn,
+                                        list(args), kwargs, tuple(specs), at),
+            arguments, layers)
+        self.tagged.add(node)
+        self.place(node, stage, slot, self.upstream_of([main]) | side_upstream)
+
+    def _group_by_key(self, node: AppliedPTransform) -> None:
+        """A split step in the input's stage and a group per output partition: the root of
+        the next stage."""
+        main = node.inputs[0]
+        stage, source, pick = self._handed_on(main, node.full_label)
+        parts = max(1, min(len(stage.roots), self.partitions))
+        key_coder = coders.FastPrimitivesCoder().as_deterministic_coder(node.full_label)
+        slot = stage.add(lambda slot, at: _SplitStep(source, pick, slot, parts, key_coder),
+                         [], ())
+        export, _ = stage.export(slot, ALL)
+        keys = [(stage.name, j) for j in range(len(stage.roots))]
+        roots = [(functools.partial(_group_exports, index, key_coder, export), *keys)
+                 for index in range(parts)]
+        group = self.stage("group", node.full_label, roots, {stage.name})
+        self.place(node, group, 0, self.upstream_of([main]) | {stage.name})
+
+    def _reshuffle(self, node: AppliedPTransform) -> None:
+        """One partition per element of the input, which is computed now: the graph then has
+        as many read tasks as the run planned. (What produced the input runs again for its
+        other outputs, the counts: a listing and a split, cheap next to the reading.)"""
+        main = node.inputs[0]
+        for name in self.upstream[main.producer]:
+            self.stages[name].close()
+        tasks, reads = self.gathered([main], 1)
+        name = self.layer("reshuffle", node.full_label, tasks, reads)
+        elements = self.materialize(Delayed((name, 0), self.graph([name]), layer=name))
+        self.partitions = max(1, len(elements))
+        chunks = [[element] for element in elements] or [[]]
+        self._root(node, "read", [(functools.partial(_values, c),) for c in chunks])
+
+    def done(self) -> Delayed:
+        """One task that finishes when every stage has (so the run is one future)."""
+        name = _name("done", "pipeline")
+        keys = [key for stage in self.stages for key in self.keys(stage)]
+        self.layers[name] = {name: (_done, *keys)}, set(self.stages), next(self.order)
+        return Delayed(name, self.graph([name]))
+
+
+def _materializer(client):
+    def materialize(task: Delayed) -> list:
+        return client.compute(task, optimize_graph=False).result()
+
+    return materialize
+
+
+def _builder(pipeline, client, bag_kwargs: dict | None) -> _GraphBuilder:
+    pipeline.replace_all(dask_overrides())
+    builder = _GraphBuilder(dict(bag_kwargs or {}), _materializer(client))
+    pipeline.visit(builder)
+    return builder
+
+
+def graph_keys(pipeline, client, bag_kwargs: dict | None = None) -> dict:
+    """The pipeline's graph as one dict of tasks (its Reshuffles' inputs computed on
+    `client`): what tests count."""
+    builder = _builder(pipeline, client, bag_kwargs)
+    return dict(builder.graph(list(builder.stages)))
+
+
+def graph(pipeline, client, bag_kwargs: dict | None = None) -> Delayed:
+    """One task that finishes when every stage has (so the run is one future)."""
+    return _builder(pipeline, client, bag_kwargs).done()
