@@ -212,7 +212,8 @@ def test_a_stage_hands_on_only_what_steps_outside_it_read():
     from apache_beam.options.pipeline_options import PipelineOptions
     from dask.local import get_sync
 
-    from pipelines.runner.dask_graph import Partition, graph_keys
+    from pipelines.runner.dask_graph import graph_keys
+    from pipelines.runner.dask_stage import Partition
 
     pipeline = beam.Pipeline(options=PipelineOptions([]))
     out = (pipeline | beam.Create([1, 2, 3])
@@ -232,6 +233,41 @@ def test_a_stage_hands_on_only_what_steps_outside_it_read():
     assert get_sync(tasks, groups) == ({},)  # the sums: read by no step, handed on to none
 
 
+# what the steps of test_a_stage_streams_its_elements saw, in order (get_sync runs the graph
+# in this process)
+SEEN: list = []
+
+
+def _emit(n):
+    for i in range(n):
+        SEEN.append(("emit", i))
+        yield i
+
+
+def _take(i):
+    SEEN.append(("take", i))
+    return i
+
+
+def test_a_stage_streams_its_elements_through_its_steps():
+    """Each output goes into the step that reads it before the next is made, as in Beam's
+    fused stages: a task holds one element between steps, not a step's whole output (a read
+    task's documents, then its cleaned documents, 2 x 64 MB a worker)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from dask.local import get_sync
+
+    from pipelines.runner.dask_graph import graph_keys
+
+    pipeline = beam.Pipeline(options=PipelineOptions([]))
+    _ = (pipeline | beam.Create([3]) | "Emit" >> beam.FlatMap(_emit)
+         | "Take" >> beam.Map(_take))
+    tasks = graph_keys(pipeline, None)
+    SEEN.clear()
+    get_sync(tasks, list(tasks))
+    assert SEEN == [("emit", 0), ("take", 0), ("emit", 1), ("take", 1), ("emit", 2),
+                    ("take", 2)]
+
+
 def test_a_group_by_key_is_a_split_per_input_and_a_group_per_output_partition():
     """3 input partitions, 1 output partition (no Reshuffle planned more): 3 splits, each
     with its Create and Map nested, and 1 group with the leaf's Map nested."""
@@ -244,20 +280,28 @@ def test_a_key_lands_in_the_same_split_in_every_process():
     list is the same on every worker; these were computed in another process."""
     from apache_beam import coders
 
-    from pipelines.runner.dask_graph import Pick, group_part, split_by_key
+    from pipelines.runner.dask_stage import group_part, splitter
 
     coder = coders.FastPrimitivesCoder().as_deterministic_coder("test")
+
+    def split_by_key(parts, items):
+        buckets = []
+        put = splitter(parts, coder, buckets)
+        for item in items:
+            put(item)
+        return buckets
+
     keys = [b"band-0", (3, "doc-a"), "url", 12345, (0, b"\x00\xff")]
     items = [(key, n) for n, key in enumerate(keys)] * 2
-    splits = split_by_key(Pick(False), 8, coder, items)
+    splits = split_by_key(8, items)
     assert [next(i for i, s in enumerate(splits) if key in dict(s))
             for key in keys] == [0, 2, 7, 4, 7]
-    more = split_by_key(Pick(False), 8, coder, [("url", 9)])
+    more = split_by_key(8, [("url", 9)])
     assert dict(group_part(7, coder, splits, more)) == {"url": [2, 2, 9], (0, b"\x00\xff"): [4, 4]}
     # values move un-windowed (a windowed value pickles 6x slower)
     from apache_beam.transforms.window import GlobalWindows
 
-    assert split_by_key(Pick(False), 1, coder, [("k", GlobalWindows.windowed_value(5))]) == [
+    assert split_by_key(1, [("k", GlobalWindows.windowed_value(5))]) == [
         [("k", 5)]]
     # grouped by encoded key, as Beam groups: equal in Python, yet two keys
     groups = group_part(0, coder, [[(1, "int"), (1.0, "float"), (1, "again")]])
@@ -270,7 +314,7 @@ def test_a_partition_moves_between_workers_in_one_pickle():
     (seconds for a few MB of dedup band keys); a partition is pickled whole."""
     from distributed.protocol import deserialize, serialize
 
-    from pipelines.runner.dask_graph import Partition
+    from pipelines.runner.dask_stage import Partition
 
     rows = [(b"band", n) for n in range(1000)]
     assert serialize(rows)[0].get("is-collection")

@@ -2,15 +2,14 @@
 
 Fusion as Beam's runners do it. A *stage* is one dask task per partition: its root (a Create's
 or a Reshuffle's elements, a GroupByKey's group, a Flatten's concatenation, or what another
-stage hands on) and then every ParDo that reads a ParDo of the stage, in pipeline order, each
-step a bundle over its input's elements. A ParDo read by several steps (a clean step's kept
-documents, its rejects, its counts) runs them all in the same task, and each intermediate
-list is dropped as soon as its last reader in the stage has run. A stage's task returns only
-what steps outside it read (its *exports*: a GroupByKey's split of its input, a Flatten's or a
-side input's elements). So the text of a read task lives for one task and never waits in a
-worker's memory for a consumer: when each consumer was a task of its own, every partition of
-the cleaned text was held until its last consumer (a Flatten of the rejects, with the run's
-last steps) ran: 3 GB a worker at 1 GB of input, where a stage keeps one partition's worth.
+stage hands on) and every ParDo that reads a ParDo of the stage, each as one bundle. Elements
+go through the steps one at a time, each output straight into the steps that read it (a clean
+step's kept documents into the dedup features and the stash, its rejects onward), so a task
+holds its root and what the steps buffer, never a step's whole output. A stage's task
+returns only what steps outside it read (its *exports*: a GroupByKey's split of its input, a
+Flatten's or a side input's elements). When each reader of a multi-output ParDo was a task of
+its own, every partition of the cleaned text was held until its last reader (a Flatten of
+the rejects, with the run's last steps) ran: 3 GB a worker at 1 GB of input.
 
 A ParDo joins its input's stage unless one of its side inputs is computed from that stage (the
 task would wait on itself) or a Reshuffle has computed the stage already (below); then it roots
@@ -29,11 +28,8 @@ a stage of its own on the other's export.
   later stage's ready task before it starts another partition of an earlier one, so outputs
   between stages (a group's input, a side input) are consumed as they come.
 - Keys read '<kind>:<transform label>-<uuid>': the scheduler learns durations per key prefix.
-- Partitions and a stage's exports are list and dict subclasses, pickled in one go between
-  workers (dask serialises a plain list whose first element leads to bytes, a dedup band key,
-  element by element), and a GroupByKey's values move without their window (6x faster).
-- Each worker thread keeps its DoFns, set up once, with their signatures (inspecting a DoFn's
-  methods cost ~0.7 ms a bundle).
+
+What a worker runs for a stage's task is pipelines/runner/dask_stage.py.
 """
 
 from __future__ import annotations
@@ -41,22 +37,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import threading
 import uuid
-import zlib
 from collections.abc import Iterable
 
 import apache_beam as beam
 from apache_beam import coders, pvalue
 from apache_beam.internal import pickler
 from apache_beam.pipeline import AppliedPTransform, PipelineVisitor
-from apache_beam.runners.common import (
-    DoFnContext,
-    DoFnInvoker,
-    DoFnSignature,
-    Receiver,
-    _OutputHandler,
-)
 from apache_beam.runners.dask.overrides import (
     _Create,
     _Flatten,
@@ -65,245 +52,25 @@ from apache_beam.runners.dask.overrides import (
     _Reshuffle,
     dask_overrides,
 )
-from apache_beam.runners.dask.transform_evaluator import defenestrate, get_windowed_value
-from apache_beam.transforms.sideinputs import SideInputMap
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+from pipelines.runner.dask_stage import (
+    ALL,
+    ParDoStep,
+    Pick,
+    SideInput,
+    SplitStep,
+    all_done,
+    concat_exports,
+    group_exports,
+    run_stage,
+    values_of,
+)
 
 # A DoFn pickled to at most this many bytes travels inside each of its tasks; a larger one is
 # one graph key, sent once to each worker.
 INLINE_DOFN_BYTES = 64 << 10
-
-
-class Partition(list):
-    """A partition's elements. A plain list whose first element leads (through tuples) to
-    bytes, such as a dedup band key, is serialised by dask element by element when it moves
-    between workers (seconds for a few MB); a subclass is pickled in one go."""
-
-    __slots__ = ()
-
-
-class Exports(dict):
-    """What one partition of a stage hands on: (slot, Pick) -> Partition (a dict subclass for
-    the same reason as Partition)."""
-
-    __slots__ = ()
-
-
-class _TagReceiver(Receiver):
-    def __init__(self, tag: str | None, outputs: list) -> None:
-        self.tag = tag
-        self.outputs = outputs
-
-    def receive(self, windowed_value) -> None:
-        self.outputs.append((self.tag, defenestrate(windowed_value)))
-
-
-class _Receivers(dict):
-    """Tag -> receiver, made on first use; every receiver appends to one list of this bundle."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.outputs = Partition()
-
-    def __missing__(self, tag):
-        receiver = self[tag] = _TagReceiver(tag, self.outputs)
-        return receiver
-
-
-@dataclasses.dataclass(frozen=True)
-class _SideInput:
-    view_type: type
-    view_options: dict
-    window_mapping_fn: object
-
-
-@dataclasses.dataclass(frozen=True)
-class Pick:
-    """Which elements of a step's outputs a PCollection is: all of them, or a ParDo's outputs
-    of one tag (a ParDo's outputs are (tag, value) pairs)."""
-
-    tagged: bool
-    tag: str | None = None
-
-    def __call__(self, partition: Iterable) -> Iterable:
-        if not self.tagged:
-            return partition
-        return [value for tag, value in partition if tag == self.tag]
-
-
-ALL = Pick(False)
-
-# Each worker thread's DoFns (with their signatures), set up once and reused for every bundle
-# it runs, as Beam's own workers do: a setup may load a tokenizer or a language model (a second
-# or more), and a run has a bundle per task for each of ~100 steps. Never torn down (Beam
-# promises teardown only as best effort; ours remove temporary files that a worker's exit
-# leaves to the OS anyway).
-_DOFNS = threading.local()
-# A long-lived cluster runs job after job: past this many, a thread starts its cache afresh.
-_MAX_DOFNS = 512
-
-
-def _dofn(label: str, pickled_fn: bytes) -> tuple[beam.DoFn, DoFnSignature, bool]:
-    """(this thread's DoFn for the step, its signature, whether it is new and needs its setup).
-    The signature is kept with it: inspecting the DoFn's methods took ~0.7 ms a bundle."""
-    cache = getattr(_DOFNS, "cache", None)
-    if cache is None or len(cache) >= _MAX_DOFNS:
-        cache = _DOFNS.cache = {}
-    key = (label, pickled_fn)
-    if key in cache:
-        return *cache[key], False
-    fn = pickler.loads(pickled_fn)
-    cache[key] = fn, DoFnSignature(fn)
-    return *cache[key], True
-
-
-def _run_bundle(label: str, window_fn, args, kwargs, side_specs: tuple, pick: Pick,
-                partition: Iterable, pickled_fn: bytes, *side_values: list) -> Partition:
-    """One partition (the `pick` of it) as one bundle: start, process each, finish (setup the
-    first time this thread runs the step); returns the (tag, value) outputs, finish_bundle's
-    included."""
-    receivers = _Receivers()
-    handler = _OutputHandler(
-        window_fn=window_fn,
-        main_receivers=receivers[None],
-        tagged_receivers=receivers,
-        per_element_output_counter=None,
-        output_batch_converter=None,
-        process_yields_batches=False,
-        process_batch_yields_elements=False,
-    )
-    side_inputs = [
-        SideInputMap(spec.view_type, spec.view_options,
-                     [get_windowed_value(v, spec.window_mapping_fn) for v in values])
-        for spec, values in zip(side_specs, side_values)
-    ]
-    fn, signature, new = _dofn(label, pickled_fn)
-    invoker = DoFnInvoker.create_invoker(
-        signature,
-        handler,
-        context=DoFnContext(label, state=None),
-        side_inputs=side_inputs,
-        input_args=args,
-        input_kwargs=kwargs,
-        user_state_context=None,
-        bundle_finalizer_param=beam.DoFn.BundleFinalizerParam(),
-    )
-    try:
-        if new:
-            invoker.invoke_setup()
-        invoker.invoke_start_bundle()
-        for item in pick(partition):
-            invoker.invoke_process(get_windowed_value(item, window_fn))
-        invoker.invoke_finish_bundle()
-    except BaseException:
-        _DOFNS.cache.pop((label, pickled_fn), None)  # a failed DoFn's state is not reused
-        raise
-    return receivers.outputs
-
-
-def split_by_key(pick: Pick, parts: int, key_coder, partition) -> Partition:
-    """A GroupByKey input partition -> `parts` lists of its (key, value) pairs, by a stable
-    hash of the key's deterministic encoding (the same key lands in the same list on every
-    worker, as Beam groups by encoded key). Values are un-windowed here, before they move: a
-    batch pipeline's global window (the stock translation's), and a windowed value took 6x
-    the time of its value to pickle and unpickle."""
-    buckets = Partition(Partition() for _ in range(parts))
-    for key, value in pick(partition):
-        buckets[zlib.crc32(key_coder.encode(key)) % parts].append((key, defenestrate(value)))
-    return buckets
-
-
-def group_part(index: int, key_coder, *splits: list) -> Partition:
-    """The index-th list of every split, grouped by encoded key, as Beam groups (so 1 and
-    1.0 stay apart wherever they land): (key, [value, ...])."""
-    groups: dict = {}
-    for split in splits:
-        for key, value in split[index]:
-            group = groups.get(encoded := key_coder.encode(key))
-            if group is None:
-                group = groups[encoded] = (key, [])
-            group[1].append(value)
-    return Partition(groups.values())
-
-
-def _group_exports(index: int, key_coder, export: tuple, *results: Exports) -> Partition:
-    return group_part(index, key_coder, *(result[export] for result in results))
-
-
-def _values(values) -> Partition:
-    return Partition(values)
-
-
-def _concat_exports(reads: tuple, *results: Exports) -> Partition:
-    """The elements of one export of each result (each (export, pick)), in order."""
-    return Partition(item for (export, pick), result in zip(reads, results)
-                     for item in pick(result[export]))
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class _ParDoStep:
-    """A ParDo in a stage: a bundle over the `pick` of slot `source`, its (tag, value) outputs
-    slot `slot`. Its DoFn and side inputs are the stage task's arguments [at, at + 1 + sides)."""
-
-    source: int
-    pick: Pick
-    slot: int
-    label: str
-    window_fn: object
-    args: list
-    kwargs: dict
-    side_specs: tuple
-    at: int
-
-    def run(self, slots: dict, arguments: tuple) -> Partition:
-        fn, *sides = arguments[self.at:self.at + 1 + len(self.side_specs)]
-        return _run_bundle(self.label, self.window_fn, self.args, self.kwargs, self.side_specs,
-                           self.pick, slots[self.source], fn, *sides)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class _SplitStep:
-    """A GroupByKey's split of the `pick` of slot `source` into `parts` lists: slot `slot`."""
-
-    source: int
-    pick: Pick
-    slot: int
-    parts: int
-    key_coder: object
-
-    def run(self, slots: dict, arguments: tuple) -> Partition:
-        return split_by_key(self.pick, self.parts, self.key_coder, slots[self.source])
-
-
-def _run_stage(steps: tuple, reads: dict, exports: tuple, root: Iterable,
-               *arguments) -> Exports:
-    """One partition of a stage: the root's elements (slot 0) through every step in order.
-    `reads`: slot -> how many steps read it; `exports`: the (slot, pick)s handed on. A slot is
-    dropped once its last reader has run, so a task holds a step's input and output, not every
-    intermediate list of its chain."""
-    slots, left, out = {0: root}, dict(reads), Exports()
-
-    def done(slot: int) -> None:
-        for export in exports:
-            if export[0] == slot:
-                picked = export[1](slots[slot])
-                out[export] = picked if isinstance(picked, Partition) else Partition(picked)
-        if not left.get(slot):
-            del slots[slot]
-
-    done(0)
-    for step in steps:
-        slots[step.slot] = step.run(slots, arguments)
-        left[step.source] -= 1
-        if not left[step.source]:
-            slots.pop(step.source, None)
-        done(step.slot)
-    return out
-
-
-def _done(*results) -> None:
-    return None
 
 
 def _name(kind: str, label: str) -> str:
@@ -315,7 +82,7 @@ def _name(kind: str, label: str) -> str:
 @dataclasses.dataclass(eq=False)
 class _Stage:
     """One task per partition: `roots[i]` (a task nested in it, or a key) is slot 0, and each
-    step reads a slot and fills its own. `exports` grow as steps outside read its slots; once
+    step reads a slot (one tag of it) and its outputs are its own slot. `exports` grow as steps outside read its slots; once
     `closed` (computed for a Reshuffle) it takes no step and exports every slot whole."""
 
     name: str
@@ -353,10 +120,7 @@ class _Stage:
     def layer(self) -> dict:
         if self.tasks is not None:
             return self.tasks
-        reads = {}
-        for step in self.steps:
-            reads[step.source] = reads.get(step.source, 0) + 1
-        run = functools.partial(_run_stage, tuple(self.steps), reads, tuple(self.exports))
+        run = functools.partial(run_stage, tuple(self.steps), tuple(self.exports))
         tasks = {(self.name, i): (run, root, *self.arguments) for i, root in enumerate(self.roots)}
         if self.closed:
             self.tasks = tasks
@@ -429,7 +193,7 @@ class _GraphBuilder(PipelineVisitor):
                 for j in range(index, len(stage.roots), parts):
                     reads.append((export, pick))
                     keys.append((stage.name, j))
-            tasks.append((functools.partial(_concat_exports, tuple(reads)), *keys))
+            tasks.append((functools.partial(concat_exports, tuple(reads)), *keys))
         return tasks, {stage.name for stage, _, _ in sources}
 
     def layer(self, kind: str, label: str, tasks: list, reads: set) -> str:
@@ -454,9 +218,9 @@ class _GraphBuilder(PipelineVisitor):
             size = self.bag_kwargs.get("partition_size") or 1
             values = list(transform.values)
             chunks = [values[i:i + size] for i in range(0, len(values), size)] or [[]]
-            self._root(node, "create", [(functools.partial(_values, c),) for c in chunks])
+            self._root(node, "create", [(functools.partial(values_of, c),) for c in chunks])
         elif isinstance(transform, beam.Impulse):  # one empty bytes element, as Beam's is
-            self._root(node, "impulse", [(functools.partial(_values, [b""]),)])
+            self._root(node, "impulse", [(functools.partial(values_of, [b""]),)])
         elif isinstance(transform, _GroupAlsoByWindow):
             # GroupByKey's grouping already gave (key, [values]), in the global window (the
             # stock translation's), which is all a batch pipeline has
@@ -509,7 +273,7 @@ class _GraphBuilder(PipelineVisitor):
         arguments.append(fn)
         specs = []
         for side in node.side_inputs:
-            specs.append(_SideInput(type(side), side._view_options(), side._window_mapping_fn))
+            specs.append(SideInput(type(side), side._view_options(), side._window_mapping_fn))
             # one task gathering every partition, computed once by the scheduler
             tasks, reads = self.gathered([side.pvalue], 1)
             name = self.layer("side", node.full_label, tasks, reads)
@@ -519,7 +283,7 @@ class _GraphBuilder(PipelineVisitor):
         main_input = next(iter(node.main_inputs.values()))
         window_fn = main_input.windowing.windowfn if hasattr(main_input, "windowing") else None
         slot = stage.add(
-            lambda slot, at: _ParDoStep(source, pick, slot, transform.label, window_fn,
+            lambda slot, at: ParDoStep(source, pick, slot, transform.label, window_fn,
                                         list(args), kwargs, tuple(specs), at),
             arguments, layers)
         self.tagged.add(node)
@@ -532,11 +296,11 @@ class _GraphBuilder(PipelineVisitor):
         stage, source, pick = self._handed_on(main, node.full_label)
         parts = max(1, min(len(stage.roots), self.partitions))
         key_coder = coders.FastPrimitivesCoder().as_deterministic_coder(node.full_label)
-        slot = stage.add(lambda slot, at: _SplitStep(source, pick, slot, parts, key_coder),
+        slot = stage.add(lambda slot, at: SplitStep(source, pick, slot, parts, key_coder),
                          [], ())
         export, _ = stage.export(slot, ALL)
         keys = [(stage.name, j) for j in range(len(stage.roots))]
-        roots = [(functools.partial(_group_exports, index, key_coder, export), *keys)
+        roots = [(functools.partial(group_exports, index, key_coder, export), *keys)
                  for index in range(parts)]
         group = self.stage("group", node.full_label, roots, {stage.name})
         self.place(node, group, 0, self.upstream_of([main]) | {stage.name})
@@ -553,13 +317,13 @@ class _GraphBuilder(PipelineVisitor):
         elements = self.materialize(Delayed((name, 0), self.graph([name]), layer=name))
         self.partitions = max(1, len(elements))
         chunks = [[element] for element in elements] or [[]]
-        self._root(node, "read", [(functools.partial(_values, c),) for c in chunks])
+        self._root(node, "read", [(functools.partial(values_of, c),) for c in chunks])
 
     def done(self) -> Delayed:
         """One task that finishes when every stage has (so the run is one future)."""
         name = _name("done", "pipeline")
         keys = [key for stage in self.stages for key in self.keys(stage)]
-        self.layers[name] = {name: (_done, *keys)}, set(self.stages), next(self.order)
+        self.layers[name] = {name: (all_done, *keys)}, set(self.stages), next(self.order)
         return Delayed(name, self.graph([name]))
 
 
