@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -385,6 +386,41 @@ def test_a_truncated_spill_file_is_a_clear_error(tmp_path):
     path.write_bytes(path.read_bytes()[:-3])
     with pytest.raises(RuntimeError, match="not a spill file"):
         SpillFile(str(path))
+
+
+def _mapped_kb(path: str) -> int:
+    """This process's resident KB of its mappings of `path` (Linux's /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):  # a mapping's header: range ... path
+            inside = line.split()[-1] == path
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="no /proc/self/smaps")
+def test_a_merge_keeps_a_window_of_its_spills_pages_resident(tmp_path):
+    """release_pages drops the pages read from this process (the merge calls it every
+    RELEASE_EVERY_DOCUMENTS documents): a bucket's merge reads every page of its spills, and
+    kept mapped they counted in each merging worker's RSS (~115 MB per 256 MB of input)."""
+    from pipelines.write.spill import SpillWriter
+
+    path = str(tmp_path / "b00000-x.spill")
+    writer = SpillWriter(path, "uint16")
+    docs = [TokenizedDocument(id=f"d{i}", source="jsonl",
+                              sequences=(np.arange(i, i + (1 << 20)) % 50257,))
+            for i in range(4)]
+    for doc in docs:
+        writer.add(doc)
+    writer.close()
+    spill = SpillFile(path)
+    assert sum(int(s.sum()) for j in range(4) for s in spill.document_sequences(j)) > 0
+    assert _mapped_kb(path) > 7000  # 4 x 2 MB of token ids read
+    spill.release_pages()
+    assert _mapped_kb(path) < 100
+    for j, doc in enumerate(docs):  # read again, from the page cache
+        assert [s.tolist() for s in spill.document_sequences(j)] == [doc.sequences[0].tolist()]
 
 
 # -- 7. temporary directories of killed runs; the expansion bound --------------------------------

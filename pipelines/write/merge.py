@@ -35,6 +35,9 @@ SHARD_PREFIX = "shard-"
 # A shard of 2^27 tokens is 256 MiB of uint16 ids: big enough that a set of a few hundred GB
 # has a manageable number of files, small enough to copy and checksum quickly.
 DEFAULT_SHARD_TOKENS = 1 << 27
+# A bucket's merge unmaps the spill pages it has read every this many documents (a few MB of
+# tokens; SpillFile.release_pages), so its RSS holds a window of them, not the bucket.
+RELEASE_EVERY_DOCUMENTS = 2048
 
 
 def shard_name(bucket: int, part: int) -> str:
@@ -134,11 +137,14 @@ def write_bucket(
             sidecar = SidecarWriter(sidecar_name(prefix))
             text_bytes = 0
             try:
-                for (s, j), tokens in zip(order[start:end], lengths[start:end]):
+                for n, ((s, j), tokens) in enumerate(zip(order[start:end], lengths[start:end]), 1):
                     writer.add_document(spills[s].document_sequences(j))
                     sidecar.add({"id": spills[s].ids[j], **spills[s].provenance(j),
                                  "tokens": tokens})
                     text_bytes += spills[s].text_bytes[j]
+                    if n % RELEASE_EVERY_DOCUMENTS == 0:
+                        for spill in spills:
+                            spill.release_pages()
                 meta = sidecar.finalize()
                 info = dataclasses.replace(writer.finalize(), meta=meta)
             except BaseException:

@@ -9,6 +9,7 @@ to, deleted when the set is finished.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import shutil
 import struct
@@ -119,7 +120,11 @@ class SpillFile:
         body = tokens * dtype.itemsize + 4 * (sequences + documents)
         if body + footer_bytes + _FOOTER_TAIL.size != size:
             raise RuntimeError(f"{path}: {size} bytes, but its footer describes {body} + footer")
-        data = np.memmap(path, np.uint8, mode="r", shape=(body,)) if body else np.zeros(0, np.uint8)
+        self._map = None
+        if body:
+            with open(path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), body, access=mmap.ACCESS_READ)
+        data = np.frombuffer(self._map, np.uint8) if body else np.zeros(0, np.uint8)
         end = tokens * dtype.itemsize
         self._tokens = data[:end].view(dtype)
         lengths = data[end : end + 4 * sequences].view(np.int32)
@@ -140,6 +145,14 @@ class SpillFile:
         """Document i's Provenance fields by name (its metadata-sidecar row, less id and
         tokens)."""
         return dict(zip(self._provenance_fields, self._provenance[i]))
+
+    def release_pages(self) -> None:
+        """Unmap the pages read so far from this process (they stay in the page cache, and a
+        later read maps them again): a bucket's merge reads every page of its spills, and
+        kept mapped they counted in the worker's RSS, a bucket's tokens for each worker that
+        merges at once (~115 MB per 256 MB of input)."""
+        if self._map is not None:
+            self._map.madvise(mmap.MADV_DONTNEED)
 
     def document_sequences(self, i: int) -> list[np.ndarray]:
         first, last = int(self._document_index[i]), int(self._document_index[i + 1])
