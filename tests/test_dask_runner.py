@@ -213,7 +213,7 @@ def test_a_stage_hands_on_only_what_steps_outside_it_read():
     from dask.local import get_sync
 
     from pipelines.runner.dask_graph import graph_keys
-    from pipelines.runner.dask_stage import Partition
+    from pipelines.runner.dask_stage import unpack
 
     pipeline = beam.Pipeline(options=PipelineOptions([]))
     out = (pipeline | beam.Create([1, 2, 3])
@@ -228,8 +228,8 @@ def test_a_stage_hands_on_only_what_steps_outside_it_read():
     results = get_sync(tasks, created)
     for n, exports in enumerate(results, 1):
         [(export, split)] = exports.items()  # one export: the split, one list a group
-        assert isinstance(split, Partition) and len(split) == 1
-        assert split[0] == [(n * n % 2, n * n)]
+        assert len(split) == 1 and isinstance(split[0], bytes)  # each part packed
+        assert unpack(split[0]) == [(n * n % 2, n * n)]
     assert get_sync(tasks, groups) == ({},)  # the sums: read by no step, handed on to none
 
 
@@ -280,7 +280,7 @@ def test_a_key_lands_in_the_same_split_in_every_process():
     list is the same on every worker; these were computed in another process."""
     from apache_beam import coders
 
-    from pipelines.runner.dask_stage import group_part, splitter
+    from pipelines.runner.dask_stage import group_part, pack, splitter
 
     coder = coders.FastPrimitivesCoder().as_deterministic_coder("test")
 
@@ -297,14 +297,15 @@ def test_a_key_lands_in_the_same_split_in_every_process():
     assert [next(i for i, s in enumerate(splits) if key in dict(s))
             for key in keys] == [0, 2, 7, 4, 7]
     more = split_by_key(8, [("url", 9)])
-    assert dict(group_part(7, coder, splits, more)) == {"url": [2, 2, 9], (0, b"\x00\xff"): [4, 4]}
+    packed = [[pack(part) for part in split] for split in (splits, more)]  # as a stage hands on
+    assert dict(group_part(7, coder, *packed)) == {"url": [2, 2, 9], (0, b"\x00\xff"): [4, 4]}
     # values move un-windowed (a windowed value pickles 6x slower)
     from apache_beam.transforms.window import GlobalWindows
 
     assert split_by_key(1, [("k", GlobalWindows.windowed_value(5))]) == [
         [("k", 5)]]
     # grouped by encoded key, as Beam groups: equal in Python, yet two keys
-    groups = group_part(0, coder, [[(1, "int"), (1.0, "float"), (1, "again")]])
+    groups = group_part(0, coder, [pack([(1, "int"), (1.0, "float"), (1, "again")])])
     assert {type(key): values for key, values in groups} == {int: ["int", "again"],
                                                              float: ["float"]}
 
