@@ -231,6 +231,13 @@ def test_a_stage_hands_on_only_what_steps_outside_it_read():
         assert len(split) == 1 and isinstance(split[0], bytes)  # each part packed
         assert unpack(split[0]) == [(n * n % 2, n * n)]
     assert get_sync(tasks, groups) == ({},)  # the sums: read by no step, handed on to none
+    # the run's last task waits for the group stage only: the created stages' exports are
+    # dropped once the group has read them (waiting for it too, they stayed to the end)
+    from pipelines.runner.dask_graph import graph
+
+    done = graph(pipeline, None)
+    waits_for = {key[0].split("-")[0] for key in done.dask[done.key][1:]}
+    assert waits_for == {"group:GroupByKey/GroupByKey"}
 
 
 # what the steps of test_a_stage_streams_its_elements saw, in order (get_sync runs the graph

@@ -82,8 +82,9 @@ def _name(kind: str, label: str) -> str:
 @dataclasses.dataclass(eq=False)
 class _Stage:
     """One task per partition: `roots[i]` (a task nested in it, or a key) is slot 0, and each
-    step reads a slot (one tag of it) and its outputs are its own slot. `exports` grow as steps outside read its slots; once
-    `closed` (computed for a Reshuffle) it takes no step and exports every slot whole."""
+    step reads a slot (one tag of it) and its outputs are its own slot. `exports` grow as
+    steps outside read its slots; once `closed` (computed for a Reshuffle) it takes no step
+    and exports every slot whole."""
 
     name: str
     roots: list
@@ -320,10 +321,15 @@ class _GraphBuilder(PipelineVisitor):
         self._root(node, "read", [(functools.partial(values_of, c),) for c in chunks])
 
     def done(self) -> Delayed:
-        """One task that finishes when every stage has (so the run is one future)."""
+        """One task that finishes when every stage has (so the run is one future). It reads
+        the stages no other layer reads, whose results are empty: a stage's exports are
+        dropped once its readers have run, not kept for this task until the run ends."""
+        read = set().union(*(stage.reads_layers for stage in self.stages.values()),
+                           *(reads for _, reads, _ in self.layers.values()))
+        leaves = [stage for stage in self.stages if stage not in read]
         name = _name("done", "pipeline")
-        keys = [key for stage in self.stages for key in self.keys(stage)]
-        self.layers[name] = {name: (all_done, *keys)}, set(self.stages), next(self.order)
+        keys = [key for stage in leaves for key in self.keys(stage)]
+        self.layers[name] = {name: (all_done, *keys)}, set(leaves), next(self.order)
         return Delayed(name, self.graph([name]))
 
 
