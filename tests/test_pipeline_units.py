@@ -102,19 +102,11 @@ def _write_all(output: str, refs, shard_tokens: int) -> dict[str, bytes]:
     }
 
 
-def test_shards_do_not_depend_on_bundles(tmp_path, monkeypatch):
+def test_shards_do_not_depend_on_bundles(tmp_path):
     docs = _docs(60)
     one = str(tmp_path / "one")
     prepare_output(one)
     files_one = _write_all(one, spill_by_hand(one, [docs], 4), shard_tokens=200)
-    # the second merge unmaps its spills' pages after every document: the same shards
-    from pipelines.write.spill import SpillFile
-
-    releases = []
-    release = SpillFile.release_pages
-    monkeypatch.setattr("pipelines.write.merge.RELEASE_EVERY_DOCUMENTS", 1)
-    monkeypatch.setattr(SpillFile, "release_pages",
-                        lambda spill: releases.append(spill) or release(spill))
     # the same documents, shuffled into three bundles of different sizes
     order = np.random.default_rng(1).permutation(len(docs))
     shuffled = [docs[i] for i in order]
@@ -125,7 +117,6 @@ def test_shards_do_not_depend_on_bundles(tmp_path, monkeypatch):
     )
     assert files_one == files_three
     assert len(files_one) > 8  # several parts per bucket: the bound was applied
-    assert len(releases) > len(docs)  # every spill of a bucket, after each of its documents
 
 
 def test_merged_shards_hold_documents_sorted_by_id_within_the_bound(tmp_path):

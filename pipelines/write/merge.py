@@ -35,9 +35,6 @@ SHARD_PREFIX = "shard-"
 # A shard of 2^27 tokens is 256 MiB of uint16 ids: big enough that a set of a few hundred GB
 # has a manageable number of files, small enough to copy and checksum quickly.
 DEFAULT_SHARD_TOKENS = 1 << 27
-# A bucket's merge unmaps the spill pages it has read every this many documents (a few MB of
-# tokens; SpillFile.release_pages), so its RSS holds a window of them, not the bucket.
-RELEASE_EVERY_DOCUMENTS = 2048
 
 
 def shard_name(bucket: int, part: int) -> str:
@@ -65,8 +62,8 @@ def split_into_parts(lengths: Sequence[int], shard_tokens: int) -> list[tuple[in
 
 
 def _raise_open_files_limit() -> None:
-    """A bucket's merge keeps every spill file of the bucket memory-mapped; with thousands of
-    bundles the default soft limit of 1024 descriptors runs out."""
+    """A bucket's merge keeps every spill file of the bucket open; with thousands of bundles
+    the default soft limit of 1024 descriptors runs out."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
         try:
@@ -77,14 +74,23 @@ def _raise_open_files_limit() -> None:
 
 def _load_spills(spill_dir: OutputDir, names: Sequence[str], local_dir: str) -> list[SpillFile]:
     spills = []
-    for name in names:
-        if spill_dir.is_local:
-            path = spill_dir.path(name)
-        else:
-            path = os.path.join(local_dir, name)
-            spill_dir.get_file(name, path)
-        spills.append(SpillFile(path))
+    try:
+        for name in names:
+            if spill_dir.is_local:
+                path = spill_dir.path(name)
+            else:
+                path = os.path.join(local_dir, name)
+                spill_dir.get_file(name, path)
+            spills.append(SpillFile(path))
+    except BaseException:
+        _close(spills)
+        raise
     return spills
+
+
+def _close(spills: Iterable[SpillFile]) -> None:
+    for spill in spills:
+        spill.close()
 
 
 def _document_order(spills: Sequence[SpillFile]) -> list[tuple[int, int]]:
@@ -127,37 +133,43 @@ def write_bucket(
     spill_dir = output.child(WORK_DIR).child(SPILL_DIR)
     with tempfile.TemporaryDirectory(prefix=f"bucket{bucket:05d}-") as local_dir:
         spills = _load_spills(spill_dir, sorted(spill_names), local_dir)
-        order = _document_order(spills)
-        doc_lengths = [spill.document_lengths() for spill in spills]
-        lengths = [int(doc_lengths[s][j]) for s, j in order]
-        for part, (start, end) in enumerate(split_into_parts(lengths, shard_tokens)):
-            name = shard_name(bucket, part)
-            prefix = output.path(name) if output.is_local else os.path.join(local_dir, name)
-            writer = IndexedDatasetWriter(prefix, dtype)
-            sidecar = SidecarWriter(sidecar_name(prefix))
-            text_bytes = 0
-            try:
-                for n, ((s, j), tokens) in enumerate(zip(order[start:end], lengths[start:end]), 1):
-                    writer.add_document(spills[s].document_sequences(j))
-                    sidecar.add({"id": spills[s].ids[j], **spills[s].provenance(j),
-                                 "tokens": tokens})
-                    text_bytes += spills[s].text_bytes[j]
-                    if n % RELEASE_EVERY_DOCUMENTS == 0:
-                        for spill in spills:
-                            spill.release_pages()
-                meta = sidecar.finalize()
-                info = dataclasses.replace(writer.finalize(), meta=meta)
-            except BaseException:
-                writer.discard()
-                sidecar.discard()
-                raise
-            if not output.is_local:
-                # the sidecar, then .bin before .idx, like the local writer: a pair is whole
-                # only once both are.
-                for ext in (meta.file.removeprefix(name), ".bin", ".idx"):
-                    output.put_file(prefix + ext, name + ext)
-                    os.remove(prefix + ext)
-            yield info, text_bytes
+        try:
+            yield from _write_parts(bucket, spills, output, shard_tokens, dtype, local_dir)
+        finally:
+            _close(spills)
+
+
+def _write_parts(bucket: int, spills: list[SpillFile], output: OutputDir, shard_tokens: int,
+                 dtype: str, local_dir: str) -> Iterator[tuple[ShardInfo, int]]:
+    """The bucket's documents in id order, cut into shards of about shard_tokens."""
+    order = _document_order(spills)
+    doc_lengths = [spill.document_lengths() for spill in spills]
+    lengths = [int(doc_lengths[s][j]) for s, j in order]
+    for part, (start, end) in enumerate(split_into_parts(lengths, shard_tokens)):
+        name = shard_name(bucket, part)
+        prefix = output.path(name) if output.is_local else os.path.join(local_dir, name)
+        writer = IndexedDatasetWriter(prefix, dtype)
+        sidecar = SidecarWriter(sidecar_name(prefix))
+        text_bytes = 0
+        try:
+            for (s, j), tokens in zip(order[start:end], lengths[start:end]):
+                writer.add_document(spills[s].document_sequences(j))
+                sidecar.add({"id": spills[s].ids[j], **spills[s].provenance(j),
+                             "tokens": tokens})
+                text_bytes += spills[s].text_bytes[j]
+            meta = sidecar.finalize()
+            info = dataclasses.replace(writer.finalize(), meta=meta)
+        except BaseException:
+            writer.discard()
+            sidecar.discard()
+            raise
+        if not output.is_local:
+            # the sidecar, then .bin before .idx, like the local writer: a pair is whole
+            # only once both are.
+            for ext in (meta.file.removeprefix(name), ".bin", ".idx"):
+                output.put_file(prefix + ext, name + ext)
+                os.remove(prefix + ext)
+        yield info, text_bytes
 
 
 class MergeBucketDoFn(beam.DoFn):
