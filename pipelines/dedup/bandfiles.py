@@ -17,7 +17,6 @@ launcher removes the work area when the run ends.
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from collections.abc import Iterable
 
@@ -37,9 +36,9 @@ class BandFileWriter:
     def write(self, hashes: bytes, nodes: bytes) -> Ref:
         if self._file is None:
             self._dir.makedirs()
+            self._local = self._dir.staging("bands-")
             name = f"lsh-{uuid.uuid4().hex[:16]}.bands"  # unique per bundle attempt
-            local = self._dir.url if self._dir.is_local else tempfile.gettempdir()
-            self._name, self._path = name, os.path.join(local, name)
+            self._name, self._path = name, os.path.join(self._local, name)
             self._file = open(self._path, "wb")
         offset = self._file.tell()
         self._file.write(hashes)
@@ -52,15 +51,15 @@ class BandFileWriter:
             return
         self._file.close()
         self._file = None
-        if not self._dir.is_local:
-            self._dir.put_file(self._path, self._name, atomic=False)  # named once complete
-            os.remove(self._path)
+        self._dir.publish(self._path)
+        self._dir.unstage(self._local)
 
     def discard(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
             os.remove(self._path)
+            self._dir.unstage(self._local)
 
 
 def read_chunks(work_dir: str, refs: Iterable[Ref]) -> list[tuple[bytes, bytes]]:

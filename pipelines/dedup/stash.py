@@ -28,9 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import struct
-import tempfile
 import uuid
 from collections.abc import Container, Iterator
 
@@ -192,7 +190,7 @@ class StashDoFn(beam.DoFn):
         self._dir = OutputDir(self._work_dir)
         self._dir.makedirs()
         # A remote work area: files are built on local disk and uploaded when the bundle ends.
-        self._local = self._dir.url if self._dir.is_local else tempfile.mkdtemp(prefix="stash-")
+        self._local = self._dir.staging("stash-")
 
     def start_bundle(self) -> None:
         self._attempt = uuid.uuid4().hex[:16]  # unique per bundle attempt: retries never collide
@@ -212,11 +210,7 @@ class StashDoFn(beam.DoFn):
         for bucket in sorted(self._writers):
             writer = self._writers[bucket]
             writer.close()
-            name = os.path.basename(writer.path)
-            if not self._dir.is_local:
-                self._dir.put_file(writer.path, name, atomic=False)  # named once complete
-                os.remove(writer.path)
-            element = (bucket, ("stash", name))
+            element = (bucket, ("stash", self._dir.publish(writer.path)))
             if self._sent is not None:
                 self._sent.add(element, self._shuffles)
             yield GlobalWindows.windowed_value(element)
@@ -227,5 +221,5 @@ class StashDoFn(beam.DoFn):
     def teardown(self) -> None:
         for writer in getattr(self, "_writers", {}).values():
             writer.discard()
-        if hasattr(self, "_dir") and not self._dir.is_local:
-            shutil.rmtree(self._local, ignore_errors=True)
+        if hasattr(self, "_local"):
+            self._dir.unstage(self._local)

@@ -139,6 +139,29 @@ class OutputDir:
             if atomic:
                 self.fs.mv(tmp, final)
 
+    def staging(self, prefix: str) -> str:
+        """A local folder to build this folder's files in, under their final names: the folder
+        itself when it is local, else a new temporary one (`unstage` removes it). For files
+        whose name is handed on only once they are complete (spills, stash, band files), so
+        none needs a temporary name."""
+        if self.is_local:
+            os.makedirs(self.url, exist_ok=True)
+            return self.url
+        return tempfile.mkdtemp(prefix=prefix)
+
+    def publish(self, local_path: str) -> str:
+        """A complete file built in `staging()` put in place under its name, which it returns:
+        uploaded (and the local copy removed) on a remote folder, there already on a local one."""
+        name = os.path.basename(local_path)
+        if not self.is_local:
+            self.put_file(local_path, name, atomic=False)
+            os.remove(local_path)
+        return name
+
+    def unstage(self, staging: str) -> None:
+        if not self.is_local:
+            shutil.rmtree(staging, ignore_errors=True)
+
     def get_file(self, name: str, local_path: str) -> None:
         if self.is_local:
             shutil.copyfile(self.path(name), local_path)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
-import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -182,10 +180,7 @@ class SpillDoFn(beam.DoFn):
     def setup(self) -> None:
         self.spill_dir = OutputDir(self.output).child(WORK_DIR).child(SPILL_DIR)
         # Remote output: files are built on local disk and uploaded when the bundle ends.
-        self.local_dir = (
-            self.spill_dir.url if self.spill_dir.is_local else tempfile.mkdtemp(prefix="spill-")
-        )
-        os.makedirs(self.local_dir, exist_ok=True)
+        self.local_dir = self.spill_dir.staging("spill-")
 
     def start_bundle(self) -> None:
         self.attempt = uuid.uuid4().hex[:16]  # unique per bundle attempt: retries never collide
@@ -203,15 +198,11 @@ class SpillDoFn(beam.DoFn):
         for bucket in sorted(self.writers):
             writer = self.writers[bucket]
             writer.close()
-            name = os.path.basename(writer.path)
-            if not self.spill_dir.is_local:
-                self.spill_dir.put_file(writer.path, name, atomic=False)
-                os.remove(writer.path)
-            yield GlobalWindows.windowed_value((bucket, name))
+            yield GlobalWindows.windowed_value((bucket, self.spill_dir.publish(writer.path)))
         self.writers = {}
 
     def teardown(self) -> None:
         for writer in getattr(self, "writers", {}).values():
             writer.discard()
-        if hasattr(self, "local_dir") and not self.spill_dir.is_local:
-            shutil.rmtree(self.local_dir, ignore_errors=True)
+        if hasattr(self, "local_dir"):
+            self.spill_dir.unstage(self.local_dir)
