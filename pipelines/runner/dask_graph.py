@@ -167,10 +167,6 @@ class _GraphBuilder(PipelineVisitor):
             stack.extend(reads)
         return HighLevelGraph(layers, dependencies)
 
-    def keys(self, name: str) -> list:
-        stage = self.stages.get(name)
-        return list(stage.layer() if stage else self.layers[name][0])
-
     # -- stages and what reads them ---------------------------------------------------------
 
     def stage(self, kind: str, label: str, roots: list, reads_layers: Iterable[str]) -> _Stage:
@@ -181,7 +177,11 @@ class _GraphBuilder(PipelineVisitor):
     def reads_of(self, pcoll: pvalue.PCollection) -> tuple[_Stage, tuple, Pick]:
         """(the stage that computes `pcoll`, the export a step outside reads, its pick)."""
         stage, slot = self.where[pcoll.producer]
-        return stage, *stage.export(slot, Pick(pcoll.producer in self.tagged, pcoll.tag))
+        return stage, *stage.export(slot, self.pick_of(pcoll))
+
+    def pick_of(self, pcoll: pvalue.PCollection) -> Pick:
+        """Which of its producer's outputs `pcoll` is (a ParDo's are tagged)."""
+        return Pick(pcoll.producer in self.tagged, pcoll.tag)
 
     def gathered(self, pcolls: list, parts: int) -> tuple[list, set]:
         """`parts` tasks (to nest), the i-th concatenating partitions i, i + parts, ... of
@@ -246,13 +246,14 @@ class _GraphBuilder(PipelineVisitor):
         stage = self.stage("flatten", node.full_label, tasks, reads)
         self.place(node, stage, 0, self.upstream_of(pcolls))
 
-    def _handed_on(self, pcoll: pvalue.PCollection, label: str) -> tuple[_Stage, int, Pick]:
+    def _handed_on(self, pcoll: pvalue.PCollection, label: str, avoid: frozenset = frozenset()
+                   ) -> tuple[_Stage, int, Pick]:
         """(stage, slot, pick) to add a step reading `pcoll` to: its own stage where that is
-        still open, else a new one rooted on its export."""
+        still open and not one of `avoid` (stages the step's side inputs are computed from: the
+        task would wait on itself), else a new one rooted on its export."""
         stage, slot = self.where[pcoll.producer]
-        pick = Pick(pcoll.producer in self.tagged, pcoll.tag)
-        if not stage.closed:
-            return stage, slot, pick
+        if not stage.closed and stage.name not in avoid:
+            return stage, slot, self.pick_of(pcoll)
         tasks, reads = self.gathered([pcoll], len(stage.roots))
         return self.stage("stage", label, tasks, reads), 0, ALL
 
@@ -261,10 +262,7 @@ class _GraphBuilder(PipelineVisitor):
         main = node.inputs[0]
         sides = [side.pvalue for side in node.side_inputs]
         side_upstream = self.upstream_of(sides)
-        stage, source, pick = self._handed_on(main, node.full_label)
-        if stage.name in side_upstream:  # its side input reads this stage: a stage of its own
-            tasks, reads = self.gathered([main], len(stage.roots))
-            stage, source, pick = self.stage("stage", node.full_label, tasks, reads), 0, ALL
+        stage, source, pick = self._handed_on(main, node.full_label, side_upstream)
         arguments, layers = [], set()
         fn = pickler.dumps(transform.fn)
         if len(fn) > INLINE_DOFN_BYTES:  # one key, sent once to each worker
@@ -328,7 +326,7 @@ class _GraphBuilder(PipelineVisitor):
                            *(reads for _, reads, _ in self.layers.values()))
         leaves = [stage for stage in self.stages if stage not in read]
         name = _name("done", "pipeline")
-        keys = [key for stage in leaves for key in self.keys(stage)]
+        keys = [(stage, i) for stage in leaves for i in range(len(self.stages[stage].roots))]
         self.layers[name] = {name: (all_done, *keys)}, set(leaves), next(self.order)
         return Delayed(name, self.graph([name]))
 
