@@ -155,14 +155,15 @@ class SpillFile:
 
     def document_sequences(self, i: int) -> list[np.ndarray]:
         first, last = int(self._document_index[i]), int(self._document_index[i + 1])
-        offsets = self._sequence_offsets - self._sequence_offsets[first]
-        start, count = int(self._sequence_offsets[first]), int(offsets[last])
+        bounds = self._sequence_offsets[first : last + 1]  # this document's sequences only
+        start, count = int(bounds[0]), int(bounds[-1] - bounds[0])
         size = self._dtype.itemsize
         data = os.pread(self._file.fileno(), count * size, start * size)
         if len(data) != count * size:
             raise RuntimeError(f"{self._file.name}: cut short while it was read")
         tokens = np.frombuffer(data, self._dtype)
-        return [tokens[offsets[j] : offsets[j + 1]] for j in range(first, last)]
+        bounds = (bounds - start).tolist()
+        return [tokens[bounds[j] : bounds[j + 1]] for j in range(last - first)]
 
 
 def spill_name(bucket: int, attempt: str) -> str:
