@@ -6,6 +6,7 @@ test_pipeline_e2e.py for those)."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import io
 import json
@@ -420,6 +421,47 @@ def test_reading_a_spill_maps_none_of_its_pages(tmp_path):
             s.tolist() for s in docs[j].sequences]
     assert _mapped_kb(path) == 0
     spill.close()
+
+
+def test_a_spill_writer_holds_nothing_per_document(tmp_path):
+    """A local runner's bundle is a worker's share of a whole stage (half the input on two
+    workers): the ids, lengths and provenance a spill writer kept for its footer grew with the
+    input. What it holds stays flat from 2,000 documents to 20,000, and they all read back."""
+    import tracemalloc
+
+    from pipelines.document import Provenance
+    from pipelines.write.spill import SpillWriter
+
+    def doc(i):
+        return TokenizedDocument(
+            id=f"web/part-{i:06d}\udc80", source="jsonl", text_bytes=100 + i,
+            sequences=tuple(np.arange(j, j + i % 5 + 1) for j in range(i % 3 + 1)),
+            provenance=Provenance(input="in.jsonl", url=f"https://example.org/{i}",
+                                  title=f"Page\n{i}", language="en", language_score=0.5))
+
+    path = str(tmp_path / "b00000-x.spill")
+    writer = SpillWriter(path, "uint16")
+    tracemalloc.start()
+    try:
+        for i in range(20_000):
+            writer.add(doc(i))
+            if i == 2_000:
+                held = tracemalloc.get_traced_memory()[0]
+        grown = tracemalloc.get_traced_memory()[0] - held
+    finally:
+        tracemalloc.stop()
+    writer.close()
+    assert grown < 256 << 10, f"{grown} bytes more held after 18,000 more documents"
+    spill = SpillFile(path)
+    for i in (0, 1, 7, 19_999):
+        expected = doc(i)
+        assert spill.ids[i] == expected.id and spill.text_bytes[i] == expected.text_bytes
+        assert spill.provenance(i) == dataclasses.asdict(expected.provenance)
+        assert [s.tolist() for s in spill.document_sequences(i)] == [
+            s.tolist() for s in expected.sequences]
+    assert spill.num_documents == 20_000
+    spill.close()
+    assert os.listdir(tmp_path) == ["b00000-x.spill"]  # the writer's side files are gone
 
 
 # -- 7. temporary directories of killed runs; the expansion bound --------------------------------

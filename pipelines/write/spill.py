@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
+import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -35,61 +37,73 @@ def default_num_buckets(input_bytes: int) -> int:
 # final name: the name is unique to the bundle attempt and is handed on only once the file is
 # complete, so nothing ever reads a half-written one (no temporary name, no rename, which on GCS
 # is a copy and a delete). Layout: the token ids, then int32 sequence lengths, then int32
-# sequence counts per document, then a JSON footer (ids, text bytes, each document's provenance
-# for the metadata sidecar, dtype, counts), then its length (u64) and the magic.
-SPILL_MAGIC = b"SPILL001"
+# sequence counts per document, then a JSON line per document ([id, text bytes, its provenance
+# for the metadata sidecar...]), then a JSON footer (dtype, counts, provenance field names),
+# then its length (u64) and the magic.
+SPILL_MAGIC = b"SPILL002"
 SPILL_SUFFIX = ".spill"
 _FOOTER_TAIL = struct.Struct("<Q8s")
+_INT32 = np.dtype("<i4")
+_COUNT = struct.Struct("<i")
 
 
 class SpillWriter:
-    """Streams one bundle's documents of one bucket to a local spill file."""
+    """Streams one bundle's documents of one bucket to a local spill file, holding nothing per
+    document: a local runner's bundle is a worker's share of a whole stage (half the input on
+    two workers), so the ids, lengths and provenance it kept for the footer grew with the input
+    (~0.6 KB a document: 31 MB for a bundle of 54k documents). The tables and the metadata
+    lines wait in unnamed temporary files beside the spill (gone with the process if it
+    dies), appended to it when it closes."""
 
     def __init__(self, path: str, dtype: str):
         self.path = path
         self.dtype = np.dtype(dtype)
         self._high = np.iinfo(self.dtype).max
         self._file = open(path, "wb")
-        self.ids: list[str] = []
-        self.text_bytes: list[int] = []
-        self.provenance: list[list] = []
-        self.sequence_lengths: list[int] = []
-        self.sequence_counts: list[int] = []
-        self.tokens = 0
+        folder = os.path.dirname(os.path.abspath(path))
+        self._lengths = tempfile.TemporaryFile(dir=folder)  # int32 a sequence
+        self._counts = tempfile.TemporaryFile(dir=folder)  # int32 a document
+        self._rows = tempfile.TemporaryFile(dir=folder)  # a JSON line a document
+        self.documents = self.sequences = self.tokens = 0
 
     def add(self, doc: TokenizedDocument) -> None:
+        lengths = []
         for sequence in doc.sequences:
             ids = np.asarray(sequence)
             if ids.size and (int(ids.min()) < 0 or int(ids.max()) > self._high):
                 raise ValueError(f"{doc.id}: token ids do not fit {self.dtype}")
             self._file.write(ids.astype(self.dtype, copy=False).tobytes())
-            self.sequence_lengths.append(len(ids))
-            self.tokens += len(ids)
-        self.sequence_counts.append(len(doc.sequences))
-        self.ids.append(doc.id)
-        self.text_bytes.append(int(doc.text_bytes))
-        self.provenance.append(doc.provenance.values())
+            lengths.append(len(ids))
+        self._lengths.write(np.asarray(lengths, _INT32).tobytes())
+        self._counts.write(_COUNT.pack(len(lengths)))
+        # ASCII JSON: a lone surrogate in an id is escaped, and no line holds a raw newline
+        row = [doc.id, int(doc.text_bytes), *doc.provenance.values()]
+        self._rows.write(json.dumps(row).encode("ascii") + b"\n")
+        self.documents += 1
+        self.sequences += len(lengths)
+        self.tokens += sum(lengths)
 
     def close(self) -> None:
         footer = json.dumps(
             {
                 "dtype": str(self.dtype),
                 "tokens": self.tokens,
-                "sequences": len(self.sequence_lengths),
-                "ids": self.ids,
-                "text_bytes": self.text_bytes,
+                "sequences": self.sequences,
+                "documents": self.documents,
                 "provenance_fields": PROVENANCE_FIELDS,
-                "provenance": self.provenance,  # lists, not dicts: a bucket's merge holds them
             }
         ).encode("utf-8")
-        self._file.write(np.asarray(self.sequence_lengths, np.int32).tobytes())
-        self._file.write(np.asarray(self.sequence_counts, np.int32).tobytes())
+        for side in (self._lengths, self._counts, self._rows):
+            side.seek(0)
+            shutil.copyfileobj(side, self._file, 1 << 20)
+            side.close()
         self._file.write(footer)
         self._file.write(_FOOTER_TAIL.pack(len(footer), SPILL_MAGIC))
         self._file.close()
 
     def discard(self) -> None:
-        self._file.close()
+        for handle in (self._file, self._lengths, self._counts, self._rows):
+            handle.close()
         if os.path.exists(self.path):
             os.remove(self.path)
 
@@ -120,18 +134,23 @@ class SpillFile:
             raise RuntimeError(f"{path}: not a spill file (bad footer)")
         f.seek(size - _FOOTER_TAIL.size - footer_bytes)
         footer = json.loads(f.read(footer_bytes))
-        self.ids: list[str] = footer["ids"]
-        self.text_bytes: list[int] = footer["text_bytes"]
-        self._provenance_fields: list[str] = footer["provenance_fields"]
-        self._provenance: list[list] = footer["provenance"]
         self._dtype = np.dtype(footer["dtype"])
-        tokens, sequences, documents = footer["tokens"], footer["sequences"], len(self.ids)
+        tokens, sequences, documents = footer["tokens"], footer["sequences"], footer["documents"]
         end = tokens * self._dtype.itemsize
-        body = end + 4 * (sequences + documents)
-        if body + footer_bytes + _FOOTER_TAIL.size != size:
-            raise RuntimeError(f"{path}: {size} bytes, but its footer describes {body} + footer")
+        tables_end = end + 4 * (sequences + documents)
+        rows_end = size - _FOOTER_TAIL.size - footer_bytes
+        if tables_end > rows_end:
+            raise RuntimeError(f"{path}: {size} bytes, too few for what its footer describes")
         f.seek(end)
-        tables = np.frombuffer(f.read(body - end), np.int32)
+        tables = np.frombuffer(f.read(tables_end - end), _INT32)
+        lines = f.read(rows_end - tables_end).splitlines()
+        if len(lines) != documents:
+            raise RuntimeError(f"{path}: {len(lines)} metadata rows for {documents} documents")
+        rows = json.loads(b"[" + b",".join(lines) + b"]")  # one parse, not one a document
+        self.ids: list[str] = [row[0] for row in rows]
+        self.text_bytes: list[int] = [row[1] for row in rows]
+        self._provenance_fields: list[str] = footer["provenance_fields"]
+        self._provenance: list[list] = [row[2:] for row in rows]
         lengths, counts = tables[:sequences], tables[sequences:]
         self._sequence_offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
         self._document_index = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
