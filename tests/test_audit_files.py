@@ -10,10 +10,10 @@ import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.clean import CleanConfig, clean_document
-from pipelines.document import PARTS_REMOVED, Document, ReadTask, Reject
+from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask, Reject, bucket_of
 from pipelines.sources import get_source
 from pipelines.write import REJECTS_DIR, WriteRejects, reject_record
-from pipelines.write.rejects import PARTS_REMOVED_TEXT_CHARS
+from pipelines.write.rejects import PARTS_REMOVED_TEXT_CHARS, audit_file
 from tests.conftest import CORPORA
 
 BOOKS = CORPORA / "books"
@@ -76,3 +76,101 @@ def test_drops_and_cut_parts_go_to_separate_audit_files(tmp_path):
     assert by_id["webtext:ru"]["url"] == RUSSIAN_PAGE and by_id["webtext:ru"]["kind"] == "reject"
     assert by_id["books:Candide-fr.txt"]["url"] == ""
     assert by_id["webtext:ru"]["detail"].startswith("ru p=")
+
+
+def _bundle_files(records_by_bundle, output: str, num_files: int) -> dict:
+    """What WriteRejects' GroupByKey hands on: each bundle's ((kind, bucket), file name)s."""
+    from pipelines.write.rejects import _SpillRejectsDoFn
+
+    spill = _SpillRejectsDoFn(output, num_files)
+    spill.setup()
+    grouped: dict = {}
+    for bundle in records_by_bundle:
+        spill.start_bundle()
+        for record in bundle:
+            assert list(spill.process(record) or ()) == []
+        for element in spill.finish_bundle():
+            target, name = element.value
+            grouped.setdefault(target, []).append(name)
+    spill.teardown()
+    return grouped
+
+
+def test_audit_files_are_sorted_whatever_the_bundles(tmp_path):
+    """Each audit file holds its records sorted by key, equal keys (a record read twice) by
+    their line, however the bundles that wrote them were cut."""
+    from pipelines.write.rejects import _WriteRejectFileDoFn
+
+    drops = dropped_records()
+    cuts = [parts_removed_audit("2701-0.txt"), parts_removed_audit("pg1080.txt")]
+    twice = [
+        Reject("webtext:ru", "webtext", "duplicate_id", "twice", text, RUSSIAN_PAGE)
+        for text in ("Вторая копия.", "Third copy.")
+    ]
+    failures = [
+        Failure(f"web/part-{i}.jsonl:{i * 977}", "bad_json", "line\tcut\nshort") for i in range(9)
+    ]
+    records = drops + cuts + twice + failures
+    expected: dict = {}
+    for record in records:
+        key, line = reject_record(record)
+        name = f"{audit_file(record)}-{bucket_of(key, 2):05d}.jsonl"
+        expected.setdefault(name, []).append((key, line))
+    for cut_at in ((), (3,), (1, 5, 8)):  # one bundle, two, four
+        bounds = [0, *cut_at, len(records)]
+        bundles = [records[::-1][a:b] for a, b in zip(bounds, bounds[1:])]
+        out = tmp_path / f"run{len(bundles)}"
+        write = _WriteRejectFileDoFn(str(out))
+        write.setup()
+        counts = [
+            n
+            for element in sorted(_bundle_files(bundles, str(out), 2).items())
+            for n in write.process(element)
+        ]
+        assert sum(counts) == len(drops) + len(twice) + len(failures)  # parts removed: no drops
+        written = {f.name: f.read_text("utf-8") for f in (out / REJECTS_DIR).iterdir()}
+        assert written == {
+            name: "".join(line + "\n" for _, line in sorted(pairs))
+            for name, pairs in expected.items()
+        }
+
+
+def test_no_audit_text_crosses_the_shuffle(tmp_path):
+    """The audit lines wait in per-bundle files: the local runner holds a GroupByKey's input in
+    the launcher, where the dropped documents' text grew it with the input. What enters
+    WriteRejects' GroupByKey, encoded, holds none of the text of the records written."""
+    from apache_beam import coders
+
+    from tests.test_dedup_no_text import _FindText, _snippets
+
+    records = dropped_records() + [parts_removed_audit("2701-0.txt")]
+    snippets = _snippets(records)
+    assert snippets
+    pipeline = beam.Pipeline()
+    source = pipeline | beam.Create(records)
+    _ = source | "WriteRejects" >> WriteRejects(str(tmp_path), 2)
+    entering = [("input", source)]
+
+    class Inputs(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, applied):
+            label = applied.full_label
+            if label.startswith("WriteRejects/") and isinstance(applied.transform, beam.GroupByKey):
+                entering.append((label, applied.inputs[0]))
+
+    pipeline.visit(Inputs())
+    assert "WriteRejects/GroupByFile" in [label for label, _ in entering]
+    for i, (stage, pcoll) in enumerate(entering):
+        coder = coders.registry.get_coder(pcoll.element_type)
+        _ = pcoll | f"FindText{i}" >> beam.ParDo(_FindText(stage, coder, snippets))
+    result = pipeline.run()
+    result.wait_until_finish()
+    counts = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query()["counters"]
+        if c.key.metric.namespace == "no_text"
+    }
+    assert counts["input:text"] == counts["input:checked"] == len(records)
+    assert counts["WriteRejects/GroupByFile:checked"] > 0
+    leaks = {stage: counts.get(f"{stage}:text", 0) for stage, _ in entering[1:]}
+    assert leaks == dict.fromkeys(leaks, 0)
+    assert len(list((tmp_path / REJECTS_DIR).iterdir())) >= 2

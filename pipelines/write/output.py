@@ -20,6 +20,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from typing import BinaryIO
 
 from common.output_dir import (
     FINISHED,
@@ -34,7 +35,7 @@ from common.output_dir import (
     parse_marker,
     tmp_name,
     try_lock_directory,
-    write_atomic,
+    write_atomic_with,
 )
 from dataset_format import INDEX_CACHE_DIR, MANIFEST_NAME
 
@@ -172,12 +173,17 @@ class OutputDir:
             self.fs.get_file(self.path(name), local_path)
 
     def write_bytes(self, name: str, data: bytes) -> None:
+        self.write_with(name, lambda f: f.write(data))
+
+    def write_with(self, name: str, write: Callable[[BinaryIO], object]) -> None:
+        """`name` written atomically by `write(file)`, which streams into it (on a remote
+        folder, into a local temporary file that is then put in place)."""
         if self.is_local:
             os.makedirs(os.path.dirname(self.path(name)), exist_ok=True)
-            write_atomic(self.path(name), data)
+            write_atomic_with(self.path(name), write)
             return
         with tempfile.NamedTemporaryFile(delete=False) as f:
-            f.write(data)
+            write(f)
         try:
             self.put_file(f.name, name)
         finally:
