@@ -44,7 +44,7 @@ def _dashboard_of(cluster) -> str:
 
 def _shards(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())
-            if p.name not in ("stats.json", MARKER_NAME)}
+            if p.is_file() and p.name not in ("stats.json", MARKER_NAME)}
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +132,31 @@ def test_dask_shards_equal_the_direct_runners(cluster, doubled_jsonl, tmp_path, 
     stats = json.loads((tmp_path / "dask" / "stats.json").read_text())
     assert stats["balanced"] and stats["read"] == 20
     assert stats["written"] == (10 if dedup else 20)
+
+
+@pytest.mark.slow
+def test_a_rerun_on_the_same_cluster_sets_its_dofns_up_again(cluster, doubled_jsonl, tmp_path,
+                                                            capsys):
+    """A worker keeps its DoFns set up for the bundles of one run only: a rerun into the same
+    output found the stash's and the audit's work folders (made in their DoFns' setup) removed
+    with the first run's work area, and failed."""
+    args = [
+        "--source=jsonl",
+        f"--input={doubled_jsonl}",
+        f"--output={tmp_path / 'set'}",
+        f"--tokenizer={GPT2}",
+        "--num-buckets=2",
+        "--progress-interval=0",
+        "--keep-rejects",
+        "--overwrite",
+        *_dask(cluster),
+    ]
+    outputs = []
+    for _ in range(2):
+        assert main(args) == 0, capsys.readouterr().err
+        outputs.append(_shards(tmp_path / "set") | _shards(tmp_path / "set" / "rejects"))
+    assert outputs[0] == outputs[1]
+    assert sum(name.startswith("rejects-") for name in outputs[1]) >= 1
 
 
 def test_dask_options_are_known_to_the_launcher():

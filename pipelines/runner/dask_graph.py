@@ -147,6 +147,8 @@ class _GraphBuilder(PipelineVisitor):
     # the stages each transform's outputs are computed from (its own included)
     upstream: dict[AppliedPTransform, frozenset] = dataclasses.field(default_factory=dict)
     order: itertools.count = dataclasses.field(default_factory=itertools.count)
+    # this run's name: workers keep one run's DoFns (dask_stage._dofn)
+    run: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
     # -- the graph --------------------------------------------------------------------------
 
@@ -282,8 +284,8 @@ class _GraphBuilder(PipelineVisitor):
         main_input = next(iter(node.main_inputs.values()))
         window_fn = main_input.windowing.windowfn if hasattr(main_input, "windowing") else None
         slot = stage.add(
-            lambda slot, at: ParDoStep(source, pick, slot, transform.label, window_fn,
-                                        list(args), kwargs, tuple(specs), at),
+            lambda slot, at: ParDoStep(self.run, source, pick, slot, transform.label,
+                                        window_fn, list(args), kwargs, tuple(specs), at),
             arguments, layers)
         self.tagged.add(node)
         self.place(node, stage, slot, self.upstream_of([main]) | side_upstream)

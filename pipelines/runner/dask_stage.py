@@ -84,21 +84,22 @@ class Pick:
 ALL = Pick(False)
 
 # Each worker thread's DoFns (with their signatures), set up once and reused for every bundle
-# it runs, as Beam's own workers do: a setup may load a tokenizer or a language model (a second
-# or more), and a run has a bundle per task for each of ~100 steps. Never torn down (Beam
-# promises teardown only as best effort; ours remove temporary files that a worker's exit
-# leaves to the OS anyway).
+# it runs of one pipeline run, as Beam's own workers do: a setup may load a tokenizer or a
+# language model (a second or more), and a run has a bundle per task for each of ~100 steps.
+# A thread keeps one run's DoFns: a long-lived cluster runs job after job, and a DoFn set up
+# for one is not set up for the next (a rerun into the same output found its setup's work
+# folders removed with the last run's). Never torn down (Beam promises teardown only as best
+# effort; ours remove temporary files that a worker's exit leaves to the OS anyway).
 _DOFNS = threading.local()
-# A long-lived cluster runs job after job: past this many, a thread starts its cache afresh.
-_MAX_DOFNS = 512
 
 
-def _dofn(label: str, pickled_fn: bytes) -> tuple[beam.DoFn, DoFnSignature, bool]:
-    """(this thread's DoFn for the step, its signature, whether it is new and needs its setup).
-    The signature is kept with it: inspecting the DoFn's methods took ~0.7 ms a bundle."""
-    cache = getattr(_DOFNS, "cache", None)
-    if cache is None or len(cache) >= _MAX_DOFNS:
-        cache = _DOFNS.cache = {}
+def _dofn(run: str, label: str, pickled_fn: bytes) -> tuple[beam.DoFn, DoFnSignature, bool]:
+    """(this thread's DoFn for the step of run `run`, its signature, whether it is new and needs
+    its setup). The signature is kept with it: inspecting the DoFn's methods took ~0.7 ms a
+    bundle."""
+    if getattr(_DOFNS, "run", None) != run:
+        _DOFNS.run, _DOFNS.cache = run, {}
+    cache = _DOFNS.cache
     key = (label, pickled_fn)
     if key in cache:
         return *cache[key], False
@@ -200,8 +201,10 @@ class _Plan:
 @dataclasses.dataclass(frozen=True, eq=False)
 class ParDoStep:
     """A ParDo in a stage: reads the `pick` of slot `source`, its outputs are slot `slot`. Its
-    DoFn and side inputs are the stage task's arguments [at, at + 1 + sides)."""
+    DoFn and side inputs are the stage task's arguments [at, at + 1 + sides); `run` names the
+    pipeline run (the DoFn cache's)."""
 
+    run: str
     source: int
     pick: Pick
     slot: int
@@ -231,7 +234,7 @@ class ParDoStep:
                          [get_windowed_value(v, spec.window_mapping_fn) for v in values])
             for spec, values in zip(self.side_specs, side_values)
         ]
-        fn, signature, new = _dofn(self.label, pickled_fn)
+        fn, signature, new = _dofn(self.run, self.label, pickled_fn)
         opened.append((self.label, pickled_fn))  # dropped from the cache if the task fails
         invoker = DoFnInvoker.create_invoker(
             signature,
