@@ -29,7 +29,6 @@ import functools
 import json
 import os
 import struct
-import uuid
 from collections.abc import Container, Iterator
 
 import apache_beam as beam
@@ -37,7 +36,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.document import Document, bucket_of
 from pipelines.io import open_input
-from pipelines.write.output import WORK_DIR, OutputDir
+from pipelines.write.output import WORK_DIR, BundleFiles, OutputDir
 
 STASH_DIR = "dedup"  # under the run's work area (OUTPUT/_work/)
 STASH_MAGIC = b"DSTASH01"
@@ -159,6 +158,10 @@ def stash_documents(path: str, wanted: Container[str] | None = None) -> Iterator
                 yield Document(doc_id, source, text, url, title, meta)
 
 
+def _stash_name(bucket: int, attempt: str) -> str:
+    return f"b{bucket:05d}-{attempt}.stash"
+
+
 class StashDir:
     """The stash files of a run: where StashDoFn writes them and the buckets' steps read them."""
 
@@ -187,39 +190,27 @@ class StashDoFn(beam.DoFn):
         self._shuffles = shuffles
 
     def setup(self) -> None:
-        self._dir = OutputDir(self._work_dir)
-        self._dir.makedirs()
-        # A remote work area: files are built on local disk and uploaded when the bundle ends.
-        self._local = self._dir.staging("stash-")
+        folder = OutputDir(self._work_dir)
+        folder.makedirs()
+        self._files = BundleFiles(folder, "stash-", _stash_name, StashWriter)
 
     def start_bundle(self) -> None:
-        self._attempt = uuid.uuid4().hex[:16]  # unique per bundle attempt: retries never collide
-        self._writers: dict[int, StashWriter] = {}
+        self._files.start()
         if self._sent is not None:
             self._sent.start_bundle()
 
     def process(self, doc: Document) -> None:
-        bucket = bucket_of(doc.id, self._num_buckets)
-        writer = self._writers.get(bucket)
-        if writer is None:
-            name = f"b{bucket:05d}-{self._attempt}.stash"
-            writer = self._writers[bucket] = StashWriter(os.path.join(self._local, name))
-        writer.add(doc)
+        self._files.writer(bucket_of(doc.id, self._num_buckets)).add(doc)
 
     def finish_bundle(self):
-        for bucket in sorted(self._writers):
-            writer = self._writers[bucket]
-            writer.close()
-            element = (bucket, ("stash", self._dir.publish(writer.path)))
+        for bucket, name in self._files.commit():
+            element = (bucket, ("stash", name))
             if self._sent is not None:
                 self._sent.add(element, self._shuffles)
             yield GlobalWindows.windowed_value(element)
-        self._writers = {}
         if self._sent is not None:
             yield from self._sent.finish_bundle()
 
     def teardown(self) -> None:
-        for writer in getattr(self, "_writers", {}).values():
-            writer.discard()
-        if hasattr(self, "_local"):
-            self._dir.unstage(self._local)
+        if hasattr(self, "_files"):
+            self._files.discard()

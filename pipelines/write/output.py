@@ -301,6 +301,49 @@ class OutputDir:
             self.fs.rm(self.url, recursive=True)
 
 
+class BundleFiles:
+    """One bundle's files in `folder`, one per key, as the spill writer, the stash and the
+    audit write them: built in `folder.staging()` under a name unique to the bundle attempt
+    (`name_of(key, attempt)`; a retry never collides) and put in place when the bundle commits,
+    before any name is handed on, so nothing reads a half-written file and a failed attempt's
+    files are never named. `open_writer(path)` makes a key's writer: anything with `path`,
+    `close()` (complete the file) and `discard()`."""
+
+    def __init__(self, folder: OutputDir, prefix: str, name_of, open_writer) -> None:
+        self.folder = folder
+        self._local = folder.staging(prefix)
+        self._name_of = name_of
+        self._open_writer = open_writer
+        self._attempt = ""
+        self._writers: dict = {}
+
+    def start(self) -> None:
+        """A new bundle attempt."""
+        self._attempt = uuid.uuid4().hex[:16]
+        self._writers = {}
+
+    def writer(self, key):
+        writer = self._writers.get(key)
+        if writer is None:
+            path = os.path.join(self._local, self._name_of(key, self._attempt))
+            writer = self._writers[key] = self._open_writer(path)
+        return writer
+
+    def commit(self):
+        """(key, file name) of each file, in key order, each complete and in place."""
+        writers, self._writers = self._writers, {}
+        for key in sorted(writers):
+            writers[key].close()
+            yield key, self.folder.publish(writers[key].path)
+
+    def discard(self) -> None:
+        """The open files removed, and the staging folder (a DoFn's teardown)."""
+        for writer in self._writers.values():
+            writer.discard()
+        self._writers = {}
+        self.folder.unstage(self._local)
+
+
 # -- what OUTPUT holds that is ours, and who is writing it -------------------------------------
 # OUTPUT/.shardsmith-output.json (common.output_dir's marker) says the directory is ours.
 # A run writes it when it claims a new or empty directory; the finishing step rewrites it with

@@ -18,7 +18,6 @@ import dataclasses
 import json
 import os
 import tempfile
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import BinaryIO
 
@@ -26,7 +25,13 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.document import PARTS_REMOVED, ClusterMember, Failure, Reject
-from pipelines.write.output import REJECTS_DIR, WORK_DIR, OutputDir, normalize_output
+from pipelines.write.output import (
+    REJECTS_DIR,
+    WORK_DIR,
+    BundleFiles,
+    OutputDir,
+    normalize_output,
+)
 from pipelines.write.spill import bucket_of
 
 REJECTS_FILE = "rejects"
@@ -84,53 +89,62 @@ def reject_record(record: Reject | Failure | ClusterMember) -> tuple[str, str]:
     return key, json.dumps(data, ensure_ascii=False)
 
 
+class _LinesWriter:
+    """One bundle's lines of one audit file, each after its sort key (BundleFiles' writer)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = open(path, "wb")
+
+    def add(self, key: str, line: str) -> None:
+        # ASCII JSON holds no tab: the first one ends the key
+        self._file.write(json.dumps(key).encode("ascii") + b"\t" + line.encode("utf-8") + b"\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+    def discard(self) -> None:
+        self._file.close()
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+
+def _lines_name(target: tuple[str, int], attempt: str) -> str:
+    kind, bucket = target
+    return f"{kind}-{bucket:05d}-{attempt}{_LINES_SUFFIX}"
+
+
 class _SpillRejectsDoFn(beam.DoFn):
-    """Audit records -> their lines, each after its sort key, appended to one file per bundle
-    and audit file ((kind, bucket)) under OUTPUT/_work/rejects/; ((kind, bucket), file name)
-    for each when the bundle commits. The lines wait in files, not in a shuffle: the local
-    runner holds a GroupByKey's input in the launcher, so the dropped documents' text (16 MB
-    at 1 GB of web text) grew it with the input. Names are unique to the bundle attempt and
-    handed on only once their file is complete, as spill files' are (spill.py); the launcher
-    removes the work area when the run ends."""
+    """Audit records -> their lines appended to one file per bundle and audit file
+    ((kind, bucket)) under OUTPUT/_work/rejects/; ((kind, bucket), file name) for each when the
+    bundle commits (BundleFiles, as spill files are written). The lines wait in files, not in a
+    shuffle: the local runner holds a GroupByKey's input in the launcher, so the dropped
+    documents' text (16 MB at 1 GB of web text) grew it with the input. The launcher removes
+    the work area when the run ends."""
 
     def __init__(self, output: str, num_files: int):
         self.output = output
         self.num_files = num_files
 
     def setup(self) -> None:
-        self._dir = OutputDir(self.output).child(WORK_DIR).child(REJECTS_WORK_DIR)
-        self._dir.makedirs()
-        self._local = self._dir.staging("rejects-")  # a remote work area: built locally
+        folder = OutputDir(self.output).child(WORK_DIR).child(REJECTS_WORK_DIR)
+        folder.makedirs()
+        self._files = BundleFiles(folder, "rejects-", _lines_name, _LinesWriter)
 
     def start_bundle(self) -> None:
-        self._attempt = uuid.uuid4().hex[:16]
-        self._files: dict[tuple[str, int], BinaryIO] = {}
+        self._files.start()
 
     def process(self, record: Reject | Failure | ClusterMember) -> None:
         key, line = reject_record(record)
-        target = (audit_file(record), bucket_of(key, self.num_files))
-        f = self._files.get(target)
-        if f is None:
-            kind, bucket = target
-            name = f"{kind}-{bucket:05d}-{self._attempt}{_LINES_SUFFIX}"
-            f = self._files[target] = open(os.path.join(self._local, name), "wb")
-        # ASCII JSON holds no tab: the first one ends the key
-        f.write(json.dumps(key).encode("ascii") + b"\t" + line.encode("utf-8") + b"\n")
+        self._files.writer((audit_file(record), bucket_of(key, self.num_files))).add(key, line)
 
     def finish_bundle(self) -> Iterator:
-        for target in sorted(self._files):
-            f = self._files[target]
-            f.close()
-            yield GlobalWindows.windowed_value((target, self._dir.publish(f.name)))
-        self._files = {}
+        for target, name in self._files.commit():
+            yield GlobalWindows.windowed_value((target, name))
 
     def teardown(self) -> None:
-        for f in getattr(self, "_files", {}).values():
-            f.close()
-            if os.path.exists(f.name):
-                os.remove(f.name)
-        if hasattr(self, "_local"):
-            self._dir.unstage(self._local)
+        if hasattr(self, "_files"):
+            self._files.discard()
 
 
 Line = tuple[str, int, int, int]  # sort key, file number, offset, length (its newline included)

@@ -13,7 +13,6 @@ import os
 import shutil
 import struct
 import tempfile
-import uuid
 from collections.abc import Iterator
 
 import apache_beam as beam
@@ -21,7 +20,7 @@ import numpy as np
 from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.document import PROVENANCE_FIELDS, TokenizedDocument, bucket_of
-from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
+from pipelines.write.output import SPILL_DIR, WORK_DIR, BundleFiles, OutputDir
 
 # Default bucket count: one bucket per this many input bytes (compressed, as listed), at least 1.
 # It fixes how many workers write shards in parallel; it never depends on bundles.
@@ -198,31 +197,21 @@ class SpillDoFn(beam.DoFn):
         self.dtype = dtype
 
     def setup(self) -> None:
-        self.spill_dir = OutputDir(self.output).child(WORK_DIR).child(SPILL_DIR)
-        # Remote output: files are built on local disk and uploaded when the bundle ends.
-        self.local_dir = self.spill_dir.staging("spill-")
+        spill_dir = OutputDir(self.output).child(WORK_DIR).child(SPILL_DIR)
+        self.files = BundleFiles(
+            spill_dir, "spill-", spill_name, lambda path: SpillWriter(path, self.dtype)
+        )
 
     def start_bundle(self) -> None:
-        self.attempt = uuid.uuid4().hex[:16]  # unique per bundle attempt: retries never collide
-        self.writers: dict[int, SpillWriter] = {}
+        self.files.start()
 
     def process(self, doc: TokenizedDocument) -> None:
-        bucket = bucket_of(doc.id, self.num_buckets)
-        writer = self.writers.get(bucket)
-        if writer is None:
-            path = os.path.join(self.local_dir, spill_name(bucket, self.attempt))
-            writer = self.writers[bucket] = SpillWriter(path, self.dtype)
-        writer.add(doc)
+        self.files.writer(bucket_of(doc.id, self.num_buckets)).add(doc)
 
     def finish_bundle(self) -> Iterator:
-        for bucket in sorted(self.writers):
-            writer = self.writers[bucket]
-            writer.close()
-            yield GlobalWindows.windowed_value((bucket, self.spill_dir.publish(writer.path)))
-        self.writers = {}
+        for bucket, name in self.files.commit():
+            yield GlobalWindows.windowed_value((bucket, name))
 
     def teardown(self) -> None:
-        for writer in getattr(self, "writers", {}).values():
-            writer.discard()
-        if hasattr(self, "local_dir"):
-            self.spill_dir.unstage(self.local_dir)
+        if hasattr(self, "files"):
+            self.files.discard()
