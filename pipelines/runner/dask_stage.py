@@ -4,11 +4,10 @@ says what a stage is and how the graph is made), as one bundle of each of its st
 The root's elements go through the steps one at a time, each output straight into the steps
 that read it, as Beam's fused stages run, and onto the lists the stage hands on (its exports);
 a GroupByKey's split is a step too, cutting its input by a stable hash of the key's encoding.
-Each worker thread keeps its DoFns, set up once, with their signatures (inspecting a DoFn's
-methods cost ~0.7 ms a bundle). Partitions and a stage's exports are list and dict subclasses,
-pickled in one go between workers (dask serialises a plain list whose first element leads to
-bytes, a dedup band key, element by element), and a GroupByKey's values move without their
-window (6x faster).
+Each worker thread keeps its DoFns set up for the bundles of one run (_dofn). Partitions and
+a stage's exports are list and dict subclasses, pickled in one go between workers (dask
+serialises a plain list whose first element leads to bytes, a dedup band key, element by
+element), and a GroupByKey's values move without their window (6x faster).
 """
 
 from __future__ import annotations
