@@ -12,15 +12,13 @@ from a `tiktoken.Encoding` built from the same vocabulary and merges (no downloa
 several times faster than `tokenizers` and gives identical ids (tests/test_tokenize.py checks
 this on every sample corpus).
 
-A tokenizer's files are untrusted input: each is read whole, so only a regular file of at most
-MAX_TOKENIZER_FILE_BYTES is read (common.safe_io), and its JSON within safe_io's bounds.
+A tokenizer's files are untrusted input: each format's reader (dataset_format.tokenizer_files)
+checks what it reads, within named caps, before `tokenizers` sees it, so a tokenizer that loads
+is one that encodes; one that does not is refused in one line, before any record.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import functools
 import hashlib
 import json
 import os
@@ -29,73 +27,25 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from common.safe_io import MIB, format_bytes, parse_json, read_bytes_capped
+from common.safe_io import parse_json
 from dataset_format import SPECIAL_TOKEN_NAMES
+from dataset_format import tokenizer_files as files
+from dataset_format.tokenizer_files import (  # noqa: F401  (their home for callers)
+    EOD_TOKEN,
+    MAX_TOKENIZER_FILE_BYTES,
+    gpt2_byte_to_unicode,
+)
 
-# The largest tokenizer files in use are tens of MB (a 256k-token multilingual tokenizer.json
-# is ~35 MB); a file past this is not a tokenizer, and reading it whole could fill memory.
-MAX_TOKENIZER_FILE_BYTES = 256 * MIB
-
-EOD_TOKEN = "<|endoftext|>"
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # GPT-2's pre-tokenizer regex, as tiktoken writes it; the same split as tokenizers' ByteLevel.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
-@functools.cache
-def gpt2_byte_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible map from the 256 byte values to printable characters: printable
-    Latin-1 bytes map to themselves, the rest to code points from U+0100 on, in byte order."""
-    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    mapping = {byte: chr(byte) for byte in printable}
-    extra = 0
-    for byte in range(256):
-        if byte not in mapping:
-            mapping[byte] = chr(0x100 + extra)
-            extra += 1
-    return mapping
-
-
-def _read_text(path: str) -> str:
-    """A tokenizer file's text: a regular file (a FIFO or /dev/zero is refused before it is
-    opened) of at most MAX_TOKENIZER_FILE_BYTES, else one line naming the cap."""
-    if "://" in path:
-        import fsspec  # remote files as remote shard sets are read (dataset_format.shardset)
-
-        try:
-            with fsspec.open(path, "rb") as f:
-                data = f.read(MAX_TOKENIZER_FILE_BYTES + 1)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"tokenizer file not found: {path}") from None
-        if len(data) > MAX_TOKENIZER_FILE_BYTES:
-            raise ValueError(
-                f"tokenizer file {path} is larger than its cap of "
-                f"{format_bytes(MAX_TOKENIZER_FILE_BYTES)}"
-            )
-    else:
-        if not os.path.lexists(path):
-            raise FileNotFoundError(f"tokenizer file not found: {path}")
-        data = read_bytes_capped(path, "tokenizer file", MAX_TOKENIZER_FILE_BYTES)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
-
-
 def _gpt2_tokenizer_json(vocab_path: str, merges_path: str) -> str:
     """GPT-2 byte-level BPE from a token -> id JSON and a merges file: Hugging Face's
     vocab.json + merges.txt or OpenAI's original encoder.json + vocab.bpe (the same layout)."""
-    vocab = parse_json(_read_text(vocab_path), f"vocabulary {vocab_path}")
-    if not isinstance(vocab, dict) or not set(map(type, vocab.values())) <= {int}:
-        raise ValueError(f"{vocab_path}: expected a JSON object mapping token -> id")
-    merges = []
-    for line_number, line in enumerate(_read_text(merges_path).split("\n"), 1):
-        if not line or (line_number == 1 and line.startswith("#version")):
-            continue
-        pair = line.split(" ")
-        if len(pair) != 2:
-            raise ValueError(f"{merges_path}:{line_number}: expected 'left right', got {line!r}")
-        merges.append((pair[0], pair[1]))
+    vocab = files.parse_vocab_json(files.read_text(vocab_path), vocab_path)
+    merges = files.parse_merges(files.read_text(merges_path), merges_path, vocab, vocab_path)
     return _byte_level_bpe_json(vocab, merges)
 
 
@@ -113,82 +63,23 @@ def _tiktoken_tokenizer_json(ranks_path: str) -> str:
     """GPT-2-style byte-level BPE from a tiktoken ranks file ("base64(token bytes) rank" per
     line). The file holds no special tokens: `<|endoftext|>` gets the id after the last rank,
     as in tiktoken's own GPT-2 encoding (50256)."""
-    ranks: dict[bytes, int] = {}
-    for line_number, line in enumerate(_read_text(ranks_path).split("\n"), 1):
-        if not line.strip():
-            continue
-        fields = line.split()
-        try:
-            if len(fields) != 2:
-                raise ValueError("expected two fields")
-            token, rank = base64.b64decode(fields[0], validate=True), int(fields[1])
-        except (ValueError, binascii.Error):
-            raise ValueError(
-                f"{ranks_path}:{line_number}: expected 'base64-token rank', got {line[:80]!r}"
-            ) from None
-        if token in ranks:
-            raise ValueError(f"{ranks_path}:{line_number}: token listed twice")
-        ranks[token] = rank
-    if not all(bytes([byte]) in ranks for byte in range(256)):
-        raise ValueError(f"{ranks_path}: not a byte-level BPE: some of the 256 bytes have no rank")
+    ranks = files.parse_tiktoken_ranks(files.read_text(ranks_path), ranks_path)
     char_of_byte = gpt2_byte_to_unicode()
     vocab = {"".join(char_of_byte[b] for b in token): rank for token, rank in ranks.items()}
     if EOD_TOKEN not in vocab:
         vocab[EOD_TOKEN] = max(ranks.values()) + 1
+    vocab = files.checked_ids(vocab.items(), ranks_path)  # the end-of-document id within the cap
     merges = [
         ("".join(char_of_byte[b] for b in left), "".join(char_of_byte[b] for b in right))
-        for left, right in _merges_from_ranks(ranks, ranks_path)
+        for left, right in files.merges_from_ranks(ranks, ranks_path)
     ]
     return _byte_level_bpe_json(vocab, merges)
-
-
-def _bpe_parts(ranks: dict[bytes, int], token: bytes, below_rank: int) -> list[bytes]:
-    """`token`'s bytes merged as tiktoken merges them (the adjacent pair whose concatenation
-    ranks lowest, first), using only tokens ranked below `below_rank`."""
-    parts = [token[i : i + 1] for i in range(len(token))]
-    while len(parts) > 1:
-        best_rank, best_index = below_rank, -1
-        for index in range(len(parts) - 1):
-            rank = ranks.get(parts[index] + parts[index + 1])
-            if rank is not None and rank < best_rank:
-                best_rank, best_index = rank, index
-        if best_index < 0:
-            break
-        parts[best_index : best_index + 2] = [parts[best_index] + parts[best_index + 1]]
-    return parts
-
-
-def _merges_from_ranks(ranks: dict[bytes, int], name: str) -> list[tuple[bytes, bytes]]:
-    """The merge (left, right) that makes each multi-byte token, in rank order.
-
-    A BPE ranks file is the merge list in disguise: a token of rank r is made by one merge of
-    two tokens of lower rank, the two parts its bytes reach when merged with ranks below r.
-    """
-    merges = []
-    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
-        if len(token) < 2:
-            continue
-        parts = _bpe_parts(ranks, token, rank)
-        if len(parts) != 2:
-            raise ValueError(
-                f"{name}: not a BPE ranks file: token {token!r} (rank {rank}) is not one merge "
-                f"of two lower-ranked tokens"
-            )
-        merges.append((parts[0], parts[1]))
-    return merges
 
 
 def _wordpiece_tokenizer_json(vocab_path: str, lowercase: bool | None) -> str:
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-    vocab: dict[str, int] = {}
-    for index, line in enumerate(_read_text(vocab_path).split("\n")):
-        token = line.rstrip("\r")
-        if not token:
-            continue
-        if token in vocab:
-            raise ValueError(f"{vocab_path}:{index + 1}: duplicate token {token!r}")
-        vocab[token] = index
+    vocab = files.parse_wordpiece_vocab(files.read_text(vocab_path), vocab_path)
     if "[UNK]" not in vocab:
         raise ValueError(f"{vocab_path}: a WordPiece vocab.txt needs an [UNK] line")
     if lowercase is None:
@@ -274,13 +165,14 @@ def load_tokenizer(spec: str, *, lowercase: bool | None = None) -> TextTokenizer
         return TextTokenizer(_tiktoken_tokenizer_json(spec))
     if spec.endswith(".txt"):
         return TextTokenizer(_wordpiece_tokenizer_json(spec, lowercase))
-    text = _read_text(spec)
+    text = files.read_text(spec)
     parsed = parse_json(text, f"tokenizer file {spec}")  # one line for bad or hostile JSON
     if not isinstance(parsed, dict) or not isinstance(parsed.get("model"), dict):
         raise ValueError(
             f"{spec}: not a Hugging Face tokenizers JSON (no 'model'); a GPT-2 vocab.json needs its "
             f"merges: pass 'vocab.json,merges.txt' or their directory"
         )
+    files.tokenizer_json_ids(parsed, spec)  # ids bounded, one token to an id
     try:
         tokenizer = Tokenizer.from_str(text)
     except Exception as e:  # tokenizers raises a bare Exception for a malformed file
@@ -313,20 +205,6 @@ def _unknown_ids(spec: dict, token_ids: dict[str, int], special_ids: dict[str, i
     if spec["model"].get("byte_fallback"):
         ids += [token_ids[piece] for piece in _BYTE_PIECES if piece in token_ids]
     return tuple(sorted(set(ids)))
-
-
-def _model_kind(spec: dict) -> str:
-    model_type = spec["model"].get("type", "")
-    if model_type == "BPE" and _has_byte_level_pre_tokenizer(spec):
-        return "byte_level_bpe"
-    return model_type.lower()
-
-
-def _has_byte_level_pre_tokenizer(spec: dict) -> bool:
-    pre = spec.get("pre_tokenizer") or {}
-    if pre.get("type") == "Sequence":
-        return any(p.get("type") == "ByteLevel" for p in pre.get("pretokenizers", []))
-    return pre.get("type") == "ByteLevel"
 
 
 def tiktoken_ranks(spec: dict) -> tuple[dict[bytes, int], dict[str, int]] | None:
@@ -434,7 +312,7 @@ class TextTokenizer:
         if self.disabled:
             tokenizer_json = json.dumps(spec, ensure_ascii=False)
         self._json = tokenizer_json
-        self.kind: str = _model_kind(spec)
+        self.kind: str = files.model_kind(spec)
         token_ids = _token_ids(spec)
         self.vocab_size: int = max(token_ids.values()) + 1
         self.special_ids: dict[str, int] = {}

@@ -173,8 +173,8 @@ def test_flag_that_contradicts_the_recorded_tokenizer(tmp_path):
     "content, message",
     [
         (b"\xff\xfe\x00", "not UTF-8"),
-        (b'{"model": {"vocab": 3}}', "not a tokenizers JSON"),
-        (b'{"a": "b"}', "no vocabulary of token ids"),
+        (b'{"model": {"vocab": 3}}', r"the model has no vocabulary \(model.vocab\)"),
+        (b'{"a": "b"}', "token 'a' has id b: an id is an int in"),
         (b"", "no vocabulary of token ids"),
     ],
 )

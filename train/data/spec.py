@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from typing import Protocol
 
@@ -11,7 +10,7 @@ import numpy as np
 
 from common.safe_io import TOKENIZER_CAP, read_bytes_capped
 from dataset_format import SPECIAL_TOKEN_NAMES, ShardSet, TokenizerInfo
-from dataset_format.manifest import MAX_VOCAB_SIZE
+from dataset_format.tokenizer_files import token_ids_of_file
 
 DataSource = tuple[float, str]  # (weight, path of a shard-set dir or a bare .bin/.idx prefix)
 SPLIT_NAMES = ("train", "valid", "test")
@@ -100,62 +99,24 @@ def check_tokenizers(sources: list[DataSource]) -> TokenizerInfo | None:
     return first
 
 
-def _tokenizers_json_ids(spec: dict) -> tuple[dict, str]:
-    model = spec["model"]
-    vocab = model.get("vocab") or {}
-    if isinstance(vocab, list):  # Unigram: [[piece, score], ...], id = position
-        token_ids = {str(entry[0]): index for index, entry in enumerate(vocab)}
-    else:
-        token_ids = dict(vocab)
-    for added in spec.get("added_tokens") or []:
-        token_ids[added["content"]] = added["id"]
-    pre = spec.get("pre_tokenizer") or {}
-    parts = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
-    byte_level = any(p.get("type") == "ByteLevel" for p in parts)
-    kind = str(model.get("type", "")).lower()
-    return token_ids, "byte_level_bpe" if kind == "bpe" and byte_level else kind
-
-
-def _token_ids_of_file(raw: bytes, path: str) -> tuple[dict, str]:
-    """(token -> id, kind) of a tokenizers JSON, a GPT-2 vocab.json or a WordPiece vocab.txt."""
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ValueError(f"--tokenizer {path}: not UTF-8 text") from None
-    if text.lstrip().startswith("{"):
-        try:
-            spec = json.loads(text)
-            if isinstance(spec.get("model"), dict):
-                return _tokenizers_json_ids(spec)
-            return dict(spec), "byte_level_bpe"  # GPT-2's vocab.json / encoder.json
-        except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError):
-            raise ValueError(
-                f"--tokenizer {path}: not a tokenizers JSON nor a token -> id vocab.json"
-            ) from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return {token.rstrip("\r"): i for i, token in enumerate(lines)}, "wordpiece"
-
-
 def tokenizer_info_from_file(path: str) -> TokenizerInfo:
     """What `--tokenizer FILE` says of data that records no tokenizer: vocab size, special ids.
 
     FILE is a `tokenizers` JSON (the pipeline's tokenizer.json, a Hugging Face tokenizer.json),
-    a GPT-2 vocab.json (token -> id; Megatron's --vocab-file for GPT-2) or a WordPiece vocab.txt
-    (a token a line; BERT's). The vocabulary size is one more than the largest id, as the
-    pipeline records it; the checksum is of FILE itself.
+    a GPT-2 vocab.json (token -> id; Megatron's --vocab-file for GPT-2), a tiktoken ranks file
+    or a WordPiece vocab.txt (a token a line; BERT's), read and checked by the pipeline's own
+    readers (dataset_format.tokenizer_files). The vocabulary size is one more than the largest
+    id, as the pipeline records it; the checksum is of FILE itself.
     """
     # a regular file under the cap: --tokenizer /dev/zero read 3.4 GB before a MemoryError
     raw = read_bytes_capped(path, "--tokenizer", TOKENIZER_CAP)
-    token_ids, kind = _token_ids_of_file(raw, path)
-    ids = list(token_ids.values())
-    if not ids or any(
-        not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_VOCAB_SIZE for i in ids
-    ):
-        raise ValueError(
-            f"--tokenizer {path}: no vocabulary of token ids (ints in [0, {MAX_VOCAB_SIZE})) in it"
-        )
+    try:
+        token_ids, kind = token_ids_of_file(raw, path)
+    except ValueError as e:  # one line naming the file, the line or token, and the cap
+        raise ValueError(f"--tokenizer {e}") from None
+    if not token_ids:
+        raise ValueError(f"--tokenizer {path}: no vocabulary of token ids in it")
+    ids = token_ids.values()
     special_ids = {}
     for name, candidates in SPECIAL_TOKEN_NAMES.items():
         found = [token_ids[token] for token in candidates if token in token_ids]
