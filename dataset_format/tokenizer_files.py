@@ -175,7 +175,7 @@ def _tiktoken_line(line: str, path: str, line_number: int) -> tuple[bytes, int]:
         raise TokenizerFileError(f"{where}: expected 'base64-token rank', got {_show(line)}")
     if len(fields[0]) > 4 * (MAX_TOKEN_BYTES // 3 + 1):  # base64: 4 characters for 3 bytes
         raise TokenizerFileError(
-            f"{where}: a token longer than {MAX_TOKEN_BYTES} bytes (MAX_TOKEN_BYTES)"
+            f"{where}: a token longer than the cap of {MAX_TOKEN_BYTES} bytes (MAX_TOKEN_BYTES)"
         )
     try:
         token = base64.b64decode(fields[0], validate=True)
@@ -183,10 +183,12 @@ def _tiktoken_line(line: str, path: str, line_number: int) -> tuple[bytes, int]:
         raise TokenizerFileError(
             f"{where}: expected 'base64-token rank', got {_show(line)}"
         ) from None
-    if not token or len(token) > MAX_TOKEN_BYTES:
+    if not token:
+        raise TokenizerFileError(f"{where}: an empty token")
+    if len(token) > MAX_TOKEN_BYTES:
         raise TokenizerFileError(
-            f"{where}: a token of {len(token)} bytes: a token is 1 to {MAX_TOKEN_BYTES} bytes "
-            "(MAX_TOKEN_BYTES)"
+            f"{where}: a token of {len(token)} bytes, longer than the cap of {MAX_TOKEN_BYTES} "
+            "bytes (MAX_TOKEN_BYTES)"
         )
     rank = fields[1]
     if len(rank) > len(str(MAX_TOKENIZER_VOCAB)) or int(rank) >= MAX_TOKENIZER_VOCAB:

@@ -40,11 +40,13 @@ def windowed(output):
 
 
 def stage_error(location: str, stage: str, error: Exception) -> Failure:
-    LOG.exception(
-        "%s: %s stage raised on this record; counted as failed_%s_error", location, stage, stage
-    )
+    """The Failure of a record `stage` raised on. Its one line reaches the log through
+    CountingDoFn._fail, limited per reason; the traceback only at DEBUG: a stage that raises on
+    every record must not write a traceback for each."""
+    LOG.debug("%s: %s stage raised on this record", location, stage, exc_info=error)
+    message = str(error).strip().split("\n", 1)[0][:300]
     return Failure(
-        location=location, reason=f"{stage}_error", detail=f"{type(error).__name__}: {error}"
+        location=location, reason=f"{stage}_error", detail=f"{type(error).__name__}: {message}"
     )
 
 
