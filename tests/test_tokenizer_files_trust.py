@@ -7,6 +7,7 @@ record is read; a tiktoken ranks file loads in work linear in its size."""
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import logging
 import resource
@@ -345,3 +346,35 @@ def test_a_failure_on_every_record_is_counted_and_logged_in_few_lines(gpt2, capl
     assert not any(r.exc_info for r in logged)
     assert all("\n" not in r.getMessage() for r in logged)
     assert "RuntimeError: cannot encode" in logged[0].getMessage()
+
+
+def test_train_tokenizer_counts_every_skipped_record_and_logs_few(tmp_path, caplog):
+    """A JSONL of a book's paragraphs and 1,000 records without text: each skip counted, a
+    line per doubling logged (a line each before)."""
+    from pipelines.clean import CleanConfig
+    from pipelines.reason_log import FIRST
+    from pipelines.tokenize.train_tokenizer import SampleStats, sample_texts
+
+    paragraphs = [p for p in BOOK.read_text("utf-8-sig").split("\n\n") if p.strip()][:50]
+    jsonl = tmp_path / "book.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": p}) + "\n" for p in paragraphs) + "{}\n" * 1000)
+    stats = SampleStats()
+    caplog.set_level(logging.WARNING)
+    texts = list(sample_texts("jsonl", str(jsonl), sample_bytes=10**7,
+                              clean_config=CleanConfig(), stats=stats))  # fmt: skip
+    assert stats.failures == 1000 and len(texts) == stats.documents > 0
+    logged = [r for r in caplog.records if r.name == "pipelines.tokenize.train_tokenizer"]
+    assert 0 < len(logged) <= FIRST + 11
+
+
+def test_pages_past_the_extraction_time_bound_are_counted_and_logged_few(monkeypatch, caplog):
+    from pipelines.reason_log import FIRST
+    from pipelines.sources.web import htmltext
+
+    page = gzip.decompress(next((CORPORA / "web" / "html" / "html").glob("*.html.gz")).read_bytes())
+    monkeypatch.setattr(htmltext, "run_bounded", lambda function, bound: None)  # every page too slow
+    caplog.set_level(logging.WARNING)
+    for _ in range(500):
+        assert htmltext.main_text(page.decode("utf-8", "replace"), "trafilatura") == ""
+    logged = [r for r in caplog.records if r.name == htmltext.LOG.name]
+    assert 0 < len(logged) <= FIRST + 10

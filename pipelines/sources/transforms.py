@@ -20,12 +20,15 @@ from pipelines.document import (
     Reject,
 )
 from pipelines.inputs import as_patterns
+from pipelines.reason_log import ReasonLog
 from pipelines.runner import progress as progress_lib
 from pipelines.sources import get_source, input_bytes, split_task
 from pipelines.stage import CountingDoFn, stage_error
 from pipelines.stats import INPUT_BYTES, file_failure_key, input_loss_counts
 
 LOG = logging.getLogger(__name__)
+# A file the splitter raises on is read whole: logged in one line, a few per process.
+_SPLIT_FAILURES = ReasonLog(LOG)
 
 
 def _where(task: ReadTask) -> str:
@@ -187,8 +190,10 @@ class SplitDoFn(_SourceTaskDoFn):
     def process(self, task: ReadTask) -> Iterator:
         try:
             tasks = split_task(self.source, task)
-        except Exception:  # a splitting bug costs parallelism, never data: read it whole
-            LOG.exception("%s: could not be split; read as one task", task.path)
+        except Exception as error:  # a splitting bug costs parallelism, never data: read it whole
+            _SPLIT_FAILURES.warning(
+                "split_error", "%s: could not be split (%s: %s); read as one task", task.path,
+                type(error).__name__, str(error).strip().split("\n", 1)[0][:300])
             tasks = [task]
         self.counts.inc("tasks_planned", len(tasks))
         if self.progress:

@@ -39,9 +39,11 @@ from dataset_format.tokenizer import (
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document, Failure
 from pipelines.inputs import add_input_arguments, parsed_inputs
+from pipelines.reason_log import ReasonLog
 from pipelines.runner.beam_worker import add_stderr_handler
 
 LOG = logging.getLogger("pipelines.tokenize.train_tokenizer")
+_SKIPS = ReasonLog(LOG)  # every skip counted in stats.failures; a few logged per reason
 KINDS = ("byte-level-bpe", "wordpiece")
 # One read task per this much sample: enough files to be representative, few enough that
 # each contributes whole paragraphs rather than a line.
@@ -105,7 +107,8 @@ def sample_texts(
             for record in records:
                 if isinstance(record, Failure):
                     stats.failures += 1
-                    LOG.warning("skipped %s: %s %s", record.location, record.reason, record.detail)
+                    _SKIPS.warning(record.reason, "skipped %s: %s %s", record.location,
+                                   record.reason, record.detail)
                     continue
                 result = clean_document(record, clean_config)
                 if not isinstance(result, Document):

@@ -49,6 +49,8 @@ from apache_beam.metrics import Metrics
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 
+from pipelines.reason_log import ReasonLog
+
 EXTRACTOR_OPTION = "extractor"
 EXTRACTORS = ("trafilatura", "resiliparse")
 DEFAULT_EXTRACTOR = "trafilatura"
@@ -56,6 +58,8 @@ TIME_BOUND_S = 0.5
 TIME_BOUND_COUNTER = "webtext_extraction_time_bound"
 
 LOG = logging.getLogger(__name__)
+# Counted in _TIME_BOUND; logged a few times a process (a corpus of such pages would flood it).
+_TIME_BOUND_LOG = ReasonLog(LOG)
 _TIME_BOUND = Metrics.counter("pipelines", TIME_BOUND_COUNTER)
 
 
@@ -181,7 +185,8 @@ def main_text(html: str, extractor: str = DEFAULT_EXTRACTOR) -> str:
         )
         if text is None:
             _TIME_BOUND.inc()
-            LOG.warning(
+            _TIME_BOUND_LOG.warning(
+                "trafilatura_time_bound",
                 "trafilatura passed its %.1f s CPU bound on a %d-character page: no text kept",
                 TIME_BOUND_S,
                 len(html),
