@@ -324,15 +324,17 @@ class _BrokenRef:
         return _BrokenTokenizer(self.json)
 
 
-def test_a_failure_on_every_record_is_counted_and_logged_in_few_lines(gpt2, caplog):
+def test_a_failure_on_every_record_is_counted_and_logged_in_few_lines(gpt2, caplog, monkeypatch):
     """1,000 documents that each fail to tokenize: each is counted, the log holds a line per
     doubling, not a traceback each (2.7 MB of log for 1,000 documents)."""
-    from pipelines.reason_log import FIRST
+    from pipelines import stage
+    from pipelines.reason_log import FIRST, ReasonLog
     from pipelines.stats import merge_counts
     from pipelines.tokenize.transforms import Tokenize
 
     paragraphs = [p for p in BOOK.read_text("utf-8").split("\n\n") if p.strip()]
     docs = [Document(f"pg1080#{i}", "books", paragraphs[i % len(paragraphs)]) for i in range(1000)]
+    monkeypatch.setattr(stage, "_FAILURES", ReasonLog(stage.LOG))  # this test's counts alone
     caplog.set_level(logging.WARNING)
     with beam.Pipeline(runner="DirectRunner") as pipeline:
         out = pipeline | beam.Create(docs) | Tokenize(_BrokenRef(gpt2.to_json()), batch_docs=64)
@@ -348,12 +350,15 @@ def test_a_failure_on_every_record_is_counted_and_logged_in_few_lines(gpt2, capl
     assert "RuntimeError: cannot encode" in logged[0].getMessage()
 
 
-def test_train_tokenizer_counts_every_skipped_record_and_logs_few(tmp_path, caplog):
+def test_train_tokenizer_counts_every_skipped_record_and_logs_few(tmp_path, caplog, monkeypatch):
     """A JSONL of a book's paragraphs and 1,000 records without text: each skip counted, a
     line per doubling logged (a line each before)."""
     from pipelines.clean import CleanConfig
-    from pipelines.reason_log import FIRST
+    from pipelines.reason_log import FIRST, ReasonLog
+    from pipelines.tokenize import train_tokenizer
     from pipelines.tokenize.train_tokenizer import SampleStats, sample_texts
+
+    monkeypatch.setattr(train_tokenizer, "_SKIPS", ReasonLog(train_tokenizer.LOG))
 
     paragraphs = [p for p in BOOK.read_text("utf-8-sig").split("\n\n") if p.strip()][:50]
     jsonl = tmp_path / "book.jsonl"
@@ -368,8 +373,10 @@ def test_train_tokenizer_counts_every_skipped_record_and_logs_few(tmp_path, capl
 
 
 def test_pages_past_the_extraction_time_bound_are_counted_and_logged_few(monkeypatch, caplog):
-    from pipelines.reason_log import FIRST
+    from pipelines.reason_log import FIRST, ReasonLog
     from pipelines.sources.web import htmltext
+
+    monkeypatch.setattr(htmltext, "_TIME_BOUND_LOG", ReasonLog(htmltext.LOG))
 
     page = gzip.decompress(next((CORPORA / "web" / "html" / "html").glob("*.html.gz")).read_bytes())
     monkeypatch.setattr(htmltext, "run_bounded", lambda function, bound: None)  # every page too slow
