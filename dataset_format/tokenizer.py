@@ -30,7 +30,7 @@ import numpy as np
 from common.safe_io import parse_json
 from dataset_format import SPECIAL_TOKEN_NAMES
 from dataset_format import tokenizer_files as files
-from dataset_format.tokenizer_files import (  # noqa: F401  (their home for callers)
+from dataset_format.tokenizer_files import (  # noqa: F401  (callers import them from here too)
     EOD_TOKEN,
     MAX_TOKENIZER_FILE_BYTES,
     gpt2_byte_to_unicode,
