@@ -385,3 +385,21 @@ def test_pages_past_the_extraction_time_bound_are_counted_and_logged_few(monkeyp
         assert htmltext.main_text(page.decode("utf-8", "replace"), "trafilatura") == ""
     logged = [r for r in caplog.records if r.name == htmltext.LOG.name]
     assert 0 < len(logged) <= FIRST + 10
+
+
+def test_whole_word_masking_reads_the_vocabulary_by_the_same_reader(tmp_path):
+    """BERT's word-continuation flags read a tokenizer.json by the checked reader: an id of
+    2^40 tried to allocate a 1 TiB array (MemoryError, a traceback)."""
+    from train.data import continuation_ids_from_vocab
+
+    spec = json.loads(load_tokenizer(str(BERT_VOCAB)).to_json())
+    spec["model"]["vocab"]["##s"] = 2**40
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec, ensure_ascii=False), "utf-8")
+    with pytest.raises(ValueError, match=r"tokenizer.json: token '##s' has id 1099511627776: an id is an int in " + CAP):
+        continuation_ids_from_vocab(str(path))
+    bom = tmp_path / "vocab.txt"
+    bom.write_bytes(b"\xef\xbb\xbf" + BERT_VOCAB.read_bytes())
+    flags = continuation_ids_from_vocab(str(bom))
+    assert flags.size == 30522 and flags.tolist() == continuation_ids_from_vocab(str(BERT_VOCAB)).tolist()
+    assert flags[2015] and not flags[0]  # "##s" (line 2016) and [PAD]

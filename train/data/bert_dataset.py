@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
 import os
 
 import numpy as np
@@ -79,24 +78,24 @@ def continuation_ids_from_vocab(path: str) -> np.ndarray:
     """bool[vocab]: which WordPiece tokens continue a word (their string starts with "##").
 
     Reads a BERT `vocab.txt` (one token per line, id = line number) or a Hugging Face
-    `tokenizer.json` with a WordPiece model (its `continuing_subword_prefix`, default "##").
+    `tokenizer.json` with a WordPiece model (its `continuing_subword_prefix`, default "##"),
+    by the pipeline's tokenizer readers (dataset_format.tokenizer_files: capped, ids checked).
     """
+    from common.safe_io import TOKENIZER_CAP, parse_json, read_bytes_capped
+    from dataset_format.tokenizer_files import token_ids_of_file
+
+    raw = read_bytes_capped(path, "tokenizer file", TOKENIZER_CAP)
+    token_ids, kind = token_ids_of_file(raw, path)
+    if kind != "wordpiece":
+        raise ValueError(f"{path}: not a WordPiece tokenizer ({kind}); no word continuations")
+    prefix = "##"
     if path.endswith(".json"):
-        with open(path, encoding="utf-8") as f:
-            model = json.load(f).get("model", {})
-        vocab = model.get("vocab")
-        if model.get("type") != "WordPiece" or not isinstance(vocab, dict):
-            raise ValueError(f"{path}: not a WordPiece tokenizer.json; no word continuations")
-        prefix = model.get("continuing_subword_prefix") or "##"
-        flags = np.zeros(max(vocab.values()) + 1, dtype=bool)
-        for token, token_id in vocab.items():
-            flags[token_id] = token.startswith(prefix)
-        return flags
-    with open(path, encoding="utf-8") as f:
-        tokens = f.read().split("\n")
-    if tokens and tokens[-1] == "":
-        tokens.pop()
-    return np.array([t.startswith("##") for t in tokens], dtype=bool)
+        given = parse_json(raw, path)["model"].get("continuing_subword_prefix")
+        prefix = given if isinstance(given, str) and given else prefix
+    flags = np.zeros(max(token_ids.values()) + 1, dtype=bool)
+    for token, token_id in token_ids.items():
+        flags[token_id] = token.startswith(prefix)
+    return flags
 
 
 class SentenceTable:
