@@ -403,3 +403,25 @@ def test_whole_word_masking_reads_the_vocabulary_by_the_same_reader(tmp_path):
     flags = continuation_ids_from_vocab(str(bom))
     assert flags.size == 30522 and flags.tolist() == continuation_ids_from_vocab(str(BERT_VOCAB)).tolist()
     assert flags[2015] and not flags[0]  # "##s" (line 2016) and [PAD]
+
+
+def test_a_corpus_read_twice_logs_its_repeated_ids_in_few_lines(tmp_path, gpt2, caplog, monkeypatch):
+    """Every id repeated (one book's paragraphs written twice): the merge orders each pair by
+    content and logs a line per doubling, not one per document."""
+    from pipelines.reason_log import FIRST, ReasonLog
+    from pipelines.tokenize.encode import tokenize_batch
+    from pipelines.write import OutputDir, claim_output, merge, write_bucket
+    from tests.shard_fixtures import spill_by_hand
+
+    paragraphs = [p for p in BOOK.read_text("utf-8-sig").split("\n\n") if p.strip()][:300]
+    docs, _ = tokenize_batch([Document(f"pg1080#{i}", "books", p) for i, p in enumerate(paragraphs)],
+                             gpt2, split_sentences=False, append_eod=True)  # fmt: skip
+    out = str(tmp_path / "out")
+    claim_output(out).release()
+    monkeypatch.setattr(merge, "_DUPLICATES", ReasonLog(merge.LOG))
+    caplog.set_level(logging.WARNING)
+    refs = spill_by_hand(out, [docs, docs], 1)
+    infos = [info for names in refs.values() for info, _ in write_bucket(0, names, OutputDir(out), 10**6, "uint16")]
+    assert sum(info.documents for info in infos) == 2 * len(docs)
+    logged = [r for r in caplog.records if r.name == merge.LOG.name]
+    assert 0 < len(logged) <= FIRST + 10 and len(docs) > FIRST + 10

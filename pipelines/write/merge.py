@@ -23,6 +23,7 @@ from apache_beam import pvalue
 
 from dataset_format import IndexedDatasetWriter, ShardInfo
 from dataset_format.sidecar import SidecarWriter, sidecar_name
+from pipelines.reason_log import ReasonLog
 from pipelines.runner import progress as progress_lib
 from pipelines.stage import StageClock
 from pipelines.stats import BundleCounts
@@ -30,6 +31,8 @@ from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
 from pipelines.write.spill import SpillFile
 
 LOG = logging.getLogger(__name__)
+# A corpus read twice repeats every id: a line for each would flood the log.
+_DUPLICATES = ReasonLog(LOG)
 
 SHARD_PREFIX = "shard-"
 # A shard of 2^27 tokens is 256 MiB of uint16 ids: big enough that a set of a few hundred GB
@@ -108,8 +111,9 @@ def _document_order(spills: Sequence[SpillFile]) -> list[tuple[int, int]]:
             k += 1
         run = order[i:k]
         if len(run) > 1:
-            LOG.warning(
-                "document id %r occurs %d times; ordering them by content", run[0][0], len(run)
+            _DUPLICATES.warning(
+                "duplicate_id", "document id %r occurs %d times; ordering them by content",
+                run[0][0], len(run),
             )
 
             def content(t):
