@@ -27,7 +27,6 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from common.safe_io import parse_json
 from dataset_format import SPECIAL_TOKEN_NAMES
 from dataset_format import tokenizer_files as files
 from dataset_format.tokenizer_files import (  # noqa: F401  (callers import them from here too)
@@ -166,7 +165,7 @@ def load_tokenizer(spec: str, *, lowercase: bool | None = None) -> TextTokenizer
     if spec.endswith(".txt"):
         return TextTokenizer(_wordpiece_tokenizer_json(spec, lowercase))
     text = files.read_text(spec)
-    parsed = parse_json(text, f"tokenizer file {spec}")  # one line for bad or hostile JSON
+    parsed = files.parse_json_file(text, f"tokenizer file {spec}", spec)  # one line if bad
     if not isinstance(parsed, dict) or not isinstance(parsed.get("model"), dict):
         raise ValueError(
             f"{spec}: not a Hugging Face tokenizers JSON (no 'model'); a GPT-2 vocab.json needs its "

@@ -23,6 +23,7 @@ import base64
 import binascii
 import functools
 import heapq
+import json
 import os
 from collections.abc import Iterable
 
@@ -131,9 +132,30 @@ def checked_ids(pairs: Iterable[tuple[object, object]], path: str) -> dict[str, 
     return token_ids
 
 
+def parse_json_file(text: str, what: str, path: str) -> object:
+    """A tokenizer file's JSON, within safe_io's bounds (depth, integer size: one line each),
+    each object's keys once: JSON keeps the last of a key given twice, which would drop a
+    token of a vocabulary silently."""
+    parse_json(text, what)
+
+    def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+        found = dict(pairs)
+        if len(found) < len(pairs):  # a key twice: name the first one repeated
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise TokenizerFileError(
+                        f"{path}: {_show(key)} is a key twice in one JSON object"
+                    )
+                seen.add(key)
+        return found
+
+    return json.loads(text, object_pairs_hook=unique_keys)
+
+
 def parse_vocab_json(text: str, path: str) -> dict[str, int]:
     """GPT-2's vocab.json / encoder.json: a JSON object token -> id, checked (checked_ids)."""
-    return _vocab_ids(parse_json(text, f"vocabulary {path}"), path)
+    return _vocab_ids(parse_json_file(text, f"vocabulary {path}", path), path)
 
 
 def _vocab_ids(vocab: object, path: str) -> dict[str, int]:
@@ -359,7 +381,7 @@ def token_ids_of_file(raw: bytes, path: str) -> tuple[dict[str, int], str]:
             token_ids.update(checked_ids([(EOD_TOKEN, max(ranks.values()) + 1)], path))
         return token_ids, "byte_level_bpe"
     if text.lstrip().startswith("{"):
-        spec = parse_json(text, f"tokenizer file {path}")
+        spec = parse_json_file(text, f"tokenizer file {path}", path)
         if isinstance(spec, dict) and isinstance(spec.get("model"), dict):
             return tokenizer_json_ids(spec, path), model_kind(spec)
         return _vocab_ids(spec, path), "byte_level_bpe"  # GPT-2's vocab.json

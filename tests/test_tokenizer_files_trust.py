@@ -425,3 +425,19 @@ def test_a_corpus_read_twice_logs_its_repeated_ids_in_few_lines(tmp_path, gpt2, 
     assert sum(info.documents for info in infos) == 2 * len(docs)
     logged = [r for r in caplog.records if r.name == merge.LOG.name]
     assert 0 < len(logged) <= FIRST + 10 and len(docs) > FIRST + 10
+
+
+def test_a_token_given_twice_in_a_json_vocabulary_is_refused(tmp_path, gpt2):
+    """JSON keeps the last of a repeated key: "the" listed again with another id left its first
+    id without a token, silently."""
+    text = (GPT2 / "vocab.json").read_text("utf-8")
+    (tmp_path / "vocab.json").write_text('{"the": 5, ' + text[1:], "utf-8")
+    (tmp_path / "merges.txt").write_bytes((GPT2 / "merges.txt").read_bytes())
+    _refused(str(tmp_path), r"vocab.json: 'the' is a key twice in one JSON object$")
+    spec = gpt2.to_json()
+    twice = spec.replace('"vocab":{', '"vocab":{"Ġthe":5,', 1)
+    assert twice != spec
+    (tmp_path / "tokenizer.json").write_text(twice, "utf-8")
+    _refused(str(tmp_path / "tokenizer.json"), r"tokenizer.json: 'Ġthe' is a key twice in one JSON")
+    with pytest.raises(ValueError, match=r"^--tokenizer .*tokenizer.json: 'Ġthe' is a key twice"):
+        tokenizer_info_from_file(str(tmp_path / "tokenizer.json"))
