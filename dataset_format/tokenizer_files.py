@@ -168,8 +168,10 @@ def parse_merges(
     text: str, path: str, vocab: dict[str, int], vocab_path: str
 ) -> list[tuple[str, str]]:
     """A merges.txt / vocab.bpe: an optional '#version' line, then 'left right' a line, each
-    of left, right and left + right a token of `vocab` (read from `vocab_path`)."""
+    of left, right and left + right a token of `vocab` (read from `vocab_path`), each pair
+    once (tokenizers would keep a repeated pair's later rank)."""
     merges = []
+    line_of_pair: dict[tuple[str, str], int] = {}
     for line_number, line in enumerate(_lines(text), 1):
         if not line or (line_number == 1 and line.startswith("#version")):
             continue
@@ -184,6 +186,11 @@ def parse_merges(
                     f"{path}:{line_number}: the merge {_show(line)} names {_show(token)}, "
                     f"which the vocabulary {vocab_path} lacks"
                 )
+        first = line_of_pair.setdefault((pair[0], pair[1]), line_number)
+        if first != line_number:
+            raise TokenizerFileError(
+                f"{path}:{line_number}: the merge {_show(line)} is listed twice (also line {first})"
+            )
         merges.append((pair[0], pair[1]))
     return merges
 

@@ -138,6 +138,9 @@ def test_merges_naming_tokens_the_vocabulary_lacks_are_refused_by_line(tmp_path)
     # The pair's parts known, their concatenation not: tokenizers cannot build that merge either.
     spec = _gpt2_copy(tmp_path, lambda v: v.pop("Ġthe"))
     _refused(spec, r"merges.txt:\d+: the merge 'Ġt he' names 'Ġthe', which the vocabulary")
+    # A pair listed again further down (tokenizers would rank it by its later line).
+    spec = _gpt2_copy(tmp_path, merges_edit=lambda m: m + "Ġ t\n")
+    _refused(spec, r"merges.txt:50002: the merge 'Ġ t' is listed twice \(also line 2\)$")
 
 
 def test_merges_with_crlf_line_ends_are_the_same_merges(tmp_path, gpt2):
