@@ -35,6 +35,7 @@ from common.safe_io import (
     read_bytes_capped,
 )
 
+# The largest tokenizer files in use are tens of MB (a 256k-token tokenizer.json is ~35 MB).
 MAX_TOKENIZER_FILE_BYTES = TOKENIZER_CAP
 # Past the largest vocabularies in use (XLM-V's 901,629 tokens; Gemma's 262,144) and far
 # below 2^31: a million-token tokenizer costs `tokenizers` about half a GB.
