@@ -40,7 +40,7 @@ MAX_TOKENIZER_FILE_BYTES = TOKENIZER_CAP
 # Past the largest vocabularies in use (XLM-V's 901,629 tokens; Gemma's 262,144) and far
 # below 2^31: a million-token tokenizer costs `tokenizers` about half a GB.
 MAX_TOKENIZER_VOCAB = 1 << 20
-# GPT-2's and cl100k's longest tokens are 128 bytes.
+# GPT-2's longest token is 128 bytes; the cap bounds the bytes a merge's look-up hashes.
 MAX_TOKEN_BYTES = 1024
 
 EOD_TOKEN = "<|endoftext|>"
