@@ -35,7 +35,13 @@ the planner says "fits" only with 10% of the GPU left for the allocator's fragme
 CUDA context.
 """
 
+# ruff: noqa: E402 - the stop signals' handlers go in before the imports
 from __future__ import annotations
+
+if __name__ == "__main__":
+    from common.signals import exit_on_stop_signals
+
+    exit_on_stop_signals("python -m train.plan")
 
 import argparse
 import dataclasses
