@@ -434,6 +434,8 @@ def main(
         if summary["stopped_by"] and runtime.is_main:
             print(stop_line(summary, argv), file=sys.stderr, flush=True)
         return summary
+    except ckpt.CheckpointError as e:  # a save that failed (a full disk): it says where
+        fail(str(e))
     except (KeyboardInterrupt, Stopped) as stop:
         # A stop signal before the first step or after the last (the loop itself handles it):
         # one line. Checkpoints are renamed into place whole, so the run directory holds only
