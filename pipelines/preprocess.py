@@ -314,7 +314,7 @@ def _main(argv: list[str], verbose: bool) -> int:
         return 2
     options = PipelineOptions(argv)
     run_id = uuid.uuid4().hex[:12]
-    standbys = None
+    standbys = runner = None
     try:
         try:
             config = PreprocessConfig.from_options(options)
@@ -348,6 +348,8 @@ def _main(argv: list[str], verbose: bool) -> int:
     finally:
         if standbys:
             standbys.close()
+        if hasattr(runner, "close"):  # the DaskRunner: what it started on its cluster
+            runner.close()
 
 
 def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=None) -> int:

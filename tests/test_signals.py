@@ -7,6 +7,7 @@ mask in /proc shows SIGTERM and SIGHUP), while it is still importing torch or Be
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -92,3 +93,37 @@ def test_sighup_while_training_saves_at_the_step_boundary_and_exits_129(gpt_shar
     ), err
     assert "Traceback" not in err
     assert (out / "checkpoints" / f"step-{last:08d}" / "meta.json").is_file()
+
+
+def test_ctrl_c_to_a_dask_run_stops_the_cluster_it_started(tmp_path):
+    """A Ctrl-C at the terminal reaches the launcher and the cluster's workers it spawned (one
+    process group): the launcher alone stops, in one line, and shuts its cluster down; no
+    worker process and no scratch folder of the cluster is left."""
+    import psutil
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    books = REPO.parent / "shared" / "corpora" / "books"
+    process = start(
+        [sys.executable, "-m", "pipelines.preprocess", "--source=books", f"--input={books}/*.txt",
+         f"--output={tmp_path / 'out'}", f"--tokenizer={books.parent / 'vocab' / 'gpt2'}",
+         "--no-dedup", "--language=any", "--runner=DaskRunner"],
+        env={**os.environ, "TMPDIR": str(temp)}, start_new_session=True,
+    )  # fmt: skip
+    try:
+        for line in process.stderr:  # the graph is built: the run starts on the cluster
+            if line.startswith("INFO pipelines.graph"):
+                break
+        workers = psutil.Process(process.pid).children(recursive=True)
+        assert len(workers) >= 2
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 130, err
+    lines = [line for line in err.splitlines() if not line.startswith("INFO ")]
+    assert lines == ["preprocess: interrupted; no shard set was finished"], err
+    assert not [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+    assert not [p.name for p in temp.iterdir() if "dask" in p.name]
