@@ -127,3 +127,22 @@ def test_ctrl_c_to_a_dask_run_stops_the_cluster_it_started(tmp_path):
     assert lines == ["preprocess: interrupted; no shard set was finished"], err
     assert not [w.pid for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
     assert not [p.name for p in temp.iterdir() if "dask" in p.name]
+
+
+def test_a_signal_the_process_was_started_ignoring_stays_ignored():
+    """`nohup` starts a command with SIGHUP ignored: neither the start-up handlers nor the
+    trainer's stop request take it over (a closed terminal must not stop that run)."""
+    probe = (
+        "import signal, sys\n"
+        "from common.signals import exit_on_stop_signals\n"
+        "from train.runtime import StopRequest\n"
+        "exit_on_stop_signals('probe')\n"
+        "with StopRequest():\n"
+        "    print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN,\n"
+        "          signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "True True\n"), done.stderr
