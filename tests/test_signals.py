@@ -66,7 +66,7 @@ def stop(process: subprocess.Popen, signum: int) -> str:
 def test_a_signal_during_start_up_is_one_line_and_its_exit_status(prog, args, signum, tmp_path):
     command = prog.split()[1:] if prog.startswith("python ") else [prog]
     process = start([sys.executable, *command, *(a.format(tmp=tmp_path) for a in args)])
-    deadline = time.monotonic() + 3  # the handlers are the first thing a command puts in place
+    deadline = time.monotonic() + 10  # the handlers are the first thing a command puts in place
     while caught_signals(process.pid) & WANTED != WANTED and time.monotonic() < deadline:
         time.sleep(0.002)
     err = stop(process, signum)
