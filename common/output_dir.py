@@ -52,7 +52,8 @@ LEGACY_TOOL = "preprocess"
 # A marker lists file names only: a million shards' names fit in far less.
 MAX_MARKER_BYTES = 64 << 20
 RUNNING, FINISHED = "running", "finished"
-_TMP_SUFFIX = re.compile(r"\.tmp-[0-9a-f]{12}$")
+# `tmp_name`'s suffix; a shorter one is a process id (a file rewritten by one process at a time)
+_TMP_SUFFIX = re.compile(r"\.tmp-[0-9a-f]{1,12}$")
 
 
 class OutputError(Exception):

@@ -9,7 +9,15 @@ finish (stats.json, tokenizer.json, manifest.json). Any Beam option passes throu
 explicitly: Beam's "DirectRunner" would first try to fetch and start the Prism runner).
 """
 
+# ruff: noqa: E402 - the stop signals' handlers go in before the imports (Beam's take a second)
 from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":
+    from common.signals import exit_on_stop_signals
+
+    exit_on_stop_signals("python -m pipelines.preprocess")
 
 import argparse
 import contextlib
@@ -21,7 +29,6 @@ import logging
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -37,6 +44,7 @@ from apache_beam.options.pipeline_options import (
     TestOptions,
 )
 
+from common.signals import Stopped, reported
 from pipelines.graph import build_pipeline, plan_run, prepare
 from pipelines.options import PreprocessConfig, PreprocessOptions
 from pipelines.runner.beam_worker import (
@@ -280,9 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = add_stderr_handler(verbose, logging.INFO)
     try:
         return _main(argv, verbose)
-    except KeyboardInterrupt:  # Ctrl-C before the run's own handler was in place
-        print(_stopped_line(signal.SIGINT), file=sys.stderr)
-        return 128 + signal.SIGINT
+    except (KeyboardInterrupt, Stopped) as stop:  # before the run's own handlers were in place
+        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+        print(_stopped_line(signum), file=sys.stderr)
+        reported()
+        return 128 + signum
     finally:  # as it was: main() may be called from a program with logging of its own
         root.removeHandler(handler)
         root.setLevel(levels[0])
@@ -304,7 +314,7 @@ def _main(argv: list[str], verbose: bool) -> int:
         return 2
     options = PipelineOptions(argv)
     run_id = uuid.uuid4().hex[:12]
-    standbys = None
+    standbys = runner = None
     try:
         try:
             config = PreprocessConfig.from_options(options)
@@ -338,6 +348,8 @@ def _main(argv: list[str], verbose: bool) -> int:
     finally:
         if standbys:
             standbys.close()
+        if hasattr(runner, "close"):  # the DaskRunner: what it started on its cluster
+            runner.close()
 
 
 def _run(plan, options, runner, local, tokenizer_ref, run_id, verbose, standbys=None) -> int:

@@ -72,7 +72,7 @@ def test_cli_reports_fit_and_time(capsys):
     assert "8.317B parameters" in out and "h100-80gb: fits" in out and "time for" in out
     assert main([*argv[:-2], "--micro-batch", "64", "--gpu", "v100-32gb"]) == 0
     assert "v100-32gb: does NOT fit" in capsys.readouterr().out
-    assert main(["--preset", "bert-base"]) == 1
+    assert main(["--preset", "no-such-preset"]) == 1
 
 
 def test_suggested_micro_batch_is_the_largest_power_of_two_that_fits(capsys):

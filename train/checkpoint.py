@@ -51,6 +51,7 @@ from torch.distributed.checkpoint.state_dict import (
 from common.safe_io import (
     MIB,
     UnsafeInputError,
+    format_bytes,
     load_json_capped,
     require_regular_file,
 )
@@ -189,9 +190,10 @@ class PendingSave:
     """A checkpoint whose shards are written (or being written, with ``--async-checkpoint``) to
     its temporary directory; :meth:`commit` (every rank) makes it count."""
 
-    def __init__(self, run_dir, step, tmp, trainer_state, keep, future=None) -> None:
+    def __init__(self, run_dir, step, tmp, trainer_state, keep, future=None, needed=0) -> None:
         self.run_dir, self.step, self.tmp = run_dir, step, tmp
         self.trainer_state, self.keep, self.future = trainer_state, keep, future
+        self.needed = needed  # bytes of this rank's shards, for a full disk's message
 
     def commit(self) -> str | None:
         """Wait for the shards, hash every file (in parallel), then rank 0 writes meta.json and
@@ -200,8 +202,8 @@ class PendingSave:
         every rank; the previous checkpoint stays the latest."""
         rank, _ = _rank_and_size()
         # every rank's shards and trainer.pt are on disk before anyone lists them
-        _agreed(self.run_dir, self.step, self.tmp, self._finish_shards)
-        records = _agreed(self.run_dir, self.step, self.tmp, self._hash_my_share)
+        _agreed(self.run_dir, self.step, self.tmp, self._finish_shards, self.needed)
+        records = _agreed(self.run_dir, self.step, self.tmp, self._hash_my_share, self.needed)
         gathered = _all_gather(records)
 
         def publish() -> str | None:
@@ -211,7 +213,7 @@ class PendingSave:
             return _commit(self.run_dir, self.step, self.tmp, files, self.trainer_state)
 
         # nobody runs ahead (and maybe dies) before the checkpoint is final
-        final = _agreed(self.run_dir, self.step, self.tmp, publish)
+        final = _agreed(self.run_dir, self.step, self.tmp, publish, self.needed)
         if rank == 0:
             _prune(self.run_dir, self.keep)
         return final
@@ -239,6 +241,7 @@ class PendingSave:
 # writer reports a full disk as "[enforce fail at inline_container.cc] unexpected pos", with
 # no errno to tell it by.
 FULL_DISK_BYTES = 1 << 20
+NO_SPACE = "no space left on device"
 
 
 def save_failure_reason(error: BaseException, where: str) -> str:
@@ -246,9 +249,9 @@ def save_failure_reason(error: BaseException, where: str) -> str:
     by the error's errno or by the free space left on `where`'s filesystem; else the cause."""
     cause = checkpoint_io.root_cause(error)
     if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "no space left on device"
+        return NO_SPACE
     if _free_bytes(where) < FULL_DISK_BYTES:
-        return f"no space left on device; {_one_line(cause, 200)}"
+        return f"{NO_SPACE}; {_one_line(cause, 200)}"
     return _one_line(cause)
 
 
@@ -263,24 +266,47 @@ def _free_bytes(path: str) -> float:
     return stat.f_bavail * stat.f_frsize
 
 
-def _agreed(run_dir: str, step: int, tmp: str, work: Callable[[], object]) -> object:
+def _agreed(
+    run_dir: str, step: int, tmp: str, work: Callable[[], object], needed: int = 0
+) -> object:
     """Run one step of a save on every rank and agree on its outcome (a collective, so it is
     also a barrier). If it failed anywhere, rank 0 removes the temporary directory and every
-    rank raises the same one-line CheckpointError."""
+    rank raises the same one-line CheckpointError; a full disk's says how much room the save
+    needs (``needed``: this rank's bytes, summed over the ranks) and how much is free."""
     try:
         result, reason = work(), None
     except (OSError, CheckpointException) as e:
         result, reason = None, save_failure_reason(e, tmp)
-    reasons = [r for r in _all_gather(reason) if r is not None]
+    outcomes = _all_gather((reason, needed))
+    reasons = [r for r, _ in outcomes if r is not None]
     if not reasons:
         return result
     if _rank_and_size()[0] == 0:
         shutil.rmtree(tmp, ignore_errors=True)
     latest = latest_checkpoint(run_dir)
+    room = ""
+    if reasons[0].startswith(NO_SPACE):
+        folder = os.path.dirname(tmp)
+        room = (
+            f": it needs {format_bytes(sum(n for _, n in outcomes))} in {folder}, which has "
+            f"{format_bytes(_free_bytes(folder))} free; make room or choose another --out"
+        )
     raise CheckpointError(
-        f"checkpoint of step {step} not saved ({reasons[0]}); its temporary directory {tmp} "
-        f"was removed; the last complete checkpoint is {latest or 'none'}"
+        f"checkpoint of step {step} not saved ({reasons[0]}){room}; its temporary directory "
+        f"{tmp} was removed; the last complete checkpoint is {latest or 'none'}"
     )
+
+
+def _state_bytes(state: object) -> int:
+    """Bytes of the tensors in ``state`` (this rank's shards of DTensors): what a save writes."""
+    if isinstance(state, dict):
+        return sum(_state_bytes(value) for value in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(_state_bytes(value) for value in state)
+    if isinstance(state, torch.Tensor):
+        local = state.to_local() if hasattr(state, "to_local") else state
+        return local.numel() * local.element_size()
+    return 0
 
 
 def sweep_stale_saves(run_dir: str) -> list[str]:
@@ -330,20 +356,21 @@ def save_checkpoint(
             sweep_stale_saves(run_dir)
             os.makedirs(tmp)
 
-    _agreed(run_dir, step, tmp, prepare)  # also the barrier before any rank writes into tmp
     state = sharded_state(model, optimizer)
+    needed = _state_bytes(state)
+    _agreed(run_dir, step, tmp, prepare, needed)  # also the barrier before any rank writes
     rng = _all_gather(capture_rng_state())
     trainer_state = {**trainer_state, "rng": rng}
     if async_group is not None:
         future = dcp.async_save(state, checkpoint_id=tmp, process_group=async_group)
-        return PendingSave(run_dir, step, tmp, trainer_state, keep, future)
+        return PendingSave(run_dir, step, tmp, trainer_state, keep, future, needed)
 
     def write() -> None:
         with checkpoint_io.single_process_quiet():
             dcp.save(state, checkpoint_id=tmp, no_dist=not _distributed())
 
-    _agreed(run_dir, step, tmp, write)
-    return PendingSave(run_dir, step, tmp, trainer_state, keep)
+    _agreed(run_dir, step, tmp, write, needed)
+    return PendingSave(run_dir, step, tmp, trainer_state, keep, needed=needed)
 
 
 def _write_json_synced(path: str, value: object) -> None:

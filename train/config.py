@@ -199,7 +199,9 @@ class TrainConfig:
     max_consecutive_skips: int = _optimisation(
         20, check=POSITIVE, help="stop after this many consecutive skipped (non-finite) updates"
     )
-    seed: int = _optimisation(1234)
+    seed: int = identity(
+        _optimisation(1234, help="the order of the documents and the model's initialisation")
+    )
 
     precision: str | None = _system(
         None, choices=PRECISIONS, help="default: bf16 on CUDA, fp32 on CPU"

@@ -15,7 +15,13 @@ The checkpoint's sizes and hashes are checked first (:func:`train.checkpoint.ver
 and its DCP files are read as untrusted input (:func:`train.checkpoint.load_dcp`).
 """
 
+# ruff: noqa: E402 - the stop signals' handlers go in before the imports
 from __future__ import annotations
+
+if __name__ == "__main__":
+    from common.signals import exit_on_stop_signals
+
+    exit_on_stop_signals("python -m train.export")
 
 import dataclasses
 import errno

@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from common.signals import STOP_SIGNALS, Stopped, reported
 from train import checkpoint as ckpt
 from train.build import build_training_model, model_positions, resolve_config, saved_vocab_size
 from train.config import TrainConfig, fail
@@ -433,18 +434,22 @@ def main(
         if summary["stopped_by"] and runtime.is_main:
             print(stop_line(summary, argv), file=sys.stderr, flush=True)
         return summary
-    except KeyboardInterrupt:
-        # Ctrl-C before the first step or after the last (the loop itself handles it):
+    except ckpt.CheckpointError as e:  # a save that failed (a full disk): it says where
+        fail(str(e))
+    except (KeyboardInterrupt, Stopped) as stop:
+        # A stop signal before the first step or after the last (the loop itself handles it):
         # one line. Checkpoints are renamed into place whole, so the run directory holds only
         # complete ones for --resume.
+        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
         where = f" after step {trainer.step}" if trainer is not None else ""
         latest = ckpt.latest_checkpoint(config.out)
         print(
-            f"error: interrupted{where}; "
+            f"error: {STOP_SIGNALS[signum]}{where}; "
             + (f"continue from {latest} with --resume" if latest else "no checkpoint was saved"),
             file=sys.stderr,
         )
-        raise SystemExit(128 + signal.SIGINT) from None
+        reported()
+        raise SystemExit(128 + signum) from None
     finally:
         if trainer is not None:
             trainer.release()

@@ -12,6 +12,8 @@ import re
 import sys
 from collections import deque
 
+from common.output_dir import base_name, tmp_name
+
 # Dense (no sparsity) peak TFLOP/s per device from the vendors' datasheets. "fp32" is the
 # plain (non-tensor-core) fp32 rate, what fp32 runs use: torch does not enable TF32 matmuls
 # by default. Patterns are matched in order against torch.cuda.get_device_name(), so the
@@ -81,10 +83,11 @@ class MetricsLog:
                         break  # a line cut by the interruption: nothing after it is kept
                     if record.get("step", 0) <= resume_step:
                         kept.append(line if line.endswith("\n") else line + "\n")
-        tmp = f"{path}.tmp-{os.getpid()}"
+        tmp = tmp_name(path)
         with open(tmp, "w", encoding="utf-8") as f:
             f.writelines(kept)
         os.replace(tmp, path)
+        _remove_stray_temporaries(path)
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the run
 
     def write(self, record: dict) -> None:
@@ -96,6 +99,15 @@ class MetricsLog:
     def close(self) -> None:
         if self.path is not None:
             self._file.close()
+
+
+def _remove_stray_temporaries(path: str) -> None:
+    """Delete what a run killed while rewriting ``path`` left under a temporary name of it
+    (the run folder is claimed by now: no other run writes it)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    for entry in os.listdir(folder):
+        if entry != name and base_name(entry) == name:
+            os.remove(os.path.join(folder, entry))
 
 
 def read_metrics(path: str) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Memory and time planner for a GPT layout, before any GPU is reserved.
+"""Memory and time planner for a model's layout, before any GPU is reserved.
 
   python -m train.plan --preset megatron-8.3b --tp 8 --dp 64 --seq-len 1024 --micro-batch 8 \\
       [--activation-checkpointing none|full|selective] [--sequence-parallel] [--gpu h100-80gb]
@@ -7,26 +7,29 @@ prints the parameter count, the bytes each GPU holds (weights, gradients, optimi
 activations, communication buffers), FLOPs per token and per step, whether the layout fits the
 GPU, and how long ``--tokens`` take at ``--mfu``.
 
+Every family the registry lists is planned from its own spec (``ModelSpec.plan_counts``: its
+parameter, FLOP and activation counts); no family is named here.
+
 Bytes per parameter follow this trainer: fp32 master weights (4), fp32 gradients (4), AdamW's
 two fp32 moments (8); FSDP (``--parallel fsdp`` or tp with dp > 1, as the trainer does) divides
 all three by dp, DDP does not. Activations follow Korthikanti et al. 2022 ("Reducing Activation
 Recomputation in Large Transformer Models", section 4), per layer with s = sequence, b = micro
-batch, h = hidden, a = heads, t = tp, in elements of the activation dtype (bf16: 2 bytes):
+batch, h = hidden, a = heads, t = tp, in elements of the activation dtype (bf16: 2 bytes); the
+family's spec gives the counts per token (GPT's, the paper's model, in brackets):
 
-* tensors every layer keeps: 16 sbh elements: LayerNorm inputs (2), the q/k/v input (1),
-  Q and K (2), V (1), the output projection's input (1), the MLP input (1), the GELU input (4)
-  and output (4); with dropout, 2 sbh bytes of masks. Under tensor parallelism without sequence
-  parallelism the LayerNorm inputs, the q/k/v and MLP inputs and the masks (4 elements + masks)
-  are replicated and the rest divided by t; with sequence parallelism everything is divided by t;
+* tensors every layer keeps: ``whole`` [4h: LayerNorm inputs (2), the q/k/v and MLP inputs]
+  and ``split`` [12h: Q, K, V, the output projection's input, GELU's input and output (4 + 4)]
+  per token, and ``mask_bytes`` of dropout masks [2h with dropout]. Under tensor parallelism
+  without sequence parallelism ``whole`` and the masks are replicated and ``split`` divided by
+  t; with sequence parallelism everything is divided by t;
 * attention scores: a s^2 b (1 element for softmax, plus 1 byte mask + 1 element dropout output
-  with dropout), divided by t; 0 with a flash-attention kernel (``--flash-attention``, the
-  default: torch's scaled_dot_product_attention keeps no scores);
-* ``selective`` checkpoints the attention sub-layer: Q, K, V, the output projection's input and
-  the scores are recomputed, its input (1 element) kept; ``full`` keeps only each block's input
-  (1 element, divided by t under sequence parallelism) plus one block's activations while it is
-  recomputed;
-* outside the blocks: the final LayerNorm's input and output (2 sbh elements) and the logits
-  (s b V / t elements, plus 4 bytes each of fp32 log-probabilities for the loss).
+  with attention dropout), divided by t; 0 with a flash-attention kernel (``--flash-attention``,
+  the default: torch's scaled_dot_product_attention keeps no scores);
+* ``selective`` checkpoints the attention sub-layer: its part of ``split`` [4h] and the scores
+  are recomputed; ``full`` keeps only each block's input (1 element, divided by t under
+  sequence parallelism) plus one block's activations while it is recomputed;
+* outside the blocks: ``outside`` [2h: the final LayerNorm's input and output] per token and
+  the logits (``logits`` [V] per token / t, plus 4 bytes each of fp32 log-probabilities).
 
 Communication buffers: FSDP's all-gathered bf16 weights of two blocks (this one and the
 prefetched next) and one block's fp32 gradients for the reduce-scatter; DDP's two 25 MB buckets;
@@ -35,20 +38,26 @@ the planner says "fits" only with 10% of the GPU left for the allocator's fragme
 CUDA context.
 """
 
+# ruff: noqa: E402 - the stop signals' handlers go in before the imports
 from __future__ import annotations
+
+if __name__ == "__main__":
+    from common.signals import exit_on_stop_signals
+
+    exit_on_stop_signals("python -m train.plan")
 
 import argparse
 import dataclasses
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from common.cli import ArgumentParser
 from common.option_fields import declared
 from train.config import TrainConfig
-from train.models.gpt import GPTConfig, count_params, flops_per_token
 from train.models.presets import get_preset
-from train.models.registry import get_spec
-from train.models.spec import SHAPE_SETTINGS, shape_flags
+from train.models.registry import get_spec, spec_of_config
+from train.models.spec import SHAPE_SETTINGS, PlanCounts, shape_flags
 
 GIB = 1024**3
 # name: (memory in bytes, dense bf16/fp16 peak TFLOP/s)
@@ -60,6 +69,8 @@ GPUS = {
     "h200-141gb": (141 * GIB, 989.0),
 }
 FITS_WITH = 0.9  # of the GPU's memory
+# the share of positions a masked-LM batch predicts: the trainer's default --mask-prob
+MASK_PROB = TrainConfig.mask_prob
 
 
 @dataclass(frozen=True)
@@ -84,49 +95,48 @@ class Layout:
             raise ValueError(f"parallel must be fsdp or ddp, got {self.parallel!r}")
 
 
-def layer_activation_bytes(config: GPTConfig, layout: Layout) -> float:
+def plan_counts(config: Any) -> PlanCounts:
+    """The counts the model's own family gives for ``config`` (any registered family's)."""
+    return spec_of_config(config).plan_counts(config, MASK_PROB)
+
+
+def layer_activation_bytes(counts: PlanCounts, layout: Layout) -> float:
     """Bytes one transformer block keeps for backward (per micro-batch, per GPU)."""
-    s, b, h, a = layout.seq_len, layout.micro_batch, config.n_embd, config.n_head
-    t, e = layout.tp, layout.activation_bytes
-    sbh = s * b * h
+    s, b, t, e = layout.seq_len, layout.micro_batch, layout.tp, layout.activation_bytes
+    tokens = s * b
     sp = layout.sequence_parallel
-    masks = 2 * sbh if config.dropout > 0 else 0  # bytes
     if layout.activation_checkpointing == "full":
-        return e * sbh / (t if sp else 1)
-    if layout.activation_checkpointing == "selective":
-        replicated, sharded = 4 * e * sbh + masks, 8 * e * sbh  # attention's inside recomputed
-        scores = 0.0
+        return e * tokens * counts.width / (t if sp else 1)
+    replicated = e * tokens * counts.whole + tokens * counts.mask_bytes
+    if layout.activation_checkpointing == "selective":  # attention's inside recomputed
+        sharded, scores = e * tokens * (counts.split - counts.attention), 0.0
     else:
-        replicated, sharded = 4 * e * sbh + masks, 12 * e * sbh
-        per_score = e + ((1 + e) if config.dropout > 0 else 0)
-        scores = 0.0 if layout.flash_attention else a * s * s * b * per_score
+        sharded = e * tokens * counts.split
+        per_score = e + ((1 + e) if counts.score_dropout else 0)
+        scores = 0.0 if layout.flash_attention else counts.heads * s * s * b * per_score
     if sp:
         return (replicated + sharded + scores) / t
     return replicated + (sharded + scores) / t
 
 
-def activation_bytes(config: GPTConfig, layout: Layout, recomputing: bool = True) -> float:
+def activation_bytes(config: Any, layout: Layout, recomputing: bool = True) -> float:
     """Peak activation bytes per GPU (one micro-batch): all activations kept at the end of the
     forward pass, plus, with full checkpointing and ``recomputing``, one block's activations
     rebuilt during backward."""
-    s, b, h, t = layout.seq_len, layout.micro_batch, config.n_embd, layout.tp
+    counts = plan_counts(config)
+    tokens, t = layout.seq_len * layout.micro_batch, layout.tp
     e = layout.activation_bytes
-    total = config.n_layer * layer_activation_bytes(config, layout)
+    total = counts.layers * layer_activation_bytes(counts, layout)
     if layout.activation_checkpointing == "full" and recomputing:
         # one block's activations exist again while it is recomputed in backward
-        total += layer_activation_bytes(config, _with_checkpointing(layout, "none"))
-    total += 2 * e * s * b * h / (t if layout.sequence_parallel else 1)  # final LayerNorm
-    total += s * b * config.vocab_size / t * (e + 4)  # logits and fp32 log-probabilities
+        total += layer_activation_bytes(counts, _with_checkpointing(layout, "none"))
+    total += e * tokens * counts.outside / (t if layout.sequence_parallel else 1)
+    total += tokens * counts.logits / t * (e + 4)  # logits and fp32 log-probabilities
     return total
 
 
 def _with_checkpointing(layout: Layout, mode: str) -> Layout:
     return dataclasses.replace(layout, activation_checkpointing=mode)
-
-
-def block_params(config: GPTConfig) -> int:
-    d, bias = config.n_embd, 1 if config.bias else 0
-    return 2 * (d + bias * d) + 4 * (d * d + bias * d) + 8 * d * d + bias * 5 * d
 
 
 @dataclass(frozen=True)
@@ -150,20 +160,22 @@ class Plan:
         )
 
 
-def plan(config: GPTConfig, layout: Layout) -> Plan:
-    params = count_params(config)
+def plan(config: Any, layout: Layout) -> Plan:
+    """The plan of a model of ``config`` (any registered family's) laid out as ``layout``."""
+    spec, counts = spec_of_config(config), plan_counts(config)
+    params = spec.count_params(config, False)
     sharding = layout.tp * (layout.dp if layout.parallel == "fsdp" else 1)
     per_gpu_params = params / sharding
     e = layout.activation_bytes
     if layout.parallel == "fsdp" and layout.dp > 1:
-        block = block_params(config) / layout.tp
+        block = counts.block_params / layout.tp
         communication = 2 * block * e + block * 4
     else:
         communication = 2 * 25e6 if layout.dp > 1 else 0.0
     if layout.tp > 1:
-        communication += e * layout.seq_len * layout.micro_batch * config.n_embd
+        communication += e * layout.seq_len * layout.micro_batch * counts.width
     tokens_per_step = layout.seq_len * layout.micro_batch * layout.dp
-    per_token = flops_per_token(config, layout.seq_len)
+    per_token = spec.flops_per_token(config, layout.seq_len, MASK_PROB)
     return Plan(
         params=params,
         weights=4 * per_gpu_params,
@@ -183,7 +195,7 @@ def plan(config: GPTConfig, layout: Layout) -> Plan:
     )
 
 
-def suggest_micro_batch(config: GPTConfig, layout: Layout, gpu: str, largest: int = 1024) -> int:
+def suggest_micro_batch(config: Any, layout: Layout, gpu: str, largest: int = 1024) -> int:
     """The largest power-of-two micro-batch (at most ``largest``) whose plan fits ``gpu`` with
     this layout; 0 when not even one sequence fits. A power of two keeps the matmul shapes on
     the kernels' fast tiles."""
@@ -206,13 +218,13 @@ def format_duration(seconds: float) -> str:
     return f"{int(days)} d {hours:.1f} h" if days else f"{hours:.2f} h"
 
 
-def report(name: str, config: GPTConfig, layout: Layout, gpu: str | None, tokens: float,
+def report(name: str, config: Any, layout: Layout, gpu: str | None, tokens: float,
            mfu: float) -> str:  # fmt: skip
-    result = plan(config, layout)
+    result, counts = plan(config, layout), plan_counts(config)
     gpus = layout.tp * layout.dp
     lines = [
-        f"{name}: {result.params / 1e9:.3f}B parameters (L={config.n_layer}, h={config.n_embd}, "
-        f"a={config.n_head}, V={config.vocab_size})",
+        f"{name}: {result.params / 1e9:.3f}B parameters (L={counts.layers}, h={counts.width}, "
+        f"a={counts.heads}, V={counts.vocab})",
         f"layout: tp={layout.tp} x dp={layout.dp} = {gpus} GPUs ({layout.parallel} over dp), "
         f"seq {layout.seq_len}, micro-batch {layout.micro_batch}, activation checkpointing "
         f"{layout.activation_checkpointing}, sequence parallel "
@@ -247,7 +259,7 @@ def report(name: str, config: GPTConfig, layout: Layout, gpu: str | None, tokens
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="python -m train.plan", description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", required=True, help="a GPT preset of train.models.presets")
+    p.add_argument("--preset", required=True, help="a preset of train.models.presets (any family)")
     # the trainer's model-shape flags, declared once on its config: they resize the preset
     for item in declared(TrainConfig):
         if item.name in SHAPE_SETTINGS:
@@ -278,15 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyError as e:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return 1
-    if preset.model != "gpt":
-        print(f"error: --preset {args.preset} is a {preset.model} model; the planner covers GPT",
-              file=sys.stderr)  # fmt: skip
-        return 1
     shape = {name: getattr(args, name) for name in SHAPE_SETTINGS}
+    spec = get_spec(preset.model)
     try:
-        config = get_spec("gpt").reshape(preset.config, shape)
+        config = spec.reshape(preset.config, shape)
         layout = Layout(
-            tp=args.tp, dp=args.dp, seq_len=args.seq_len or config.block_size,
+            tp=args.tp, dp=args.dp, seq_len=args.seq_len or spec.positions(config),
             micro_batch=args.micro_batch, activation_checkpointing=args.activation_checkpointing,
             sequence_parallel=args.sequence_parallel, parallel=args.parallel,
             activation_bytes=4 if args.precision == "fp32" else 2,

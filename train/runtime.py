@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from common.signals import STOP_SIGNALS
 from train.config import TrainConfig, fail
 from train.parallel import build_mesh
 
@@ -200,13 +201,11 @@ def all_reduce_mean(value: torch.Tensor, runtime: Runtime) -> torch.Tensor:
     return value
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
 class StopRequest:
-    """SIGINT (Ctrl-C) and SIGTERM (a scheduler's preemption; torchrun forwards it to every
-    rank) ask the run to stop at the end of the current step, save and exit 128 + the
-    signal's number, as Megatron's --exit-signal-handler does.
+    """SIGINT (Ctrl-C), SIGTERM (a scheduler's preemption; torchrun forwards it to every
+    rank) and SIGHUP (the terminal closed) ask the run to stop at the end of the current step,
+    save and exit 128 + the signal's number, as Megatron's --exit-signal-handler does. A signal
+    the process ignores (SIGHUP under ``nohup``) stays ignored.
 
     The handler only records the first signal; a second one while the run finishes its step
     and saves is noted and ignored (Megatron waits too: a save cut short leaves only a
@@ -222,7 +221,8 @@ class StopRequest:
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
             for number in STOP_SIGNALS:
-                self.previous[number] = signal.signal(number, self._handle)
+                if signal.getsignal(number) is not signal.SIG_IGN:
+                    self.previous[number] = signal.signal(number, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -10,16 +10,25 @@
 
 from __future__ import annotations
 
-from pipelines.dedup.components import ComponentsNotConverged
-from pipelines.dedup.config import DedupConfig, add_dedup_arguments
-from pipelines.dedup.transforms import REASONS, REMOVAL_COUNTERS, ClusterMember, Deduplicate
+import importlib
 
-__all__ = [
-    "ClusterMember",
-    "ComponentsNotConverged",
-    "DedupConfig",
-    "Deduplicate",
-    "REASONS",
-    "REMOVAL_COUNTERS",
-    "add_dedup_arguments",
-]
+# The names above, imported when first asked for: `python -m pipelines.dedup` imports this
+# package before its __main__ can put the stop signals' handlers in place, and the transforms
+# import Beam (seconds).
+_EXPORTS = {
+    "ClusterMember": "pipelines.dedup.transforms",
+    "ComponentsNotConverged": "pipelines.dedup.components",
+    "DedupConfig": "pipelines.dedup.config",
+    "Deduplicate": "pipelines.dedup.transforms",
+    "REASONS": "pipelines.dedup.transforms",
+    "REMOVAL_COUNTERS": "pipelines.dedup.transforms",
+    "add_dedup_arguments": "pipelines.dedup.config",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

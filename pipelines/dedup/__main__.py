@@ -23,7 +23,13 @@ nor Beam knows are refused too, by preprocess's rule (`pipelines.runner.runners.
 and inputs are named by its rule too (`pipelines.inputs`).
 """
 
+# ruff: noqa: E402 - the stop signals' handlers go in before the imports
 from __future__ import annotations
+
+if __name__ == "__main__":
+    from common.signals import exit_on_stop_signals
+
+    exit_on_stop_signals("python -m pipelines.dedup")
 
 import argparse
 import dataclasses

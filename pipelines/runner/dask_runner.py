@@ -35,12 +35,22 @@ split in its input's task and a group per output partition, priorities in pipeli
 
 The launcher prints a progress line now and then (graph tasks done of all) and the workers'
 own warnings (`pipelines.*` loggers: the first failures' file and offset) as they happen.
+
+Without --dask_client_address (or --dask_scheduler_file) the runner starts a cluster on this
+machine for the run. Its workers ignore SIGINT, so a Ctrl-C at the terminal, which reaches the
+whole process group, stops the launcher alone; `close()`, which the launcher calls however the
+run ends, cancels what the run left on the cluster, disconnects, shuts a cluster it started
+down and removes its workers' folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import shutil
+import signal
 import sys
+import tempfile
 import threading
 import time
 
@@ -85,6 +95,8 @@ class DaskRunner(stock.DaskRunner):
     def __init__(self) -> None:
         super().__init__()
         self._client = None
+        self._futures: list = []  # what run_pipeline left on the cluster
+        self._scratch: str | None = None  # the workers' folder of a cluster started here
 
     def client(self, options):
         """The client of the cluster the options name (made once, shared by the calls)."""
@@ -94,7 +106,10 @@ class DaskRunner(stock.DaskRunner):
             dask_options = options.view_as(DaskOptions).get_all_options(
                 drop_default=True, current_only=True)
             DaskOptions._extract_bag_kwargs(dask_options)  # what is left is the client's
-            self._client = ddist.Client(**dask_options)
+            if "address" in dask_options or "scheduler_file" in dask_options:
+                self._client = ddist.Client(**dask_options)
+            else:
+                self._client = self._start_local_cluster(ddist, dask_options)
             LOG.info("dask: scheduler %s, %s", self._client.scheduler.address,
                      _dashboard(self._client))
             # The workers import Beam and our modules (seconds) now, while the launcher loads
@@ -103,6 +118,36 @@ class DaskRunner(stock.DaskRunner):
                 target=self._client.run, args=(_import_pipeline_modules,), daemon=True
             ).start()
         return self._client
+
+    def _start_local_cluster(self, ddist, dask_options: dict):
+        """A client of a cluster started on this machine for the run; its workers, spawned
+        with SIGINT ignored (a disposition a new process keeps), leave Ctrl-C to the launcher,
+        and keep their files in a folder `close()` removes."""
+        self._scratch = tempfile.mkdtemp(prefix="shardsmith-dask-")
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            import dask
+
+            # the scheduler's and the workers' scratch folders (dask's default: in TMPDIR)
+            with dask.config.set({"temporary-directory": self._scratch}):
+                return ddist.Client(**dask_options)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
+
+    def close(self) -> None:
+        """Cancel what the run left on the cluster and disconnect; a cluster started here is
+        shut down (its client closes it) and its workers' folder removed. Safe to call again."""
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):  # a cluster already gone has nothing to cancel
+                client.cancel(self._futures, force=True)
+            client.close()
+        self._futures = []
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def worker_threads(self, options) -> int:
         """Threads of the cluster's workers: what the launcher sizes the read tasks for."""
@@ -117,6 +162,7 @@ class DaskRunner(stock.DaskRunner):
         # printed by the launcher as they happen, not only in each worker's log
         client.forward_logging("pipelines", level=logging.WARNING)
         done = client.compute(graph(pipeline, client, bag_kwargs), optimize_graph=False)
+        self._futures = [done]
         return DaskRunResult(client, [done])
 
 

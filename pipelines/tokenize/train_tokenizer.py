@@ -18,7 +18,13 @@ The output is a tokenizers JSON that `dataset_format.tokenizer.load_tokenizer` (
 preprocess) loads. A one-line JSON summary goes to stdout.
 """
 
+# ruff: noqa: E402 - the stop signals' handlers go in before the imports
 from __future__ import annotations
+
+if __name__ == "__main__":
+    from common.signals import exit_on_stop_signals
+
+    exit_on_stop_signals("python -m pipelines.tokenize.train_tokenizer")
 
 import argparse
 import contextlib

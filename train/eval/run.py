@@ -230,7 +230,9 @@ def evaluate_lambada(
     progress: bool = False,
 ) -> lambada.LambadaResult:
     tokenizer = load_tokenizer(loaded.tokenizer_path)
-    strict, loose = lambada.examples_for(lambda text: tokenizer.encode(text).ids, passages)
+    strict, loose = lambada.examples_for(
+        lambda text: tokenizer.encode(text).ids, passages, loaded.model.config.block_size
+    )
     batches = 2 * len(partition.batches(len(strict), batch_size))
     bar = _Progress(batches, "lambada", progress and partition.rank == 0)
     try:

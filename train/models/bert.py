@@ -241,12 +241,18 @@ class Bert(nn.Module):
         return flops_per_token(self.config, seq_len, mlm_fraction)
 
 
+def block_params(config: BertConfig) -> int:
+    """Parameters of one block: attention, the MLP, two LayerNorms (all with biases)."""
+    d, inter = config.n_embd, config.intermediate_size
+    return 4 * (d * d + d) + (d * inter + inter) + (inter * d + d) + 2 * (2 * d)
+
+
 def count_params(config: BertConfig, exclude_embeddings: bool = False) -> int:
     """Parameter count of ``Bert(config)`` from the config alone (equals ``num_params()``)."""
-    d, V, inter = config.n_embd, config.vocab_size, config.intermediate_size
+    d, V = config.n_embd, config.vocab_size
     layer_norm = 2 * d
     embeddings = (V + config.max_position_embeddings + config.type_vocab_size) * d
-    block = 4 * (d * d + d) + (d * inter + inter) + (inter * d + d) + 2 * layer_norm
+    block = block_params(config)
     mlm_head = (d * d + d) + layer_norm + V  # decoder weight is tied: only its bias is new
     nsp = (d * d + d) + (2 * d + 2) if config.next_sentence else 0
     total = embeddings + layer_norm + config.n_layer * block + mlm_head + nsp
@@ -268,9 +274,8 @@ def flops_per_token(config: BertConfig, seq_len: int, mlm_fraction: float = 1.0)
         raise ValueError(f"seq_len must be positive, got {seq_len}")
     if not 0.0 <= mlm_fraction <= 1.0:
         raise ValueError(f"mlm_fraction must be in [0, 1], got {mlm_fraction}")
-    d, V, inter = config.n_embd, config.vocab_size, config.intermediate_size
-    block = 4 * (d * d + d) + (d * inter + inter) + (inter * d + d) + 4 * d
-    encoder = config.n_layer * block + 2 * d  # + the embedding LayerNorm
+    d, V = config.n_embd, config.vocab_size
+    encoder = config.n_layer * block_params(config) + 2 * d  # + the embedding LayerNorm
     mlm_head = (d * d + d) + 2 * d + (V * d + V)
     nsp = (d * d + d) + (2 * d + 2) if config.next_sentence else 0
     matmul_params = encoder + mlm_fraction * mlm_head + nsp / seq_len

@@ -12,6 +12,7 @@ from train.models.spec import (
     HFMapping,
     ModelSpec,
     ParallelPlan,
+    PlanCounts,
     Preset,
 )
 
@@ -43,6 +44,22 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
+def plan_counts(config: BertConfig, mask_prob: float) -> PlanCounts:
+    """Per post-LN block: the attention input, both LayerNorms' inputs and the MLP input (4)
+    whole; Q, K, V, the output projection's input (4) and GELU's input and output (2 x the
+    inner width) split; two hidden dropouts' masks. Outside: the embedding LayerNorm's input,
+    and the MLM head at the predicted share of positions (its dense, GELU, LayerNorm and
+    decoder inputs: 5) with its logits."""
+    h, share = config.n_embd, mask_prob
+    return PlanCounts(
+        layers=config.n_layer, width=h, heads=config.n_head, vocab=config.vocab_size,
+        block_params=bert.block_params(config), whole=4 * h,
+        split=4 * h + 2 * config.intermediate_size, attention=4 * h,
+        mask_bytes=2 * h if config.dropout > 0 else 0, score_dropout=config.dropout > 0,
+        outside=h + 5 * h * share, logits=config.vocab_size * share,
+    )  # fmt: skip
+
+
 SPEC = ModelSpec(
     name="bert",
     config_class=BertConfig,
@@ -73,4 +90,5 @@ SPEC = ModelSpec(
     ),
     shape_fields=INTERMEDIATE_SIZE_SHAPE_FIELDS,
     shape_fixed={"bias": "always has biases (BERT's layers)"},
+    plan_counts=plan_counts,
 )

@@ -144,16 +144,21 @@ class GPT(CausalDecoder):
         return flops_per_token(self.config, seq_len)
 
 
+def block_params(config: GPTConfig) -> int:
+    """Parameters of one block: two LayerNorms, attention, the 4 x d MLP."""
+    d, bias = config.n_embd, 1 if config.bias else 0
+    attention = 4 * (d * d + bias * d)
+    mlp = (d * 4 * d + bias * 4 * d) + (4 * d * d + bias * d)
+    return 2 * (d + bias * d) + attention + mlp
+
+
 def count_params(config: GPTConfig, exclude_embeddings: bool = False) -> int:
     """Parameter count of ``GPT(config)`` from the config alone (equals ``num_params()``)."""
     d, L, V = config.n_embd, config.n_layer, config.vocab_size
-    bias = 1 if config.bias else 0
-    layer_norm = d + bias * d
-    attention = 4 * (d * d + bias * d)
-    mlp = (d * 4 * d + bias * 4 * d) + (4 * d * d + bias * d)
-    block = 2 * layer_norm + attention + mlp
+    layer_norm = d + (d if config.bias else 0)
     embeddings = V * d + config.block_size * d
-    total = embeddings + L * block + layer_norm  # lm_head is tied to wte: no extra parameters
+    # lm_head is tied to wte: no extra parameters
+    total = embeddings + L * block_params(config) + layer_norm
     if exclude_embeddings:
         total -= embeddings
     return total

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from train.models import gpt, hf
 from train.models.gpt import GPT, GPTConfig
-from train.models.spec import CAUSAL_LM, HFMapping, ModelSpec, ParallelPlan, Preset
+from train.models.spec import CAUSAL_LM, HFMapping, ModelSpec, ParallelPlan, PlanCounts, Preset
 
 GPT2_VOCAB_PADDED = 50304  # 50257 GPT-2 BPE tokens padded to a multiple of 128
 MEGATRON_VOCAB_PADDED = 51200  # 50257 padded to a multiple of 128 * 8 (8-way TP)
@@ -60,6 +60,19 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
+def plan_counts(config: GPTConfig, mask_prob: float) -> PlanCounts:
+    """Korthikanti et al.'s own GPT: per block, LayerNorm inputs (2), the q/k/v and MLP inputs
+    (2) whole; Q, K, V, the output projection's input (4) and GELU's input and output (2 x 4)
+    split; two hidden dropouts' masks. Outside: the final LayerNorm's input and output."""
+    h = config.n_embd
+    return PlanCounts(
+        layers=config.n_layer, width=h, heads=config.n_head, vocab=config.vocab_size,
+        block_params=gpt.block_params(config), whole=4 * h, split=12 * h, attention=4 * h,
+        mask_bytes=2 * h if config.dropout > 0 else 0, score_dropout=config.dropout > 0,
+        outside=2 * h, logits=config.vocab_size,
+    )  # fmt: skip
+
+
 SPEC = ModelSpec(
     name="gpt",
     config_class=GPTConfig,
@@ -98,4 +111,5 @@ SPEC = ModelSpec(
         "dropout": "dropout",
     },
     shape_fixed={"ffn_hidden_size": "has an MLP of 4 x --hidden-size (GPT-2's)"},
+    plan_counts=plan_counts,
 )

@@ -193,15 +193,20 @@ class Llama(CausalDecoder):
         return flops_per_token(self.config, seq_len)
 
 
+def block_params(config: LlamaConfig) -> int:
+    """Parameters of one block: attention (narrower K and V with fewer KV heads), SwiGLU,
+    two RMSNorm weights."""
+    d, inter = config.n_embd, config.intermediate_size
+    kv_width = config.n_kv_head * (d // config.n_head)
+    return 2 * d * d + 2 * d * kv_width + 3 * d * inter + 2 * d
+
+
 def count_params(config: LlamaConfig, exclude_embeddings: bool = False) -> int:
     """Parameter count of ``Llama(config)`` from the config alone (equals ``num_params()``)."""
-    d, V, inter = config.n_embd, config.vocab_size, config.intermediate_size
-    kv_width = config.n_kv_head * (d // config.n_head)
-    attention = 2 * d * d + 2 * d * kv_width
-    block = attention + 3 * d * inter + 2 * d  # + two RMSNorm weights
+    d, V = config.n_embd, config.vocab_size
     embeddings = V * d
     head = 0 if config.tie_embeddings else V * d
-    total = embeddings + config.n_layer * block + d + head
+    total = embeddings + config.n_layer * block_params(config) + d + head
     if exclude_embeddings:
         total -= embeddings
     return total

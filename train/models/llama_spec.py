@@ -24,6 +24,7 @@ from train.models.spec import (
     HFMapping,
     ModelSpec,
     ParallelPlan,
+    PlanCounts,
     Preset,
 )
 
@@ -177,6 +178,20 @@ def load(path: str, architectures: list[str]) -> Llama:
     return from_hf(transformers.LlamaForCausalLM.from_pretrained(path))
 
 
+def plan_counts(config: LlamaConfig, mask_prob: float) -> PlanCounts:
+    """Per block: both RMSNorms' inputs, the q/k/v and MLP inputs (4) whole; Q, K and V (K and
+    V repeated to every query head: what the kernel is given and keeps), the output
+    projection's input (4) and SwiGLU's gate, SiLU, up and product (4 x the inner width)
+    split; no hidden dropout. Outside: the final RMSNorm's input and output."""
+    h = config.n_embd
+    return PlanCounts(
+        layers=config.n_layer, width=h, heads=config.n_head, vocab=config.vocab_size,
+        block_params=llama.block_params(config), whole=4 * h,
+        split=4 * h + 4 * config.intermediate_size, attention=4 * h, mask_bytes=0,
+        score_dropout=config.dropout > 0, outside=2 * h, logits=config.vocab_size,
+    )  # fmt: skip
+
+
 SPEC = ModelSpec(
     name="llama",
     config_class=LlamaConfig,
@@ -208,4 +223,5 @@ SPEC = ModelSpec(
     ),
     shape_fields=INTERMEDIATE_SIZE_SHAPE_FIELDS,
     shape_fixed={"bias": "never has biases (LLaMA's layers)"},
+    plan_counts=plan_counts,
 )

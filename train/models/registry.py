@@ -1,6 +1,7 @@
 """The registry of model families: every family's :class:`~train.models.spec.ModelSpec`, by
 name. Adding a family is one line here (its spec module); every question about a family goes
-through :func:`get_spec`, :func:`spec_of_model` or :func:`spec_of_hf`, and a name none
+through :func:`get_spec`, :func:`spec_of_model`, :func:`spec_of_config` or
+:func:`spec_of_hf`, and a name none
 registered is an error."""
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ def spec_of_model(model: nn.Module) -> ModelSpec:
             return spec
     raise ValueError(
         f"{type(model).__name__} is no registered model family's module ({', '.join(FAMILIES)})"
+    )
+
+
+def spec_of_config(config: object) -> ModelSpec:
+    """The spec of the family whose config class ``config`` is an instance of; ValueError for
+    a config of no registered family."""
+    for spec in SPECS.values():
+        if isinstance(config, spec.config_class):
+            return spec
+    raise ValueError(
+        f"{type(config).__name__} is no registered model family's config ({', '.join(FAMILIES)})"
     )
 
 

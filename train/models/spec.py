@@ -122,12 +122,48 @@ class HFMapping:
 
 
 @dataclass(frozen=True)
+class PlanCounts:
+    """What the memory planner (``train.plan``) needs of a model, in its family's own counts.
+
+    ``layers`` blocks of ``block_params`` parameters each (what FSDP gathers at a time), of
+    ``width`` (a block's input) and ``heads`` (the s x s attention scores a kernel without
+    flash attention keeps); ``vocab``: the vocabulary. Activations are elements per token of
+    a micro-batch, split as tensor parallelism cuts them (Korthikanti et al. 2022, section 4):
+
+    * ``whole``: what a block keeps that every tensor-parallel rank holds whole without
+      sequence parallelism: the norms' inputs, the inputs of the column-parallel Linears;
+    * ``split``: what tensor parallelism divides: the per-head tensors, the MLP's inner ones;
+    * ``attention``: the part of ``split`` that selective checkpointing recomputes;
+    * ``mask_bytes``: a block's dropout masks, bytes per token (0 without dropout);
+    * ``score_dropout``: the attention probabilities go through dropout (a mask and a copy);
+    * ``outside``: what the model keeps outside its blocks (the final norm, the head's
+      inputs), divided by sequence parallelism only;
+    * ``logits``: logits per token (the vocabulary, times the predicted share of positions),
+      divided by tp, each with 4 bytes of fp32 log-probabilities for the loss.
+    """
+
+    layers: int
+    width: int
+    heads: int
+    vocab: int
+    block_params: int
+    whole: float
+    split: float
+    attention: float
+    mask_bytes: float
+    score_dropout: bool
+    outside: float
+    logits: float
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One model family. ``flops_per_token(config, seq_len, mask_prob)``: training FLOPs per
     token, ``mask_prob`` being the share of positions a masked-LM batch predicts (causal
     families predict every position and ignore it). ``positions(config)``: the longest
     sequence the model takes. ``shape_fields``: the config field each shape setting it takes
-    (SHAPE_SETTINGS) sets; ``shape_fixed``: why it takes none of the others."""
+    (SHAPE_SETTINGS) sets; ``shape_fixed``: why it takes none of the others.
+    ``plan_counts(config, mask_prob)``: its :class:`PlanCounts`, for the memory planner."""
 
     name: str
     config_class: type
@@ -142,6 +178,7 @@ class ModelSpec:
     hf: HFMapping
     shape_fields: dict[str, str]
     shape_fixed: dict[str, str]
+    plan_counts: Callable[[Any, float], PlanCounts]
 
     def __post_init__(self) -> None:
         if set(self.shape_fields) | set(self.shape_fixed) != set(SHAPE_SETTINGS):

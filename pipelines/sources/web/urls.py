@@ -19,7 +19,13 @@ host of the blacklisted sites.
     python -m pipelines.sources.web.urls --input 'urls/*.txt' --output kept_urls.txt
 """
 
+# ruff: noqa: E402 - the stop signals' handlers go in before the imports
 from __future__ import annotations
+
+if __name__ == "__main__":
+    from common.signals import exit_on_stop_signals
+
+    exit_on_stop_signals("python -m pipelines.sources.web.urls")
 
 import html
 import json
