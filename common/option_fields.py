@@ -26,7 +26,7 @@ The rules, so that a field says only what differs from them:
   model or the source).
 
 It lives in common/ because pipelines and train both declare their options with it and may not
-import each other (docs/architecture.md).
+import each other (README, "The data's path").
 """
 
 from __future__ import annotations
