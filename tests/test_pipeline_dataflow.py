@@ -1,8 +1,8 @@
 """Dataflow, as far as a machine without Google Cloud can go: the options validate, the whole
 graph builds and serialises for DataflowRunner, the worker package (`--setup_file
 pyproject.toml`) builds the way Beam's stager builds it and installs into a bare directory, and
-docs/preprocessing.md's launch command runs from a fresh venv against a local fake GCS, as a dry run and as far
-as staging the job (tests/dataflow_fake_gcs.py)."""
+the launch command of docs/preprocessing.md runs from a fresh venv against a local fake GCS, as a
+dry run and as far as staging the job (tests/dataflow_fake_gcs.py)."""
 
 from __future__ import annotations
 
@@ -250,7 +250,7 @@ def test_the_worker_package_builds_with_the_dataflow_extras_setuptools(tmp_path)
     assert Path(new.stdout.strip().splitlines()[-1]).name.startswith("shardsmith-")
 
 
-# -- launching as docs/preprocessing.md says, from a fresh venv, against a local fake GCS --------------------
+# -- launching as docs/preprocessing.md says, from a fresh venv, against a local fake GCS ---
 # The fake GCS server (tests/dataflow_fake_gcs.py) runs on gcp-storage-emulator, installed into
 # the launcher venv after the docs' install; only the test needs it.
 FAKE_GCS = "gcp-storage-emulator==2026.7.19"
