@@ -240,7 +240,8 @@ def test_a_wrong_command_line_is_refused(docs_tool):
     block = ("```bash runnable\n"
              "python train/pretrain.py --data s --no-such-flag 1\n"
              "torchrun --nproc_per_node 2 train/pretrain.py --data s --optimizer sgd\n"
-             "python -m pipelines.preprocess --source jsonl --runner DirectRunner --shard_tokens 9\n"
+             "python -m pipelines.preprocess --source jsonl --runner DirectRunner "
+             "--shard_tokens 9\n"
              "tools/convert checkpoint-to-hf RUN DIR --no-tokenizer\n"
              "tools/dump SET --doc 0 ... --pages 3\n"
              "```\n")
