@@ -176,7 +176,9 @@ def test_no_production_module_reads_a_test_only_variable():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("bazel") is None, reason="bazel not installed (see README)")
+@pytest.mark.skipif(
+    shutil.which("bazel") is None, reason="bazel not installed (see docs/development.md)"
+)
 def test_bazel_loads_the_targets_and_runs_a_test():
     local_rc = REPO / "bazel" / "local.bazelrc"
     assert local_rc.exists(), "./dev setup writes bazel/local.bazelrc"

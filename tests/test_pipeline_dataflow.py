@@ -1,8 +1,8 @@
 """Dataflow, as far as a machine without Google Cloud can go: the options validate, the whole
 graph builds and serialises for DataflowRunner, the worker package (`--setup_file
 pyproject.toml`) builds the way Beam's stager builds it and installs into a bare directory, and
-README's launch command runs from a fresh venv against a local fake GCS, as a dry run and as far
-as staging the job (tests/dataflow_fake_gcs.py)."""
+the launch command of docs/preprocessing.md runs from a fresh venv against a local fake GCS, as a
+dry run and as far as staging the job (tests/dataflow_fake_gcs.py)."""
 
 from __future__ import annotations
 
@@ -250,18 +250,18 @@ def test_the_worker_package_builds_with_the_dataflow_extras_setuptools(tmp_path)
     assert Path(new.stdout.strip().splitlines()[-1]).name.startswith("shardsmith-")
 
 
-# -- launching as README says, from a fresh venv, against a local fake GCS --------------------
+# -- launching as docs/preprocessing.md says, from a fresh venv, against a local fake GCS ---
 # The fake GCS server (tests/dataflow_fake_gcs.py) runs on gcp-storage-emulator, installed into
-# the launcher venv after the README's install; only the test needs it.
+# the launcher venv after the docs' install; only the test needs it.
 FAKE_GCS = "gcp-storage-emulator==2026.7.19"
 NETWORK_ERRORS = ("No matching distribution", "connection", "Name or service not known",
                   "Temporary failure in name resolution", "Could not find a version")
 
 
 def _readme_dataflow_command() -> list[str]:
-    """The launch command of README's Dataflow paragraph, as a user would paste it."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("**Dataflow.**"):]
+    """The launch command of the docs' Dataflow section, as a user would paste it."""
+    readme = (REPO / "docs" / "preprocessing.md").read_text()
+    section = readme[readme.index("## Dataflow"):]
     (block,) = re.findall(r"```bash\n(.*?)```", section, re.S)[:1]
     return shlex.split(block.replace("\\\n", " "))
 
@@ -280,7 +280,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def launcher_venv():
-    """A fresh venv with what README's Dataflow paragraph installs (`pip install -e
+    """A fresh venv with what the docs' Dataflow section installs (`pip install -e
     '.[dataflow]'`, Beam at this venv's version), plus the fake GCS server. Wheels are kept
     in a wheelhouse (~/.cache/shardsmith/dataflow-wheels, or $SHARDSMITH_WHEELHOUSE) so that
     only the first session on a machine downloads them; skipped where PyPI is out of reach."""
@@ -359,8 +359,8 @@ class FakeGCS:
 
 @pytest.fixture(scope="module")
 def fake_gcs(launcher_venv, tmp_path_factory):
-    """gs://my-bucket (README's bucket) holding a real English Wikipedia multistream piece
-    (shared corpora) under the name README's --input glob matches, and a file it must not."""
+    """gs://my-bucket (the docs' bucket) holding a real English Wikipedia multistream piece
+    (shared corpora) under the name the docs' --input glob matches, and a file it must not."""
     gcs = FakeGCS(launcher_venv, tmp_path_factory.mktemp("gcs"), "my-bucket")
     try:
         dump = (CORPORA / "wikipedia"
@@ -373,8 +373,8 @@ def fake_gcs(launcher_venv, tmp_path_factory):
 
 
 def _launch(python: Path, gcs: FakeGCS, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
-    """README's Dataflow command run from the repository root by the launcher venv's Python,
-    with `extra` flags; only the tokenizer path is made absolute (README's is relative to a
+    """The docs' Dataflow command run from the repository root by the launcher venv's Python,
+    with `extra` flags; only the tokenizer path is made absolute (the docs' is relative to a
     checkout of the vocabularies)."""
     command = _readme_dataflow_command()
     assert command[:3] == ["python", "-m", "pipelines.preprocess"], command

@@ -1,5 +1,5 @@
 """pipelines/sources/ is grouped by family (wikipedia/, books/, web/, files/); the shared readers
-at its top import no family and a family imports no other family (README, "The data's path")."""
+at its top import no family and a family imports no other family (docs/architecture.md)."""
 
 from __future__ import annotations
 
