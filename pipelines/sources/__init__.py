@@ -6,7 +6,8 @@ The registry maps each --source value to its module:
 
 A source module has
 - `NAME`, its --source value, and `TRAITS`, a `traits.SourceTraits`: its clean preset, default
-  minimum tokens, task size option and how dedup bounds its documents (read by `source_traits`;
+  minimum tokens, task size option, the other --source-option keys it reads (any other key is
+  refused by `check_options`) and how dedup bounds its documents (read by `source_traits`;
   nothing outside this package compares a source's name);
 - `plan(pattern, options) -> list[ReadTask]` (cheap: a listing, an index) and `read(task)`,
   which yields Documents and a Failure for each thing it could not read;
@@ -31,6 +32,7 @@ or using one source does not import every reader's dependencies (pyarrow, warcio
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Iterator, Mapping
 from types import ModuleType
@@ -90,8 +92,25 @@ def source_traits(name: str) -> SourceTraits:
     return get_source(name).TRAITS
 
 
+def unknown_option_error(source: str, key: str, known: tuple[str, ...]) -> str:
+    """The one line refusing --source-option `key`, which --source `source` does not read: the
+    closest key it reads, and all of them."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return (
+        f"--source-option {key!r}: --source {source} reads no such option; {guess}"
+        f"it reads: {', '.join(known)}"
+    )
+
+
 def check_options(source: ModuleType, options: Mapping[str, str]) -> None:
-    """ValueError for a bad source option, from the source's `check_options` if it has one."""
+    """ValueError for a bad source option: a key the source does not declare it reads
+    (`SourceTraits.option_keys`: a misspelled key would otherwise leave its default in force),
+    then the source's own `check_options` if it has one."""
+    known = source.TRAITS.option_keys()
+    for key in options:
+        if key not in known:
+            raise ValueError(unknown_option_error(source.NAME, key, known))
     check = getattr(source, "check_options", None)
     if check is not None:
         check(options)

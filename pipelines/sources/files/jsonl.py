@@ -38,12 +38,13 @@ from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.traits import DocumentBound, InputFormat, SourceTraits, leading_text
 
 NAME = "jsonl"
+JSON_KEYS_OPTION = "json_keys"
 # Curated records, one a line: a plain file's text is the records' own characters.
 TRAITS = SourceTraits(
     documents=DocumentBound.ONE_PER_PLAIN_LINE,
     input_format=InputFormat("JSON lines", lambda head: leading_text(head).startswith(b"{")),
+    options=(JSON_KEYS_OPTION,),
 )
-JSON_KEYS_OPTION = "json_keys"
 DEFAULT_JSON_KEYS = ("text",)
 KEY_SEPARATOR = "\n\n"
 

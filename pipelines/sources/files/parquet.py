@@ -38,13 +38,14 @@ from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.traits import DocumentBound, InputFormat, SourceTraits
 
 NAME = "parquet"
+TEXT_COLUMN_OPTION = "text_column"
+BATCH_ROWS_OPTION = "batch_rows"
 # Curated records, one a row, counted in the files' footers.
 TRAITS = SourceTraits(
     documents=DocumentBound.ONE_PER_ROW,
     input_format=InputFormat("Parquet", lambda head: head.startswith(b"PAR1")),
+    options=(TEXT_COLUMN_OPTION, BATCH_ROWS_OPTION),
 )
-TEXT_COLUMN_OPTION = "text_column"
-BATCH_ROWS_OPTION = "batch_rows"
 DEFAULT_TEXT_COLUMN = "text"
 DEFAULT_BATCH_ROWS = 1024
 _EXTRA_COLUMNS = ("url", "title")
