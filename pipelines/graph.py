@@ -16,7 +16,13 @@ from pipelines.clean.transforms import Clean
 from pipelines.inputs import match_patterns
 from pipelines.options import PreprocessConfig
 from pipelines.runner.runners import tokenizer_threads
-from pipelines.sources import check_options, get_source, sized_read_options, source_traits
+from pipelines.sources import (
+    check_input,
+    check_options,
+    get_source,
+    sized_read_options,
+    source_traits,
+)
 from pipelines.sources.formats import check_input_format
 from pipelines.sources.transforms import ReadSource
 from pipelines.stage import CountRejects
@@ -69,6 +75,8 @@ def plan_run(config: PreprocessConfig) -> Plan:
     check_options(get_source(config.source), dict(config.source_options))
     files = match_patterns(config.input)  # each file once; a pattern matching none: an error
     check_input_format(config.source, [f.path for f in files])  # a book given to wikipedia
+    # the text's field missing from the first record: one line, not a failure per record
+    check_input(get_source(config.source), [f.path for f in files], config.source_options)
     input_bytes = sum(f.size_bytes for f in files)
     if config.num_buckets is None:
         config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))

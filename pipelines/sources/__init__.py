@@ -11,7 +11,9 @@ A source module has
   nothing outside this package compares a source's name);
 - `plan(pattern, options) -> list[ReadTask]` (cheap: a listing, an index) and `read(task)`,
   which yields Documents and a Failure for each thing it could not read;
-- optionally `split(task) -> list[ReadTask]`, which cuts one big file's task into several (it
+- optionally `check_input(path, options)`, which the launcher calls on the first input file
+  so that options that cannot read it (a text field it lacks) fail before the run, and
+  `split(task) -> list[ReadTask]`, which cuts one big file's task into several (it
   may open the file: it runs on workers, one file at a time), `check_options(options)`, which
   the launcher calls so that a bad option fails before the run, and, where its tasks are not
   byte ranges of a file (Parquet's are row groups), `input_bytes(task)`, the bytes of input a
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 
 from pipelines.document import ReadTask
@@ -114,6 +116,16 @@ def check_options(source: ModuleType, options: Mapping[str, str]) -> None:
     check = getattr(source, "check_options", None)
     if check is not None:
         check(options)
+
+
+def check_input(source: ModuleType, paths: Sequence[str], options: Mapping[str, str]) -> None:
+    """ValueError, one line, where the source's `check_input` finds that its options cannot
+    read the first input file (JSON lines whose first record has no field `json_keys` names),
+    before the run: the records would each fail the same way. A source without one, or no
+    input, passes."""
+    check = getattr(source, "check_input", None)
+    if check is not None and paths:
+        check(paths[0], options)
 
 
 def split_task(source: ModuleType, task: ReadTask) -> list[ReadTask]:

@@ -69,6 +69,27 @@ def check_options(options: Mapping[str, str]) -> None:
     check_file_options(options, TRAITS, checks=(_batch_rows,))
 
 
+def missing_column_detail(text_column: str, columns: list[str]) -> str:
+    """The file has no `text_column`: its columns, and the option that names another."""
+    return (
+        f"no column {text_column!r}; columns are {columns}; --source-option "
+        f"{TEXT_COLUMN_OPTION}=COLUMN names the text's column"
+    )
+
+
+def check_input(path: str, options: Mapping[str, str]) -> None:
+    """ValueError, one line, when the footer of `path` shows no `text_column`: its every row
+    group would fail. A file whose footer cannot be read is left to the reader."""
+    text_column = options.get(TEXT_COLUMN_OPTION, DEFAULT_TEXT_COLUMN)
+    try:
+        with open_input(path) as raw:
+            columns = pq.ParquetFile(raw).schema_arrow.names
+    except (OSError, pa.ArrowException):
+        return
+    if text_column not in columns:
+        raise ValueError(f"{path}: {missing_column_detail(text_column, columns)}")
+
+
 def row_group_ranges(row_group_bytes: list[int], task_bytes: int) -> list[tuple[int, int]]:
     """Consecutive (start, end) row-group ranges of about `task_bytes` each (at least one row
     group a range), covering every row group once, in order."""
@@ -223,7 +244,7 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
             columns = parquet_file.schema_arrow.names
             if text_column not in columns:
                 yield failure(task.path, "missing_column",
-                              f"no column {text_column!r}; columns are {columns}")
+                              missing_column_detail(text_column, columns))
                 return
             wanted = [text_column, *(c for c in _EXTRA_COLUMNS if c in columns and c != text_column)]
             end = metadata.num_row_groups if task.end < 0 else task.end
