@@ -13,6 +13,7 @@ import numpy as np
 
 from dataset_format import dtype_for_vocab
 from pipelines.clean.transforms import Clean
+from pipelines.document import with_min_tokens
 from pipelines.inputs import match_patterns
 from pipelines.options import PreprocessConfig
 from pipelines.runner.runners import tokenizer_threads
@@ -201,7 +202,12 @@ def build_pipeline(
     if config.write_cleaned:  # the clean stage's output, for rerunning dedup on its own
         from pipelines.dedup.parquet import WriteDocuments
 
-        _ = documents | "WriteCleaned" >> WriteDocuments(config.write_cleaned)
+        # each carrying this run's token floor, which the last pass of a staged run applies
+        _ = (
+            documents
+            | "CarryMinTokens" >> beam.Map(with_min_tokens, config.min_tokens)
+            | "WriteCleaned" >> WriteDocuments(config.write_cleaned)
+        )
     if config.dedup:
         from pipelines.dedup import Deduplicate
         from pipelines.dedup.stash import stash_buckets, stash_dir
