@@ -212,12 +212,8 @@ class PreprocessConfig:
 
     def clean_config(self):
         from pipelines.clean import CleanConfig
-        from pipelines.sources import source_traits
 
-        if self.language is not None:
-            return CleanConfig.for_source(self.source, language=self.language)
-        own = source_traits(self.source).input_language is not None
-        return CleanConfig.for_source(self.source, language_from_source=own)
+        return CleanConfig.for_run(self.source, self.language)
 
     def describe(self) -> dict:
         """The settings that decide the output's content (recorded in manifest.json)."""
