@@ -81,6 +81,17 @@ class OneLineErrors:
         self.exit(2, f"{self.prog}: error: {message}\nrun '{self.prog} --help' for usage\n")
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's formatter that ends a flag's help with its default, where it has one: a
+    default of None (decided later: from the model, the device, the source) is left unsaid,
+    as the help says what decides it."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
 class ArgumentParser(OneLineErrors, argparse.ArgumentParser):
     """argparse.ArgumentParser with one-line errors (`OneLineErrors`), taking no flag by a
     prefix of its name."""

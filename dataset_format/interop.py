@@ -27,7 +27,8 @@ import argparse
 import glob
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 
 import numpy as np
 
@@ -469,10 +470,13 @@ def _lowercases(tokenizer_json: str) -> bool:
 # -- command line --------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(listed: Mapping[str, str] = MappingProxyType({})) -> argparse.ArgumentParser:
+    """The parser of tools/convert's shard-set commands; `listed`: its other commands (name ->
+    help), which tools/convert runs itself, for --help to name them too."""
     parser = ArgumentParser(
         prog="tools/convert",
-        description="Convert between shard sets and nanoGPT / llm.c token files.",
+        description="Convert between shard sets and nanoGPT / llm.c token files, and a "
+        "training run's checkpoint to one torch file or a Hugging Face folder.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     for name, what in (("import-nanogpt", "a nanoGPT .bin"), ("import-llmc", "llm.c shards")):
@@ -486,7 +490,11 @@ def _parser() -> argparse.ArgumentParser:
             help="documents end with EOD (nanoGPT's default) or start with it (llm.c's)",
         )
         sub.add_argument("--shard-tokens", type=int, default=DEFAULT_SHARD_TOKENS)
-        sub.add_argument("--tokenizer-file", help="tokenizer file to ship in the set")
+        sub.add_argument(
+            "--tokenizer", dest="tokenizer_file", metavar="FILE", help="tokenizer file to ship in the set"
+        )
+        # the name this flag had; every other command names it --tokenizer
+        sub.add_argument("--tokenizer-file", dest="tokenizer_file", help=argparse.SUPPRESS)
         sub.add_argument("--tokenizer-kind", help="e.g. byte-level-bpe (for the manifest)")
         sub.add_argument("--vocab-size", type=int, help="vocabulary size (ids are checked)")
     sub = commands.add_parser("export-nanogpt", help="shard set -> one nanoGPT .bin")
@@ -496,11 +504,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("input", help="shard-set directory or bare prefix")
     sub.add_argument("output", help="output directory")
     sub.add_argument("--shard-tokens", type=int, default=DEFAULT_LLMC_SHARD_TOKENS)
+    for name, what in listed.items():
+        commands.add_parser(name, help=what)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, listed: Mapping[str, str] = MappingProxyType({})) -> int:
+    """tools/convert's shard-set commands (`listed`: its others, named in --help)."""
+    args = _parser(listed).parse_args(argv)
     try:
         if args.command.startswith("import-"):
             options = {
