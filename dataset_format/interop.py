@@ -444,18 +444,41 @@ def _megatron_tokenizer(shard_set: ShardSet, tokenizer: TokenizerInfo, directory
     kind = tokenizer.kind.replace("-", "_")
     own = shard_set.tokenizer_path
     if kind == "byte_level_bpe" and tokenizer.vocab_size == GPT2_VOCAB_SIZE:
-        directory = directory or "gpt2"
+        vocab, merges = _tokenizer_files(shard_set, directory, ("vocab.json", "merges.txt"))
         return ["--tokenizer-type", "GPT2BPETokenizer",
-                "--vocab-file", os.path.join(directory, "vocab.json"),
-                "--merge-file", os.path.join(directory, "merges.txt")]  # fmt: skip
+                "--vocab-file", vocab, "--merge-file", merges]  # fmt: skip
     if kind == "wordpiece":
-        vocab = own if own and own.endswith(".txt") and directory is None else None
         cased = own is not None and own.endswith(".json") and not _lowercases(own)
+        if own and own.endswith(".txt") and directory is None:
+            vocab = own
+        else:
+            (vocab,) = _tokenizer_files(shard_set, directory, ("vocab.txt",))
         return ["--tokenizer-type", "BertWordPieceCase" if cased else "BertWordPieceLowerCase",
-                "--vocab-file", vocab or os.path.join(directory or "bert", "vocab.txt")]  # fmt: skip
+                "--vocab-file", vocab]  # fmt: skip
     # Any other tokenizers JSON: an HF tokenizer folder (tools/convert checkpoint-to-hf writes
     # one) that transformers.AutoTokenizer loads.
-    return ["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", directory or "HF_DIR"]
+    (folder,) = _tokenizer_files(shard_set, directory, ("tokenizer.json",))
+    return ["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", os.path.dirname(folder)]
+
+
+def _tokenizer_files(shard_set: ShardSet, directory: str | None, names: tuple[str, ...]):
+    """The paths of the tokenizer files Megatron-LM reads, in `directory`; FormatError saying
+    which files to pass the folder of where none is given or it lacks one (the set keeps its
+    tokenizer only as tokenizer.json, which Megatron's own tokenizers do not read)."""
+    wanted = " and ".join(names)
+    if directory is None:
+        raise FormatError(
+            f"{shard_set.path}: Megatron-LM reads this tokenizer from {wanted}, which the set "
+            f"does not hold: pass the folder holding them, --megatron-args TOKENIZER_DIR"
+        )
+    paths = tuple(os.path.join(directory, name) for name in names)
+    missing = [name for name, path in zip(names, paths) if not os.path.isfile(path)]
+    if missing:
+        raise FormatError(
+            f"--megatron-args {directory}: no {' or '.join(missing)} there (Megatron-LM reads "
+            f"this tokenizer from {wanted})"
+        )
+    return paths
 
 
 def _lowercases(tokenizer_json: str) -> bool:
