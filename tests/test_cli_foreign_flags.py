@@ -128,3 +128,20 @@ def test_every_subcommand_flag_is_known_to_its_parent(capsys):
     line = _refusal(capsys, lambda a: _parser().parse_args(a),
                     ["import-nanogpt", "a.bin", "out", "--output-prefix", "x"])
     assert line.endswith("unrecognized arguments: --output-prefix")
+
+
+def test_every_command_parser_is_ours_and_takes_no_abbreviation():
+    """Each command's parser (those built by a function; the tools' are exercised above) is
+    the project's class, so the table and the abbreviation rule reach it."""
+    from common.cli import OneLineErrors
+    from dataset_format.interop import _parser as convert_parser
+    from pipelines.dedup.__main__ import build_parser as dedup_parser
+    from pipelines.runner.runners import beam_parser
+    from pipelines.tokenize.train_tokenizer import build_parser as tokenizer_parser
+    from train.config import build_parser as train_parser
+    from train.eval.run import build_parser as eval_parser
+    from train.plan import build_parser as plan_parser
+
+    for parser in (convert_parser(), dedup_parser(), beam_parser([]), tokenizer_parser(),
+                   train_parser(), eval_parser(), plan_parser()):
+        assert isinstance(parser, OneLineErrors) and parser.allow_abbrev is False, parser.prog
