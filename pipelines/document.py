@@ -101,7 +101,8 @@ def carried_min_tokens(meta: Mapping[str, str]) -> int:
     """The floor a document carries in meta[MIN_TOKENS_META]; 0 where it carries none or one
     that is not a whole number >= 0 (a document file is input: a bad value drops nothing)."""
     value = meta.get(MIN_TOKENS_META, "")
-    return int(value) if isinstance(value, str) and value.isdigit() else 0
+    whole = isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19
+    return int(value) if whole else 0
 
 
 def with_min_tokens(doc: Document, floor: int) -> Document:

@@ -56,7 +56,7 @@ def test_a_documents_floor_is_the_higher_of_its_own_and_the_runs(gpt2_tokenizer)
                                        split_sentences=False, append_eod=False,
                                        min_tokens=run_floor)
         assert (len(docs), len(rejects)) == ((1, 0) if kept else (0, 1))
-    for bad in ("-5", "1e9", "many"):
+    for bad in ("-5", "1e9", "many", "²", "9" * 5000):
         carrying = Document("d", "parquet", text, meta={MIN_TOKENS_META: bad})
         docs, _ = tokenize_batch([carrying], gpt2_tokenizer, split_sentences=False,
                                  append_eod=False)

@@ -25,6 +25,7 @@ text), is a bad_json failure too: each costs its own line only.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO
 
@@ -47,6 +48,8 @@ TRAITS = SourceTraits(
     options=(JSON_KEYS_OPTION,),
 )
 DEFAULT_JSON_KEYS = ("text",)
+# check_input looks for the first record among this many lines (bad ones are the reader's)
+_FIRST_LINES = 100
 KEY_SEPARATOR = "\n\n"
 
 
@@ -96,8 +99,8 @@ def check_input(path: str, options: Mapping[str, str]) -> None:
     try:
         with open_input(path) as raw:
             lines = iter_range_lines(open_decompressed(raw).stream, 0, -1, limit)
-            first = next((r for r in json_records(lines, path, limit) if isinstance(r, tuple)),
-                         None)
+            records = itertools.islice(json_records(lines, path, limit), _FIRST_LINES)
+            first = next((r for r in records if isinstance(r, tuple)), None)
     except (InputError, OSError, EOFError):
         return
     if first is not None and not any(first[1].get(key) is not None for key in keys):
