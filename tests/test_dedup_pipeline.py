@@ -700,7 +700,8 @@ def test_an_earlier_dedup_output_is_replaced_only_with_overwrite(default_run, tm
     ("flag", "named"),
     [
         ("--keep_rejects", "--keep_rejects: the flag is spelled --keep-rejects"),
-        ("--shard-tokens=5", "unknown option(s): --shard-tokens"),
+        ("--shard-tokens=5", "unknown option(s): --shard-tokens (another command's flag, not "
+         "this one's)"),
         ("--dedup-treshold=0.5", "unknown option(s): --dedup-treshold (did you mean "
          "--dedup-threshold?)"),
     ],

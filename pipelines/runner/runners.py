@@ -99,13 +99,20 @@ def unknown_arguments_error(
 ) -> str | None:
     """The one-line refusal of `unknown_arguments`, or None when every argument is taken; an
     unknown flag is named with the closest known one (`also_known`: the command's own flags,
-    where its parser took them out of `argv`)."""
+    where its parser took them out of `argv`), or as another command's (one of `exclude`)."""
     unknown = unknown_arguments(argv, exclude, prog)
     if not unknown:
         return None
     if unknown[0].startswith("-"):
         known = known_flags(_every_option_parser(argv, exclude, prog)) | set(also_known)
-        return f"unknown option(s): {', '.join(unknown_flag_line(f, known) for f in unknown)}"
+        others = known_flags(beam_parser(exclude)) - known
+
+        def named(flag: str) -> str:
+            if flag in others:
+                return f"{flag} (another command's flag, not this one's)"
+            return unknown_flag_line(flag, known)
+
+        return f"unknown option(s): {', '.join(map(named, unknown))}"
     words = ", ".join(map(repr, unknown))
     return f"unexpected argument(s) {words}: no option takes them (inputs go after --input)"
 
