@@ -27,7 +27,8 @@ import argparse
 import glob
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 
 import numpy as np
 
@@ -443,18 +444,41 @@ def _megatron_tokenizer(shard_set: ShardSet, tokenizer: TokenizerInfo, directory
     kind = tokenizer.kind.replace("-", "_")
     own = shard_set.tokenizer_path
     if kind == "byte_level_bpe" and tokenizer.vocab_size == GPT2_VOCAB_SIZE:
-        directory = directory or "gpt2"
+        vocab, merges = _tokenizer_files(shard_set, directory, ("vocab.json", "merges.txt"))
         return ["--tokenizer-type", "GPT2BPETokenizer",
-                "--vocab-file", os.path.join(directory, "vocab.json"),
-                "--merge-file", os.path.join(directory, "merges.txt")]  # fmt: skip
+                "--vocab-file", vocab, "--merge-file", merges]  # fmt: skip
     if kind == "wordpiece":
-        vocab = own if own and own.endswith(".txt") and directory is None else None
         cased = own is not None and own.endswith(".json") and not _lowercases(own)
+        if own and own.endswith(".txt") and directory is None:
+            vocab = own
+        else:
+            (vocab,) = _tokenizer_files(shard_set, directory, ("vocab.txt",))
         return ["--tokenizer-type", "BertWordPieceCase" if cased else "BertWordPieceLowerCase",
-                "--vocab-file", vocab or os.path.join(directory or "bert", "vocab.txt")]  # fmt: skip
+                "--vocab-file", vocab]  # fmt: skip
     # Any other tokenizers JSON: an HF tokenizer folder (tools/convert checkpoint-to-hf writes
     # one) that transformers.AutoTokenizer loads.
-    return ["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", directory or "HF_DIR"]
+    (folder,) = _tokenizer_files(shard_set, directory, ("tokenizer.json",))
+    return ["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", os.path.dirname(folder)]
+
+
+def _tokenizer_files(shard_set: ShardSet, directory: str | None, names: tuple[str, ...]):
+    """The paths of the tokenizer files Megatron-LM reads, in `directory`; FormatError saying
+    which files to pass the folder of where none is given or it lacks one (the set keeps its
+    tokenizer only as tokenizer.json, which Megatron's own tokenizers do not read)."""
+    wanted = " and ".join(names)
+    if directory is None:
+        raise FormatError(
+            f"{shard_set.path}: Megatron-LM reads this tokenizer from {wanted}, which the set "
+            f"does not hold: pass the folder holding them, --megatron-args TOKENIZER_DIR"
+        )
+    paths = tuple(os.path.join(directory, name) for name in names)
+    missing = [name for name, path in zip(names, paths) if not os.path.isfile(path)]
+    if missing:
+        raise FormatError(
+            f"--megatron-args {directory}: no {' or '.join(missing)} there (Megatron-LM reads "
+            f"this tokenizer from {wanted})"
+        )
+    return paths
 
 
 def _lowercases(tokenizer_json: str) -> bool:
@@ -469,10 +493,13 @@ def _lowercases(tokenizer_json: str) -> bool:
 # -- command line --------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(listed: Mapping[str, str] = MappingProxyType({})) -> argparse.ArgumentParser:
+    """The parser of tools/convert's shard-set commands; `listed`: its other commands (name ->
+    help), which tools/convert runs itself, for --help to name them too."""
     parser = ArgumentParser(
         prog="tools/convert",
-        description="Convert between shard sets and nanoGPT / llm.c token files.",
+        description="Convert between shard sets and nanoGPT / llm.c token files, and a "
+        "training run's checkpoint to one torch file or a Hugging Face folder.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     for name, what in (("import-nanogpt", "a nanoGPT .bin"), ("import-llmc", "llm.c shards")):
@@ -486,7 +513,11 @@ def _parser() -> argparse.ArgumentParser:
             help="documents end with EOD (nanoGPT's default) or start with it (llm.c's)",
         )
         sub.add_argument("--shard-tokens", type=int, default=DEFAULT_SHARD_TOKENS)
-        sub.add_argument("--tokenizer-file", help="tokenizer file to ship in the set")
+        sub.add_argument(
+            "--tokenizer", dest="tokenizer_file", metavar="FILE", help="tokenizer file to ship in the set"
+        )
+        # the name this flag had; every other command names it --tokenizer
+        sub.add_argument("--tokenizer-file", dest="tokenizer_file", help=argparse.SUPPRESS)
         sub.add_argument("--tokenizer-kind", help="e.g. byte-level-bpe (for the manifest)")
         sub.add_argument("--vocab-size", type=int, help="vocabulary size (ids are checked)")
     sub = commands.add_parser("export-nanogpt", help="shard set -> one nanoGPT .bin")
@@ -496,11 +527,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("input", help="shard-set directory or bare prefix")
     sub.add_argument("output", help="output directory")
     sub.add_argument("--shard-tokens", type=int, default=DEFAULT_LLMC_SHARD_TOKENS)
+    for name, what in listed.items():
+        commands.add_parser(name, help=what)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, listed: Mapping[str, str] = MappingProxyType({})) -> int:
+    """tools/convert's shard-set commands (`listed`: its others, named in --help)."""
+    args = _parser(listed).parse_args(argv)
     try:
         if args.command.startswith("import-"):
             options = {

@@ -90,6 +90,25 @@ INPUT_META = "input"
 # four decimals), where a language filter ran.
 LANGUAGE_META = "language"
 LANGUAGE_SCORE_META = "language_score"
+# The least tokens a document's run keeps it with (its source's floor, or --min-tokens), set on
+# the documents --write-cleaned writes and read back by the parquet source: a staged run
+# (write-cleaned, dedup, --source parquet) drops the documents a one-pass run drops, though
+# its last pass reads them from a source whose own floor is 0.
+MIN_TOKENS_META = "min_tokens"
+
+
+def carried_min_tokens(meta: Mapping[str, str]) -> int:
+    """The floor a document carries in meta[MIN_TOKENS_META]; 0 where it carries none or one
+    that is not a whole number >= 0 (a document file is input: a bad value drops nothing)."""
+    value = meta.get(MIN_TOKENS_META, "")
+    whole = isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19
+    return int(value) if whole else 0
+
+
+def with_min_tokens(doc: Document, floor: int) -> Document:
+    """`doc` carrying the floor its run keeps it with (the higher of `floor` and its own)."""
+    carried = max(floor, carried_min_tokens(doc.meta))
+    return dataclasses.replace(doc, meta={**doc.meta, MIN_TOKENS_META: str(carried)})
 
 
 @dataclasses.dataclass(frozen=True)

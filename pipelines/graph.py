@@ -13,10 +13,17 @@ import numpy as np
 
 from dataset_format import dtype_for_vocab
 from pipelines.clean.transforms import Clean
+from pipelines.document import with_min_tokens
 from pipelines.inputs import match_patterns
 from pipelines.options import PreprocessConfig
 from pipelines.runner.runners import tokenizer_threads
-from pipelines.sources import check_options, get_source, sized_read_options, source_traits
+from pipelines.sources import (
+    check_input,
+    check_options,
+    get_source,
+    sized_read_options,
+    source_traits,
+)
 from pipelines.sources.formats import check_input_format
 from pipelines.sources.transforms import ReadSource
 from pipelines.stage import CountRejects
@@ -69,6 +76,8 @@ def plan_run(config: PreprocessConfig) -> Plan:
     check_options(get_source(config.source), dict(config.source_options))
     files = match_patterns(config.input)  # each file once; a pattern matching none: an error
     check_input_format(config.source, [f.path for f in files])  # a book given to wikipedia
+    # the text's field missing from the first record: one line, not a failure per record
+    check_input(get_source(config.source), [f.path for f in files], config.source_options)
     input_bytes = sum(f.size_bytes for f in files)
     if config.num_buckets is None:
         config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))
@@ -193,7 +202,12 @@ def build_pipeline(
     if config.write_cleaned:  # the clean stage's output, for rerunning dedup on its own
         from pipelines.dedup.parquet import WriteDocuments
 
-        _ = documents | "WriteCleaned" >> WriteDocuments(config.write_cleaned)
+        # each carrying this run's token floor, which the last pass of a staged run applies
+        _ = (
+            documents
+            | "CarryMinTokens" >> beam.Map(with_min_tokens, config.min_tokens)
+            | "WriteCleaned" >> WriteDocuments(config.write_cleaned)
+        )
     if config.dedup:
         from pipelines.dedup import Deduplicate
         from pipelines.dedup.stash import stash_buckets, stash_dir

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pipelines.io import InputFile, match_inputs, open_input
 
 INPUT_HELP = (
-    "input files: one or more paths, globs (quoted or expanded by the shell), directories or "
+    "one or more paths, globs (quoted or expanded by the shell), directories or "
     "URLs (gs://, s3://, any fsspec URL); repeatable; a file matched twice is read once"
 )
 INPUT_LIST_HELP = (

@@ -82,7 +82,9 @@ class PreprocessConfig:
     source: str = option(choices=_source_names, help="input format")
     # the patterns of --input, then --input-list's (pipelines/inputs.py); from code, one
     # pattern may be a string
-    input: tuple[str, ...] = option(help=INPUT_HELP, flag_default=[], **INPUT_ARGUMENT)
+    input: tuple[str, ...] = option(
+        help=f"input files: {INPUT_HELP}", flag_default=[], **INPUT_ARGUMENT
+    )
     output: str = option(help="shard-set directory: local path or URL")
     tokenizer: str = option(
         help="tokenizers JSON file; 'vocab.json,merges.txt' or their directory (GPT-2 BPE); "
@@ -212,12 +214,8 @@ class PreprocessConfig:
 
     def clean_config(self):
         from pipelines.clean import CleanConfig
-        from pipelines.sources import source_traits
 
-        if self.language is not None:
-            return CleanConfig.for_source(self.source, language=self.language)
-        own = source_traits(self.source).input_language is not None
-        return CleanConfig.for_source(self.source, language_from_source=own)
+        return CleanConfig.for_run(self.source, self.language)
 
     def describe(self) -> dict:
         """The settings that decide the output's content (recorded in manifest.json)."""

@@ -89,7 +89,8 @@ def test_a_bad_command_line_is_its_error_and_a_hint(capsys, command, argv, prog,
     [
         ("dump", [GPT2, "--doc", "first"], "argument --doc: invalid int value: 'first'"),
         ("convert", ["bin2shards"], "argument command: invalid choice: 'bin2shards' (choose "
-         "from 'import-nanogpt', 'import-llmc', 'export-nanogpt', 'export-llmc')"),
+         "from 'import-nanogpt', 'import-llmc', 'export-nanogpt', 'export-llmc', "
+         "'checkpoint-to-torch', 'checkpoint-to-hf')"),
         ("generate", ["ckpt"], "the following arguments are required: --prompt"),
     ],
 )  # fmt: skip

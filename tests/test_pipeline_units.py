@@ -272,7 +272,9 @@ def test_options_parse_with_beam_options_and_per_source_defaults():
     assert config.source_options == {"json_keys": "text,title"}
     books = PreprocessConfig(source="books", input="x", output="y", tokenizer="t", dedup=False)
     assert books.min_tokens == 0
-    assert unknown_arguments(argv + ["--shard_tokens=5"]) == ["--shard_tokens"]
+    assert unknown_arguments(argv + ["--shard-tokns=5"]) == ["--shard-tokns"]
+    with pytest.raises(SystemExit):  # ours with Beam's underscores: the parser names ours
+        unknown_arguments(argv + ["--shard_tokens=5"])
     with pytest.raises(ValueError, match="--tokenizer"):
         PreprocessConfig.from_options(PipelineOptions(argv[:3]))
     with pytest.raises(ValueError, match="--source must be one of books, .*, got 'nope'"):

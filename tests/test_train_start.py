@@ -81,7 +81,8 @@ def test_a_split_one_set_of_a_blend_cannot_fill_is_one_line(shapes, tmp_path):
     message = str(excinfo.value.code)
     assert message == (
         f"error: --split 969,30,1: the valid split gets none of the 6 documents of "
-        f"{shapes[6]} but documents of the other sets; give it a larger share (or 0)"
+        f"{shapes[6]} but documents of the other sets; give it a larger share, e.g. --split "
+        "969,88,1 (or 0)"
     )
 
 

@@ -17,7 +17,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from common.cli import ArgumentParser
+from common.cli import ArgumentParser, DefaultsHelpFormatter
 from common.option_fields import (
     NON_NEGATIVE,
     POSITIVE,
@@ -343,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="python train/pretrain.py",
         description="Pretrain GPT or BERT on shard sets (one process, or under torchrun).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     add_options(parser, TrainConfig)
     return parser

@@ -99,21 +99,28 @@ def export_hf(
     overwrite: bool = False,
     tokenizer: str | None = None,
     weights_only: bool = True,
+    no_tokenizer: bool = False,
 ) -> bool:
     """Write the HF directory ``out_dir`` under the shared output-folder rule
     (:mod:`common.output_dir`): a new or empty folder, or an earlier export of ours with
     ``overwrite``; a folder holding anything else is refused before the checkpoint is read.
     ``tokenizer``: where the run's tokenizer is read from, if not where the run says.
     ``weights_only``: a run that records no tokenizer and names no file of one is exported
-    without one (else ExportTokenizerError). Whether a tokenizer was written."""
+    without one (else ExportTokenizerError). ``no_tokenizer``: the weights alone, whatever
+    the run records (--no-tokenizer; its tokenizer file need not exist). Whether a tokenizer
+    was written."""
     with claim_output_folder(out_dir, tool="export-hf", overwrite=overwrite, flag="OUT") as out:
-        wrote_tokenizer = _write_hf(checkpoint_dir, out, tokenizer, weights_only)
+        wrote_tokenizer = _write_hf(checkpoint_dir, out, tokenizer, weights_only, no_tokenizer)
         out.finish()
     return wrote_tokenizer
 
 
 def _write_hf(
-    checkpoint_dir: str, out: OutputFolder, tokenizer: str | None, weights_only: bool
+    checkpoint_dir: str,
+    out: OutputFolder,
+    tokenizer: str | None,
+    weights_only: bool,
+    no_tokenizer: bool,
 ) -> bool:
     from safetensors.torch import save_file
 
@@ -124,7 +131,7 @@ def _write_hf(
     hf_config = spec.hf.config_to_hf(config)
     causal = spec.batch == CAUSAL_LM
     positions = getattr(hf_config, "n_positions", None) or hf_config.max_position_embeddings
-    exported = write_tokenizer_files(
+    exported = None if no_tokenizer else write_tokenizer_files(
         out, state["trainer"], causal, positions, tokenizer, weights_only
     )
     for name, token_id in exported.token_ids.items() if exported else ():
@@ -173,10 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-tokenizer",
         action="store_true",
-        help="hf: export the weights alone for a run that records no tokenizer (a folder "
-        "AutoTokenizer cannot load); without it such a run is refused",
+        help="hf: export the weights (and config) alone, with no tokenizer files (a folder "
+        "AutoTokenizer cannot load); a run that records no tokenizer is refused without it",
     )
     args = parser.parse_args(argv)
+    if args.no_tokenizer and args.tokenizer:
+        parser.error("give --tokenizer FILE or --no-tokenizer, not both")
     from train.export_tokenizer import ExportTokenizerError
 
     try:
@@ -184,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.format == "torch":
             export_torch(checkpoint, args.out)
         else:
-            export_hf(checkpoint, args.out, args.overwrite, args.tokenizer, args.no_tokenizer)
+            export_hf(checkpoint, args.out, args.overwrite, args.tokenizer,
+                      weights_only=False, no_tokenizer=args.no_tokenizer)
     except (ckpt.CheckpointError, OutputError, OSError, ExportTokenizerError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

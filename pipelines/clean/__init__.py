@@ -224,6 +224,18 @@ class CleanConfig:
         preset.update(overrides)
         return cls(**preset)  # type: ignore[arg-type]
 
+    @classmethod
+    def for_run(cls, source: str, language: str | None) -> CleanConfig:
+        """The preset for a run of `source` (`for_source`) keeping `language` ("en", "en,fr",
+        "any"); None: each document's input's own where the source's files name one (a
+        Wikipedia dump's <siteinfo>: `SourceTraits.input_language`), else the default, en."""
+        from pipelines.sources import source_traits
+
+        if language is not None:
+            return cls.for_source(source, language=language)
+        own = source_traits(source).input_language is not None
+        return cls.for_source(source, language_from_source=own)
+
     @property
     def uses_word_statistics(self) -> bool:
         return bool(

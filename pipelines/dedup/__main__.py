@@ -42,7 +42,7 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from common.cli import ArgumentParser
+from common.cli import ArgumentParser, known_flags
 from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
@@ -150,7 +150,10 @@ def unknown_flags_error(beam_args: list[str]) -> str | None:
     from pipelines.options import PreprocessOptions
     from pipelines.runner.runners import unknown_arguments_error
 
-    return unknown_arguments_error(beam_args, exclude=(PreprocessOptions,), prog=PROG)
+    own = known_flags(build_parser())
+    return unknown_arguments_error(
+        beam_args, exclude=(PreprocessOptions,), prog=PROG, also_known=own
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ import argparse
 import multiprocessing
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from apache_beam.options.pipeline_options import (
     DebugOptions,
@@ -20,7 +20,7 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
-from common.cli import OneLineErrors
+from common.cli import OneLineErrors, known_flags, unknown_flag_line
 
 # Runner names that mean "run it here with the Python FnApiRunner".
 LOCAL_PYTHON_RUNNERS = ("DirectRunner", "FnApiRunner", "SwitchingDirectRunner")
@@ -77,22 +77,42 @@ def unknown_arguments(
     count as unknown (pipelines.dedup's). A known flag's bad value (`--shard-tokens abc`) is
     the parser's one-line error under `prog`, exit 2, before Beam's own parser would print its
     whole usage."""
-    import_runner_options(argv)
-    every = {str(c): c for c in PipelineOptions.__subclasses__() if c not in exclude}.values()
-    _, unknown = beam_parser(every, prog=prog).parse_known_args(list(argv))
+    _, unknown = _every_option_parser(argv, exclude, prog).parse_known_args(list(argv))
     flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
     return flags or unknown
 
 
+def _every_option_parser(
+    argv: Sequence[str], exclude: Sequence[type], prog: str | None
+) -> argparse.ArgumentParser:
+    """`beam_parser` of every PipelineOptions class but `exclude` (the runner's named in argv)."""
+    import_runner_options(argv)
+    every = {str(c): c for c in PipelineOptions.__subclasses__() if c not in exclude}.values()
+    return beam_parser(every, prog=prog)
+
+
 def unknown_arguments_error(
-    argv: Sequence[str], exclude: Sequence[type] = (), prog: str | None = None
+    argv: Sequence[str],
+    exclude: Sequence[type] = (),
+    prog: str | None = None,
+    also_known: Collection[str] = (),
 ) -> str | None:
-    """The one-line refusal of `unknown_arguments`, or None when every argument is taken."""
+    """The one-line refusal of `unknown_arguments`, or None when every argument is taken; an
+    unknown flag is named with the closest known one (`also_known`: the command's own flags,
+    where its parser took them out of `argv`), or as another command's (one of `exclude`)."""
     unknown = unknown_arguments(argv, exclude, prog)
     if not unknown:
         return None
     if unknown[0].startswith("-"):
-        return f"unknown option(s): {', '.join(unknown)}"
+        known = known_flags(_every_option_parser(argv, exclude, prog)) | set(also_known)
+        others = known_flags(beam_parser(exclude)) - known
+
+        def named(flag: str) -> str:
+            if flag in others:
+                return f"{flag} (another command's flag, not this one's)"
+            return unknown_flag_line(flag, known)
+
+        return f"unknown option(s): {', '.join(map(named, unknown))}"
     words = ", ".join(map(repr, unknown))
     return f"unexpected argument(s) {words}: no option takes them (inputs go after --input)"
 

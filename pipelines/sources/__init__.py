@@ -6,11 +6,14 @@ The registry maps each --source value to its module:
 
 A source module has
 - `NAME`, its --source value, and `TRAITS`, a `traits.SourceTraits`: its clean preset, default
-  minimum tokens, task size option and how dedup bounds its documents (read by `source_traits`;
+  minimum tokens, task size option, the other --source-option keys it reads (any other key is
+  refused by `check_options`) and how dedup bounds its documents (read by `source_traits`;
   nothing outside this package compares a source's name);
 - `plan(pattern, options) -> list[ReadTask]` (cheap: a listing, an index) and `read(task)`,
   which yields Documents and a Failure for each thing it could not read;
-- optionally `split(task) -> list[ReadTask]`, which cuts one big file's task into several (it
+- optionally `check_input(path, options)`, which the launcher calls on the first input file
+  so that options that cannot read it (a text field it lacks) fail before the run, and
+  `split(task) -> list[ReadTask]`, which cuts one big file's task into several (it
   may open the file: it runs on workers, one file at a time), `check_options(options)`, which
   the launcher calls so that a bad option fails before the run, and, where its tasks are not
   byte ranges of a file (Parquet's are row groups), `input_bytes(task)`, the bytes of input a
@@ -31,8 +34,9 @@ or using one source does not import every reader's dependencies (pyarrow, warcio
 
 from __future__ import annotations
 
+import difflib
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 
 from pipelines.document import ReadTask
@@ -90,11 +94,38 @@ def source_traits(name: str) -> SourceTraits:
     return get_source(name).TRAITS
 
 
+def unknown_option_error(source: str, key: str, known: tuple[str, ...]) -> str:
+    """The one line refusing --source-option `key`, which --source `source` does not read: the
+    closest key it reads, and all of them."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return (
+        f"--source-option {key!r}: --source {source} reads no such option; {guess}"
+        f"it reads: {', '.join(known)}"
+    )
+
+
 def check_options(source: ModuleType, options: Mapping[str, str]) -> None:
-    """ValueError for a bad source option, from the source's `check_options` if it has one."""
+    """ValueError for a bad source option: a key the source does not declare it reads
+    (`SourceTraits.option_keys`: a misspelled key would otherwise leave its default in force),
+    then the source's own `check_options` if it has one."""
+    known = source.TRAITS.option_keys()
+    for key in options:
+        if key not in known:
+            raise ValueError(unknown_option_error(source.NAME, key, known))
     check = getattr(source, "check_options", None)
     if check is not None:
         check(options)
+
+
+def check_input(source: ModuleType, paths: Sequence[str], options: Mapping[str, str]) -> None:
+    """ValueError, one line, where the source's `check_input` finds that its options cannot
+    read the first input file (JSON lines whose first record has no field `json_keys` names),
+    before the run: the records would each fail the same way. A source without one, or no
+    input, passes."""
+    check = getattr(source, "check_input", None)
+    if check is not None and paths:
+        check(paths[0], options)
 
 
 def split_task(source: ModuleType, task: ReadTask) -> list[ReadTask]:

@@ -14,7 +14,12 @@ import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 
-from pipelines.sources.sizes import DEFAULT_TASK_BYTES, TASK_BYTES_OPTION, size_option
+from pipelines.sources.sizes import (
+    DEFAULT_TASK_BYTES,
+    MAX_DOCUMENT_BYTES_OPTION,
+    TASK_BYTES_OPTION,
+    size_option,
+)
 
 # The meta key under which a source whose input says its own language (`input_language`) puts
 # that language's code on each document it reads.
@@ -112,3 +117,10 @@ class SourceTraits:
     # None: the source reads any text, so no file is refused by its look (nor is the source
     # suggested for one)
     input_format: InputFormat | None = None
+    # The --source-option keys the source reads beyond those every source reads (its task size
+    # option and max_document_bytes): any other key is refused before the run (`option_keys`).
+    options: tuple[str, ...] = ()
+
+    def option_keys(self) -> tuple[str, ...]:
+        """Every --source-option key the source reads, sorted."""
+        return tuple(sorted({self.task_size.option, MAX_DOCUMENT_BYTES_OPTION, *self.options}))

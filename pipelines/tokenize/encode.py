@@ -6,7 +6,8 @@
 
 Minimum length: Megatron's OpenWebText cleanup drops documents shorter than 128 GPT-2 tokens;
 preprocess should pass `min_tokens=128` for web text with a GPT-2 vocabulary and 0 (keep every
-non-empty document) for curated sources.
+non-empty document) for curated sources. A document that carries a higher floor of its own
+(`document.MIN_TOKENS_META`: a staged run's first pass wrote it) is held to that one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import numpy as np
 
 from dataset_format import SPECIAL_TOKEN_NAMES
 from dataset_format.tokenizer import TextTokenizer
-from pipelines.document import Document, Provenance, Reject, TokenizedDocument
+from pipelines.document import (
+    Document,
+    Provenance,
+    Reject,
+    TokenizedDocument,
+    carried_min_tokens,
+)
 from pipelines.sentences import split_sentences
 
 TOO_FEW_TOKENS = "too_few_tokens"
@@ -80,13 +87,14 @@ def tokenize_batch(
         sequences = [ids for ids in encoded[position : position + count] if len(ids)]
         position += count
         token_count = sum(len(ids) for ids in sequences)
-        if token_count == 0 or token_count < min_tokens:
+        floor = max(min_tokens, carried_min_tokens(doc.meta))  # a staged run's first floor
+        if token_count == 0 or token_count < floor:
             rejects.append(
                 Reject(
                     doc.id,
                     doc.source,
                     TOO_FEW_TOKENS,
-                    f"{token_count} tokens < {max(min_tokens, 1)}",
+                    f"{token_count} tokens < {max(floor, 1)}",
                     doc.text,
                     url=doc.url,
                 )

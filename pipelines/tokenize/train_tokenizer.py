@@ -199,8 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lowercase", action="store_true", help="lower-case text (uncased)")
     parser.add_argument(
         "--language",
-        default="en",
-        help='documents kept by the cleaner: "en" (default), codes such as "en,fr", or "any"',
+        help='documents kept by the cleaner: "en", codes such as "en,fr", or "any" (default: '
+        "a Wikipedia dump's own, from its <siteinfo>, as preprocess; else en)",
     )
     parser.add_argument("--min-frequency", type=int, default=2, help="least count of a merge (2)")
     parser.add_argument(
@@ -226,7 +226,7 @@ def _train(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         inputs = parsed_inputs(args)
-        clean_config = CleanConfig.for_source(args.source, language=args.language)
+        clean_config = CleanConfig.for_run(args.source, args.language)
         stats = SampleStats()
         texts = sample_texts(
             args.source,

@@ -126,11 +126,33 @@ def evaluation_splits(sources: list, split: str) -> tuple[set[str], list[str]]:
             )
         else:
             path, count = empty[0]
+            larger = share_filling(split, index, [count for _, count in documents])
+            suggested = f", e.g. --split {larger}" if larger else ""
             fail(
                 f"--split {split}: the {name} split gets none of the {count} documents of "
-                f"{path} but documents of the other sets; give it a larger share (or 0)"
+                f"{path} but documents of the other sets; give it a larger share{suggested} "
+                "(or 0)"
             )
     return evaluated, notes
+
+
+# How far share_filling looks: a split's share up to this many times the shares' sum.
+_MAX_SHARE_FACTOR = 100
+
+
+def share_filling(split: str, index: int, counts: list[int]) -> str | None:
+    """--split with the smallest whole share at `index` (valid 1, test 2) that gives that split
+    and the train split documents of every set of `counts` documents, the other shares as
+    given; None where no share within reach does (a set of a document or two)."""
+    from train.data.spec import SPLIT_NAMES, _parse_split
+
+    parts = _parse_split(split) + [0.0] * (len(SPLIT_NAMES) - len(_parse_split(split)))
+    for share in range(int(parts[index]) + 1, int(sum(parts) * _MAX_SHARE_FACTOR) + 2):
+        candidate = ",".join(f"{p:g}" for p in parts[:index] + [share] + parts[index + 1 :])
+        names = (SPLIT_NAMES[0], SPLIT_NAMES[index])
+        if all(split_size(count, candidate, n) for count in counts for n in names):
+            return candidate
+    return None
 
 
 def split_size(num_documents: int, split: str, name: str) -> int:

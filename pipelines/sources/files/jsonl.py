@@ -25,26 +25,31 @@ text), is a bad_json failure too: each costs its own line only.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO
 
 from pipelines.document import Document, Failure, ReadTask
+from pipelines.io import open_input
 from pipelines.sources.compression import open_decompressed
 from pipelines.sources.file_source import FileSource, task_name
-from pipelines.sources.input_errors import failure
+from pipelines.sources.input_errors import InputError, failure
 from pipelines.sources.json_lines import json_records
 from pipelines.sources.ranges import is_range, iter_range_lines, split_line_file
 from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.traits import DocumentBound, InputFormat, SourceTraits, leading_text
 
 NAME = "jsonl"
+JSON_KEYS_OPTION = "json_keys"
 # Curated records, one a line: a plain file's text is the records' own characters.
 TRAITS = SourceTraits(
     documents=DocumentBound.ONE_PER_PLAIN_LINE,
     input_format=InputFormat("JSON lines", lambda head: leading_text(head).startswith(b"{")),
+    options=(JSON_KEYS_OPTION,),
 )
-JSON_KEYS_OPTION = "json_keys"
 DEFAULT_JSON_KEYS = ("text",)
+# check_input looks for the first record among this many lines (bad ones are the reader's)
+_FIRST_LINES = 100
 KEY_SEPARATOR = "\n\n"
 
 
@@ -72,6 +77,37 @@ def record_text(record: Mapping[str, Any], keys: tuple[str, ...]) -> str:
     if not parts:
         raise ValueError(f"no field {', '.join(repr(k) for k in keys)} in the record")
     return KEY_SEPARATOR.join(parts)
+
+
+def missing_keys_hint(record: Mapping[str, Any]) -> str:
+    """What to pass for a record without the text's field: the option, and the record's
+    fields (the longest string first, as the likely text)."""
+    fields = sorted(record, key=lambda k: -len(record[k]) if isinstance(record[k], str) else 0)
+    named = ", ".join(repr(k) for k in fields[:20]) or "none"
+    more = f" and {len(fields) - 20} more" if len(fields) > 20 else ""
+    return (
+        f"--source-option {JSON_KEYS_OPTION}=FIELD names the text's field(s); the record has "
+        f"{named}{more}"
+    )
+
+
+def check_input(path: str, options: Mapping[str, str]) -> None:
+    """ValueError, one line, when the first record of `path` has none of the `json_keys`: each
+    record would fail as missing_text. A file that cannot be read here is left to the reader."""
+    keys = json_keys(options)
+    limit = max_document_bytes(options)
+    try:
+        with open_input(path) as raw:
+            lines = iter_range_lines(open_decompressed(raw).stream, 0, -1, limit)
+            records = itertools.islice(json_records(lines, path, limit), _FIRST_LINES)
+            first = next((r for r in records if isinstance(r, tuple)), None)
+    except (InputError, OSError, EOFError):
+        return
+    if first is not None and not any(first[1].get(key) is not None for key in keys):
+        raise ValueError(
+            f"{path}: the first record has no field {', '.join(map(repr, keys))}; "
+            f"{missing_keys_hint(first[1])}"
+        )
 
 
 def _string_field(record: Mapping[str, Any], key: str) -> str:
@@ -102,7 +138,8 @@ def _read_file(raw: BinaryIO, task: ReadTask) -> Iterator[Document | Failure]:
             yield failure(f"{task.path}@{offset}", "bad_field", str(error))
             continue
         except ValueError as error:
-            yield failure(f"{task.path}@{offset}", "missing_text", str(error))
+            yield failure(f"{task.path}@{offset}", "missing_text",
+                          f"{error} (--source-option {JSON_KEYS_OPTION}= names the text's field)")
             continue
         yield Document(
             id=f"{NAME}:{name}@{offset}",

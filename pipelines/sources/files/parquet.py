@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.document import Document, Failure, ReadTask
+from pipelines.document import MIN_TOKENS_META, Document, Failure, ReadTask
 from pipelines.io import open_input
 from pipelines.sources.file_source import check_file_options, plan_file_tasks, task_name
 from pipelines.sources.input_errors import BinaryContentError, failure, failure_from
@@ -38,16 +38,21 @@ from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.traits import DocumentBound, InputFormat, SourceTraits
 
 NAME = "parquet"
+TEXT_COLUMN_OPTION = "text_column"
+BATCH_ROWS_OPTION = "batch_rows"
 # Curated records, one a row, counted in the files' footers.
 TRAITS = SourceTraits(
     documents=DocumentBound.ONE_PER_ROW,
     input_format=InputFormat("Parquet", lambda head: head.startswith(b"PAR1")),
+    options=(TEXT_COLUMN_OPTION, BATCH_ROWS_OPTION),
 )
-TEXT_COLUMN_OPTION = "text_column"
-BATCH_ROWS_OPTION = "batch_rows"
 DEFAULT_TEXT_COLUMN = "text"
 DEFAULT_BATCH_ROWS = 1024
 _EXTRA_COLUMNS = ("url", "title")
+# A document file's map of strings (pipelines/dedup/parquet.py), of which the token floor its
+# first run kept the document with is carried (document.MIN_TOKENS_META); a dataset's own
+# column of that name (a JSON string, a struct) is not read.
+_META_COLUMN = "meta"
 
 
 def _batch_rows(options: Mapping[str, str]) -> int:
@@ -66,6 +71,27 @@ def _batch_rows(options: Mapping[str, str]) -> int:
 
 def check_options(options: Mapping[str, str]) -> None:
     check_file_options(options, TRAITS, checks=(_batch_rows,))
+
+
+def missing_column_detail(text_column: str, columns: list[str]) -> str:
+    """The file has no `text_column`: its columns, and the option that names another."""
+    return (
+        f"no column {text_column!r}; columns are {columns}; --source-option "
+        f"{TEXT_COLUMN_OPTION}=COLUMN names the text's column"
+    )
+
+
+def check_input(path: str, options: Mapping[str, str]) -> None:
+    """ValueError, one line, when the footer of `path` shows no `text_column`: its every row
+    group would fail. A file whose footer cannot be read is left to the reader."""
+    text_column = options.get(TEXT_COLUMN_OPTION, DEFAULT_TEXT_COLUMN)
+    try:
+        with open_input(path) as raw:
+            columns = pq.ParquetFile(raw).schema_arrow.names
+    except (OSError, pa.ArrowException):
+        return
+    if text_column not in columns:
+        raise ValueError(f"{path}: {missing_column_detail(text_column, columns)}")
 
 
 def row_group_ranges(row_group_bytes: list[int], task_bytes: int) -> list[tuple[int, int]]:
@@ -154,6 +180,18 @@ def _string_value(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _carried_meta(value: object) -> dict[str, str]:
+    """What a row's `meta` map carries on to its Document: the token floor of a document
+    file's first run (MIN_TOKENS_META). Any other meta column (a dataset's own, not a map of
+    strings) carries nothing."""
+    if not isinstance(value, list):
+        return {}
+    for pair in value:
+        if isinstance(pair, tuple) and len(pair) == 2 and pair[0] == MIN_TOKENS_META:
+            return {MIN_TOKENS_META: pair[1]} if isinstance(pair[1], str) else {}
+    return {}
+
+
 class _RowCount:
     """Rows of one row group delivered so far (as Documents or as Failures of their own)."""
 
@@ -172,6 +210,7 @@ def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row
         missing = [None] * len(texts)
         urls = _values(batch.column("url")) if "url" in extras else missing
         titles = _values(batch.column("title")) if "title" in extras else missing
+        metas = batch.column(_META_COLUMN).to_pylist() if _META_COLUMN in extras else missing
         for offset, value in enumerate(texts):
             delivered.rows += 1
             text = _text_of(value, f"{location}:{row + offset}", limit)
@@ -185,6 +224,7 @@ def _row_group_documents(parquet_file: pq.ParquetFile, row_group: int, first_row
                 text=text,
                 url=_string_value(url),
                 title=_string_value(title),
+                meta=_carried_meta(metas[offset]),
             )
         row += len(texts)
 
@@ -222,9 +262,12 @@ def read(task: ReadTask) -> Iterator[Document | Failure]:
             columns = parquet_file.schema_arrow.names
             if text_column not in columns:
                 yield failure(task.path, "missing_column",
-                              f"no column {text_column!r}; columns are {columns}")
+                              missing_column_detail(text_column, columns))
                 return
             wanted = [text_column, *(c for c in _EXTRA_COLUMNS if c in columns and c != text_column)]
+            schema = parquet_file.schema_arrow
+            if _META_COLUMN in columns and pa.types.is_map(schema.field(_META_COLUMN).type):
+                wanted.append(_META_COLUMN)
             end = metadata.num_row_groups if task.end < 0 else task.end
             first_row = sum(metadata.row_group(i).num_rows for i in range(task.start))
             # one row group at a time: a corrupt page costs its own row group, not the rest

@@ -80,7 +80,7 @@ from pipelines.sources.reading import binary_reason, decode_text, read_bounded, 
 from pipelines.sources.sizes import max_document_bytes
 from pipelines.sources.tar_members import ArchiveMember, is_tar, iter_tar_members
 from pipelines.sources.traits import InputFormat, SourceTraits
-from pipelines.sources.web.htmltext import extractor_name, html_to_text
+from pipelines.sources.web.htmltext import EXTRACTOR_OPTION, extractor_name, html_to_text
 from pipelines.sources.web.warc_framing import CorruptRecord, warc_records
 
 NAME = "webtext"
@@ -94,6 +94,7 @@ TRAITS = SourceTraits(
         lambda head: is_tar(head) or b"\0" not in head,
         refuse_others=False,
     ),
+    options=(EXTRACTOR_OPTION,),
 )
 logger = logging.getLogger(__name__)
 

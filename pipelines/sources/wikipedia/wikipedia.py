@@ -56,6 +56,7 @@ from pipelines.sources.wikipedia.wiki_dump import (
 )
 
 NAME = "wikipedia"
+WIKI_INDEX_OPTION = "wiki_index"
 
 # --- the wiki's language -------------------------------------------------------------------------
 
@@ -113,6 +114,7 @@ TRAITS = SourceTraits(
     task_size=TaskSize("wiki_task_mb", default=64.0, unit=1_000_000, unit_name="MB"),
     input_language=input_language,
     input_format=InputFormat("a MediaWiki XML dump", _looks_like_dump),
+    options=(WIKI_INDEX_OPTION,),
 )
 SKIP_REASONS = ("namespace", "redirect", "disambiguation", "empty")
 
@@ -302,7 +304,7 @@ def plan(patterns: str | Sequence[str], options: Mapping[str, str]) -> list[Read
     dumps = [f for f in match_patterns(patterns) if not _INDEX_NAME.search(f.path)]
     if not dumps:
         raise FileNotFoundError(f"{named} match(es) only multistream index files, no dump")
-    explicit_index = options.get("wiki_index", "")
+    explicit_index = options.get(WIKI_INDEX_OPTION, "")
     if explicit_index and len(dumps) != 1:
         raise ValueError(f"wiki_index names one index, but {named} match {len(dumps)} dumps")
     if explicit_index and not _existing(explicit_index):
