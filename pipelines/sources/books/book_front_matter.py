@@ -58,9 +58,9 @@ _PAGE_MARKER = re.compile(rf"[ \t]*(?<![\^_{{}}\\$]){_PAGE}")
 _TEX_COMMAND = re.compile(r"\\[A-Za-z]+$")
 # "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]".
 # A bracketed credit line under a plate ("[_Copyright 1894 by George Allen._]") goes with them,
-# inside the caption's brackets or after them.
+# inside the caption's brackets (over a line break too) or after them.
 _ILLUSTRATION = re.compile(
-    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b(?:[^\[\]]|\[[^\[\]\n]{0,200}\]){0,2000}?\]"
+    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b(?:[^\[\]]|\[[^\[\]]{0,200}\]){0,2000}?\]"
     r"|\[_?(?:Copyright|Copyrighted)\b[^\[\]\n]{0,200}\]",
     re.IGNORECASE,
 )
