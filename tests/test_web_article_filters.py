@@ -4,13 +4,16 @@ boilerplate and reaches the shards; a page of repeated blocks still does not."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
 import pytest
 
+from bench.bench_extract import bag_of_words_scores
 from pipelines.clean import EXTRACTOR_META, CleanConfig, clean_document
 from pipelines.document import Document, Reject
+from pipelines.sources.web import htmltext
 
 AEB_DEV = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "web" / "aeb-dev"
 WEB = CleanConfig.for_source("webtext", language="any")
@@ -63,3 +66,39 @@ def test_a_page_of_repeated_blocks_is_still_dropped(articles):
     dropped = clean_document(_page(page), WEB)
     assert isinstance(dropped, Reject)
     assert dropped.reason.startswith("gopher_duplicate")
+
+
+def _aside_page(paragraphs: list[str]) -> str:
+    """A page whose only <article> is a one-sentence notice and whose body stands in an
+    <aside> (a block trafilatura's precision setting discards whole)."""
+    notice = (
+        "<p>This story was reprinted with permission from the original publisher, which "
+        "retains all rights to it; please contact them first.</p>"
+    )
+    body = "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
+    return (
+        f"<html><body><article>{notice}</article><aside class='teaser'>{body}</aside></body></html>"
+    )
+
+
+def test_the_extractor_keeps_the_body_where_the_precision_setting_yields_a_sliver(articles):
+    """The real article's 1,861 words in such a page: the precision setting keeps nothing of
+    it, the page's text is the recall setting's, the whole article; a page of the notice
+    alone stays what it is."""
+    article = _article(articles, "cc4aa22b8212")
+    paragraphs = [p for p in article.split("\n") if p.strip()]
+    text = htmltext.main_text(_aside_page(paragraphs))
+    assert all(p in text for p in paragraphs)
+    assert bag_of_words_scores(text, article)[2] > 0.97
+    assert len(htmltext.main_text(_aside_page([])).split()) < htmltext.SLIVER_WORDS
+
+
+def test_a_page_with_no_main_text_is_not_counted_as_past_the_time_bound(monkeypatch):
+    """trafilatura finds no main text in the notice-only page (its None): that is no text,
+    not the CPU bound, which stays uncounted."""
+    counted: list[int] = []
+    monkeypatch.setattr(
+        htmltext, "_TIME_BOUND", type("C", (), {"inc": lambda self: counted.append(1)})()
+    )
+    assert htmltext.main_text("<html><body><aside><p>Share</p></aside></body></html>") == ""
+    assert counted == []
