@@ -71,10 +71,6 @@ _BRACKETED = re.compile(r"\([^()]*\)[.;,]?")
 # What separates a citation's parts after its author: "Title. — М.: Наука", "(1991). Title".
 _PUBLICATION_SEPARATOR = re.compile(r"(?:[^\W\d_]{2,}|\))[.:]\s|\s[—–]\s")
 _CONTENT, _APPARATUS, _NAVIGATION, _NOTE = "content", "apparatus", "navigation", "note"
-# A section whose apparatus is mostly navigation (bare links) is back matter only when at most
-# this share of its words is content: a list that mixes names with descriptions and bare names
-# is a list of people, not links.
-_NAVIGATION_CONTENT_SHARE = 0.5
 
 
 def _visible(line: str) -> str:
@@ -115,7 +111,7 @@ def _is_bare_link(item: str) -> bool:
 def _line_words(line: str) -> tuple[int, str]:
     """(words a reader sees in `line`, its kind: _CONTENT, _APPARATUS, _NAVIGATION or _NOTE);
     no words for a line that only names a group of items (";Britain and Ireland", a bold "For
-    young readers"). Navigation (a bare link) is cut only where the article has more prose than
+    young readers"). Navigation (a bare link) is cut only where the article has more content than
     navigation; a note (a few words where a template stood: a citation's note, a link
     template's gloss, or a flag's country's holiday) is apparatus only beside citations or
     links out (see `_section_words`)."""
@@ -161,13 +157,6 @@ def _section_words(body: list[str]) -> tuple[int, int, int]:
     if not has_apparatus and note_items >= _NOTE_LIST_ITEMS:
         content += notes
     return total, content, navigation
-
-
-def _is_back_matter(total: int, content: int, navigation: int) -> bool:
-    share = _CONTENT_SHARE
-    if 2 * navigation > total - content:
-        share = _NAVIGATION_CONTENT_SHARE
-    return content <= share * total
 
 
 def _content_words(line: str) -> int:
@@ -224,9 +213,7 @@ def trailing_back_matter(wikitext: str, known: frozenset[str] = frozenset()) -> 
             navigation += section_navigation
             # Links the article is mostly made of (a list article, a century's events, a
             # list of names) are its content, not navigation.
-            if not _is_back_matter(total, content, section_navigation) or (
-                navigation > content_before[start]
-            ):
+            if content > _CONTENT_SHARE * total or navigation > content_before[start]:
                 break
         found.add(title)
         end = start
