@@ -135,7 +135,7 @@ def cli_texts(flags: list[str]) -> dict[str, str]:
             )  # fmt: skip
             shards = ShardSet(out)
             tokenizer = Tokenizer.from_file(shards.tokenizer_path)
-            for n in range(shards.documents):
+            for n in range(shards.num_documents):
                 page_id = Path(shards.document_metadata(n)["input"]).name.split(".")[0]
                 text = tokenizer.decode(shards.document(n).tolist(), skip_special_tokens=True)
                 texts[page_id] = text
