@@ -56,8 +56,8 @@ EXTRACTORS = ("trafilatura", "resiliparse")
 DEFAULT_EXTRACTOR = "trafilatura"
 TIME_BOUND_S = 0.5
 # A page whose precision text has fewer words than this is read again with trafilatura's recall
-# setting, whose text is taken when it has RECALL_MIN_WORDS words (the web source's documented
-# floor of 128 tokens, in words) and SLIVER_RATIO times the precision text's. On the 72
+# setting, whose text is taken when it has RECALL_MIN_WORDS words (a body past the web source's
+# floor of 128 tokens) and SLIVER_RATIO times the precision text's. On the 72
 # human-checked article pages of ../shared/corpora/web the precision text has 65 words or more,
 # so none is read twice.
 SLIVER_WORDS = 50
@@ -179,9 +179,10 @@ def decode_html(data: bytes, declared: str | None = None) -> tuple[str, str]:
 
 def _trafilatura(html: str, favor: str) -> str | None:
     """trafilatura's text with `favor` ("precision" or "recall") favoured ("" where it finds
-    none); None past the CPU bound, counted and logged. deduplicate=False (datatrove sets True): trafilatura's deduplication remembers text
-    across calls in a process-wide cache, so a page's text would depend on which pages the same
-    worker read before it, and shards would differ with the number of workers."""
+    none); None past the CPU bound, counted and logged. deduplicate=False (datatrove sets
+    True): trafilatura's deduplication remembers text across calls in a process-wide cache,
+    so a page's text would depend on which pages the same worker read before it, and shards
+    would differ with the number of workers."""
     text = run_bounded(
         lambda: trafilatura.extract(
             html, include_comments=False, deduplicate=False, **{f"favor_{favor}": True}

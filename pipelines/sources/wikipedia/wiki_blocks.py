@@ -9,10 +9,10 @@ paragraphs, with headings and closing sections decided.
   included; every cell's attributes (all before the cell's first single `|` outside a link,
   as MediaWiki reads them, malformed ones included; those on the line below an empty cell;
   those of a cell right after a line of prose, whose table's `{|` a template held), cells
-  that are attribute syntax only, and row separators go. An article that is only a table (a list of rivers) keeps its content
-  instead of coming out empty. A table fewer than 40% of whose cells hold a letter (results,
-  statistics, data rows of numbers, dates and dashes) is not prose and is dropped whole, as
-  WikiExtractor drops every table.
+  that are attribute syntax only, and row separators go. An article that is only a table (a
+  list of rivers) keeps its content instead of coming out empty. A table fewer than 40% of
+  whose cells hold a letter (results, statistics, data rows of numbers, dates and dashes) is
+  not prose and is dropped whole, as WikiExtractor drops every table.
 - List items (`*`, `#`, `:`, `;`) and table rows become one line each; other lines of a
   paragraph are joined with spaces, as a browser shows them; paragraphs are separated by one
   blank line, as WikiExtractor writes lists.
