@@ -12,8 +12,12 @@ import pytest
 
 from pipelines.sources.books import book_apparatus
 from pipelines.sources.books.book_front_matter import FrontMatter, is_prose, paragraphs
-from pipelines.sources.books.books import PARTS_REMOVED, PARTS_REMOVED_TEXT, book_document
-from pipelines.sources.books.books import strip_gutenberg
+from pipelines.sources.books.books import (
+    PARTS_REMOVED,
+    PARTS_REMOVED_TEXT,
+    book_document,
+    strip_gutenberg,
+)
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 APPARATUS = CORPORA / "books-apparatus"
