@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +72,32 @@ def run(root: str) -> dict[str, dict[str, str]]:
     return json.loads(done.stdout)
 
 
+def cli_texts(root: str, flags: list[str]) -> dict[str, str]:
+    """Book file name -> the text that reaches the shards when the checkout at `root` runs
+    `python -m pipelines.preprocess --source books` on every shared book (`flags` added to
+    its defaults), decoded from the shard set; a dropped book is absent."""
+    from tokenizers import Tokenizer
+
+    from dataset_format import ShardSet
+
+    texts: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for k, folder in enumerate(BOOKS):
+            out = os.path.join(scratch, str(k))
+            command = [sys.executable, "-m", "pipelines.preprocess", "--source", "books",
+                       "--input", str(folder / "*.txt"), "--output", out, "--tokenizer",
+                       str(CORPORA / "vocab" / "gpt2"), *flags]  # fmt: skip
+            subprocess.run(command, check=True, capture_output=True, cwd=root)
+            shards = ShardSet(out)
+            tokenizer = Tokenizer.from_file(shards.tokenizer_path)
+            for n in range(shards.num_documents):
+                name = Path(shards.document_metadata(n)["input"]).name
+                texts[name] = tokenizer.decode(
+                    shards.document(n).tolist(), skip_special_tokens=True
+                )
+    return texts
+
+
 def measures(book: dict[str, str]) -> dict[str, object]:
     sys.path.insert(0, str(ROOT))
     from pipelines.sources.books.book_front_matter import is_prose, paragraphs
@@ -105,9 +133,15 @@ def main() -> None:
     parser.add_argument("--baseline-root", default="")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
-    columns = {"ours": run(str(ROOT))}
+    roots = {"ours": str(ROOT)}
     if args.baseline_root:
-        columns["before"] = run(args.baseline_root)
+        roots["before"] = args.baseline_root
+    columns, at_defaults = {}, {}
+    for label, root in roots.items():
+        columns[label] = run(root)
+        for name, text in cli_texts(root, ["--language", "any"]).items():
+            columns[label][name]["kept"] = text
+        at_defaults[label] = sorted(cli_texts(root, []))
     labels = list(columns)
     keys = (
         "lost", "illustrations", "page markers", "contents lines", "transcriber notes",
@@ -129,11 +163,21 @@ def main() -> None:
             + (f" --baseline-root {args.baseline_root}" if args.baseline_root else "")
             + "` on the books of ../shared/corpora/books and books-apparatus; each cell is "
             + " / ".join(columns)
-            + ". lost: prose paragraphs of the book not in the kept text; illustrations, page"
-            " markers, contents lines, transcriber notes: apparatus left in it; cut: what"
-            " `meta.parts_removed` reports.",
+            + ". The kept text is what reaches the shards through the real command line,"
+            " `python -m pipelines.preprocess --source books --input '<folder>/*.txt'"
+            " --tokenizer ../shared/corpora/vocab/gpt2 --language any` (its defaults but the"
+            " language), read back from the shard set. lost: prose paragraphs of the book not"
+            " in the kept text; illustrations, page markers, contents lines, transcriber"
+            " notes, entry lines, advert lines, layout marks and colophons: apparatus left in"
+            " it; cut: what the source's `meta.parts_removed` reports.",
             "",
             *rows,
+            "",
+            *(
+                f"At the defaults (`--language` en), {label} writes {len(names)} of "
+                f"{len(columns[label])} books: {', '.join(names)}."
+                for label, names in at_defaults.items()
+            ),
             "",
         ]
     )
