@@ -3,8 +3,10 @@ another checkout.
 
     python bench/bench_books.py [--baseline-root DIR] [--out bench/results/books.md]
 
-For each book in ../shared/corpora/books and books-apparatus, the Project Gutenberg text (`strip_gutenberg`) goes
-through the books source's cut (`book_document`), and the table counts:
+For each book in ../shared/corpora/books and books-apparatus, the kept text is what reaches the
+shards through the real command line (`python -m pipelines.preprocess --source books --input
+'<folder>/*.txt' --tokenizer ../shared/corpora/vocab/gpt2 --language any`, decoded from the
+shard set; which books the defaults write is reported beside), and the table counts:
 
 - prose paragraphs lost: paragraphs of the Gutenberg text that `is_prose` calls running text and
   that the kept text does not hold (the editor's preface of Candide and the subtitle of A
@@ -14,9 +16,11 @@ through the books source's cut (`book_document`), and the table counts:
   such as "CHAPTER 1. Loomings." before chapter 1), transcriber's note headings, page-numbered
   entry lines ("Frontispiece      iv"), advertisement lines (prices, "HODDER AND STOUGHTON",
   "By the same author"), layout marks ("/* NIND") and colophons ("Printed in Great Britain");
-- the cut, by kind, as `meta["parts_removed"]` reports it.
+- the cut, by kind, as the source's `meta["parts_removed"]` reports it (the source run in
+  process: the shard set keeps no such field).
 
-The `before` column (with --baseline-root) runs the same on the source of another checkout,
+The `before` column (with --baseline-root) runs the same with another checkout (its command
+line run from its folder),
 e.g. a `git archive` of an older commit unpacked into a folder.
 """
 
