@@ -111,8 +111,8 @@ def _is_bare_link(item: str) -> bool:
 def _line_words(line: str) -> tuple[int, str]:
     """(words a reader sees in `line`, its kind: _CONTENT, _APPARATUS, _NAVIGATION or _NOTE);
     no words for a line that only names a group of items (";Britain and Ireland", a bold "For
-    young readers"). Navigation (a bare link) is cut only where the article has more content than
-    navigation; a note (a few words where a template stood: a citation's note, a link
+    young readers"). Navigation (a bare link) is cut only where the article has more content
+    than navigation; a note (a few words where a template stood: a citation's note, a link
     template's gloss, or a flag's country's holiday) is apparatus only beside citations or
     links out (see `_section_words`)."""
     line = _NAMESPACE_LINK.sub("", line).strip()
@@ -200,9 +200,6 @@ def trailing_back_matter(wikitext: str, known: frozenset[str] = frozenset()) -> 
         return frozenset()
     top = min(level for _, level, _ in headings)
     sections = [(i, title) for i, level, title in headings if level == top]
-    content_before = [0] * (len(lines) + 1)  # content words in lines[:i]
-    for i, line in enumerate(lines):
-        content_before[i + 1] = content_before[i] + _content_words(line)
     found: set[str] = set()
     end = len(lines)
     navigation = 0  # navigation words of the sections found so far
@@ -213,7 +210,9 @@ def trailing_back_matter(wikitext: str, known: frozenset[str] = frozenset()) -> 
             navigation += section_navigation
             # Links the article is mostly made of (a list article, a century's events, a
             # list of names) are its content, not navigation.
-            if content > _CONTENT_SHARE * total or navigation > content_before[start]:
+            if content > _CONTENT_SHARE * total:
+                break
+            if navigation and navigation > sum(map(_content_words, lines[:start])):
                 break
         found.add(title)
         end = start
