@@ -14,9 +14,12 @@ line, and the share of list items (`*`, `#`) outside the closing sections (those
 table names, at the article's top level) whose text, as this checkout renders the item alone,
 stands as a line of the output: lists are text. The columns:
 
-- ours: this checkout;
-- before (with --baseline-root): the same source from another checkout, e.g. a `git archive`
-  of an older commit unpacked into a folder;
+- ours: what reaches the shards through the real command line of this checkout, `python -m
+  pipelines.preprocess --source wikipedia --input DUMP --tokenizer ../shared/corpora/vocab/gpt2`
+  at its defaults (the dump's own language), decoded from the shard set; and the same with
+  `--language any`;
+- before (with --baseline-root): the same command line from another checkout's folder, e.g.
+  a `git archive` of an older commit unpacked into a folder, at its defaults;
 - WikiExtractor 3.1.0 (what Megatron-LM's and NVIDIA's BERT data preparation run), with
   `--no-templates` as most pretraining corpora ran it, in a venv of its own, never a project
   dependency: `python3 -m venv /work/benchenv-text && /work/benchenv-text/bin/pip install
@@ -59,26 +62,28 @@ TABLE_ATTRIBUTE = re.compile(
 )
 CLOSING = wiki_sections.closing_section_names()
 
-# Writes the text of every document the source at `root` gives for `dump`, one JSON per line.
-OURS = """
-import json, sys
-sys.path.insert(0, {root!r})
-from pipelines.document import Document
-from pipelines.sources.wikipedia import wikipedia
-with open({out!r}, "w", encoding="utf-8") as out:
-    for task in wikipedia.plan({dump!r}, {{}}):
-        for item in wikipedia.read(task):
-            if isinstance(item, Document):
-                out.write(json.dumps(item.text) + "\\n")
-"""
+ANY = ("--language", "any")
+VOCAB = ROOT.parent / "shared" / "corpora" / "vocab" / "gpt2"
 
 
-def our_texts(root: str, dump: Path, scratch: str) -> list[str]:
-    out = os.path.join(scratch, "ours.jsonl")
-    code = OURS.format(root=root, dump=str(dump), out=out)
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-    with open(out, encoding="utf-8") as lines:
-        return [json.loads(line) for line in lines]
+def our_texts(root: str, dump: Path, scratch: str, flags: tuple[str, ...] = ()) -> list[str]:
+    """The texts that reach the shards when the checkout at `root` runs the real command line
+    on `dump` (`python -m pipelines.preprocess --source wikipedia --input DUMP --tokenizer
+    gpt2`, its defaults and `flags`), decoded from the shard set in document order."""
+    from tokenizers import Tokenizer
+
+    from dataset_format import ShardSet
+
+    out = tempfile.mkdtemp(dir=scratch)
+    command = [sys.executable, "-m", "pipelines.preprocess", "--source", "wikipedia",
+               "--input", str(dump), "--output", out, "--tokenizer", str(VOCAB), *flags]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, cwd=root)
+    shards = ShardSet(out)
+    tokenizer = Tokenizer.from_file(shards.tokenizer_path)
+    return [
+        tokenizer.decode(shards.document(n).tolist(), skip_special_tokens=True)
+        for n in range(shards.num_documents)
+    ]
 
 
 def wikiextractor_texts(dump: Path, scratch: str, python: str) -> list[str]:
@@ -203,7 +208,10 @@ def main() -> None:
     sections = []
     with tempfile.TemporaryDirectory() as scratch:
         for language, dump in DUMPS.items():
-            columns = {"ours": our_texts(str(ROOT), dump, scratch)}
+            columns = {
+                "ours": our_texts(str(ROOT), dump, scratch),
+                "ours, `--language any`": our_texts(str(ROOT), dump, scratch, ANY),
+            }
             if args.baseline_root:
                 columns["before"] = our_texts(args.baseline_root, dump, scratch)
             if args.peer_python:
