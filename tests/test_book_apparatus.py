@@ -150,3 +150,20 @@ def test_a_drawing_made_of_characters_goes_and_the_books_stay(book):
     cut = book_apparatus.strip_apparatus(_front(with_plan))
     assert cut.text == body and cut.removed == {"figures": 1}
     assert re.search(r"HALL\s+\| KITCHEN", cut.removed_text)
+
+
+def test_a_price_in_the_story_near_its_end_is_the_work():
+    """Alice with a sentence of the story naming a price ("... 3s. 6d. net ...") among its last
+    paragraphs and a publisher's imprint at its very end: the story's end stays (only marks
+    set apart, not sentences, make advertisements)."""
+    alice = strip_gutenberg((CORPORA / "books" / "11-0.txt").read_text(encoding="utf-8-sig"))
+    spans = paragraphs(alice)
+    near_end = spans[-4][0]
+    sentence = (
+        "“The price of it,” said the Hatter, “was half-a-guinea, or 10s. 6d. net, and I\n"
+        "never got it back, which is the whole of the story.”\n\n"
+    )
+    book = alice[:near_end] + sentence + alice[near_end:] + "\n\nLONDON: MACMILLAN AND CO.\n"
+    cut = book_apparatus.strip_apparatus(_front(book))
+    assert "advertisements" not in cut.removed
+    assert sentence.strip() in cut.text and alice[near_end:].strip() in cut.text

@@ -12,9 +12,10 @@ text `book_back_matter.strip_back_matter` leaves, cut and counted by kind on top
   any other a table of contents. A table in the work (prices, distances) is not in page order;
 - advertisements: the publisher's advertisements after the work: from the section where they
   start (after a break of _SECTION_BREAK blank lines or a "THE END") to the end of the book,
-  when the book's last part holds at least two advertisement marks (a price, "Crown 8vo,
-  cloth", a "By the same author" or "Important new books" heading, a publisher's imprint set
-  in capitals), one of them a price or such a heading, with at most _ADVERT_GAP paragraphs
+  when the book's last part holds at least two advertisement marks, paragraphs of their own
+  that are not prose (a price, "Crown 8vo, cloth", a "By the same author" or "Important new
+  books" heading, a publisher's imprint set in capitals), one of them a price or such a
+  heading, with at most _ADVERT_GAP paragraphs
   between one mark and the next and after the last;
 - figures: a drawing made of characters (an ASCII floor plan, a box diagram): a paragraph of
   _FIGURE_MIN_LINES lines or more, most of whose characters are box or punctuation marks;
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from pipelines.sources.books.book_front_matter import FrontMatter, is_imprint, paragraphs
+from pipelines.sources.books.book_front_matter import FrontMatter, is_imprint, is_prose, paragraphs
 
 # An entry line: its title, then dot leaders or a run of spaces, then a page number.
 _ENTRY_LINE = re.compile(r"^\s*(\S.*?\w.*?)(?:\s*\.{2,}\s*|\s{2,})(\d{1,4}|[ivxlc]{1,7})\s*$")
@@ -125,7 +126,10 @@ def _entry_runs(text: str, spans: list[tuple[int, int]]) -> dict[int, str]:
 
 
 def _is_advert_mark(paragraph: str, strong: bool) -> bool:
-    """A price or an advertisements heading; with `strong` False, a publisher's imprint too."""
+    """A price or an advertisements heading set apart ("=Cloth, 3s. 6d. net=", not a sentence
+    of the story that names a price); with `strong` False, a publisher's imprint too."""
+    if is_prose(paragraph):
+        return False
     if _PRICE.search(paragraph) or _ADVERT_HEADING.match(paragraph):
         return True
     return not strong and is_imprint(paragraph)
