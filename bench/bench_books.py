@@ -3,18 +3,24 @@ another checkout.
 
     python bench/bench_books.py [--baseline-root DIR] [--out bench/results/books.md]
 
-For each book in ../shared/corpora/books, the Project Gutenberg text (`strip_gutenberg`) goes
-through the books source's cut (`book_document`), and the table counts:
+For each book in ../shared/corpora/books and books-apparatus, the kept text is what reaches the
+shards through the real command line (`python -m pipelines.preprocess --source books --input
+'<folder>/*.txt' --tokenizer ../shared/corpora/vocab/gpt2 --language any`, decoded from the
+shard set; which books the defaults write is reported beside), and the table counts:
 
 - prose paragraphs lost: paragraphs of the Gutenberg text that `is_prose` calls running text and
   that the kept text does not hold (the editor's preface of Candide and the subtitle of A
   Modest Proposal are apparatus and count here too, so they show);
 - apparatus left in the kept text: `[Illustration` blocks, `{15}` page markers, lines of a
   table of contents (lines of the first 300 that also stand later as a line of their own,
-  such as "CHAPTER 1. Loomings." before chapter 1), transcriber's note headings;
-- the cut, by kind, as `meta["parts_removed"]` reports it.
+  such as "CHAPTER 1. Loomings." before chapter 1), transcriber's note headings, page-numbered
+  entry lines ("Frontispiece      iv"), advertisement lines (prices, "HODDER AND STOUGHTON",
+  "By the same author"), layout marks ("/* NIND") and colophons ("Printed in Great Britain");
+- the cut, by kind, as the source's `meta["parts_removed"]` reports it (the source run in
+  process: the shard set keeps no such field).
 
-The `before` column (with --baseline-root) runs the same on the source of another checkout,
+The `before` column (with --baseline-root) runs the same with another checkout (its command
+line run from its folder),
 e.g. a `git archive` of an older commit unpacked into a folder.
 """
 
@@ -22,13 +28,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BOOKS = ROOT.parent / "shared" / "corpora" / "books"
+CORPORA = ROOT.parent / "shared" / "corpora"
+BOOKS = [CORPORA / "books", CORPORA / "books-apparatus"]
 
 # Writes {book: {"kept": text, "removed": summary, "body": Gutenberg text}} for the checkout.
 RUN = """
@@ -37,7 +46,7 @@ sys.path.insert(0, {root!r})
 from pathlib import Path
 from pipelines.sources.books.books import book_document, strip_gutenberg
 out = {{}}
-for path in sorted(Path({books!r}).glob("*.txt")):
+for path in sorted(p for folder in {books!r} for p in Path(folder).glob("*.txt")):
     data = path.read_bytes()
     (doc,) = book_document(data, path.name, str(path))
     body = strip_gutenberg(data.decode("utf-8-sig"))
@@ -47,12 +56,50 @@ print(json.dumps(out))
 """
 _PAGE_MARKER = re.compile(r"(?<![\w^_{{}}\\$])\{(?:\d{1,4}|[ivxlcdm]{1,8})\}")
 _TRANSCRIBER = re.compile(r"^\W*transcriber", re.IGNORECASE | re.MULTILINE)
+# Lines of apparatus of the kinds book_apparatus names, in the kept text: page-numbered entry
+# lines ("Frontispiece      iv"), prices and publishers' addresses of advertisements, layout
+# marks, colophons.
+_ENTRY_LEFT = re.compile(
+    r"^\s*\S.*?\w.*?(?:\s*\.{3,}\s*|\s{3,})(?:\d{1,4}|[ivxlc]{1,7})\s*$", re.MULTILINE
+)
+_ADVERT_LEFT = re.compile(
+    r"\b\d+\s*s\.\s*(?:\d+\s*d\.\s*)?net\b|\b\d+/-\s*net\b|^\s*HODDER AND"
+    r"|^\s*by the same author",
+    re.IGNORECASE | re.MULTILINE,
+)
+_MARKS_LEFT = re.compile(r"/\*|\*/|(?<=\n\n)[\W_]*printed\s+(?:in|by)\b", re.IGNORECASE)
 
 
 def run(root: str) -> dict[str, dict[str, str]]:
-    code = RUN.format(root=root, books=str(BOOKS))
+    code = RUN.format(root=root, books=[str(folder) for folder in BOOKS])
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     return json.loads(done.stdout)
+
+
+def cli_texts(root: str, flags: list[str]) -> dict[str, str]:
+    """Book file name -> the text that reaches the shards when the checkout at `root` runs
+    `python -m pipelines.preprocess --source books` on every shared book (`flags` added to
+    its defaults), decoded from the shard set; a dropped book is absent."""
+    from tokenizers import Tokenizer
+
+    from dataset_format import ShardSet
+
+    texts: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for k, folder in enumerate(BOOKS):
+            out = os.path.join(scratch, str(k))
+            command = [sys.executable, "-m", "pipelines.preprocess", "--source", "books",
+                       "--input", str(folder / "*.txt"), "--output", out, "--tokenizer",
+                       str(CORPORA / "vocab" / "gpt2"), *flags]  # fmt: skip
+            subprocess.run(command, check=True, capture_output=True, cwd=root)
+            shards = ShardSet(out)
+            tokenizer = Tokenizer.from_file(shards.tokenizer_path)
+            for n in range(shards.num_documents):
+                name = Path(shards.document_metadata(n)["input"]).name
+                texts[name] = tokenizer.decode(
+                    shards.document(n).tolist(), skip_special_tokens=True
+                )
+    return texts
 
 
 def measures(book: dict[str, str]) -> dict[str, object]:
@@ -78,6 +125,9 @@ def measures(book: dict[str, str]) -> dict[str, object]:
         "page markers": len(_PAGE_MARKER.findall(kept)),
         "contents lines": contents,
         "transcriber notes": len(_TRANSCRIBER.findall(kept)),
+        "entry lines": len(_ENTRY_LEFT.findall(kept)),
+        "advert lines": len(_ADVERT_LEFT.findall(kept)),
+        "layout marks, colophons": len(_MARKS_LEFT.findall(kept)),
         "cut": book["removed"] or "-",
     }
 
@@ -87,11 +137,20 @@ def main() -> None:
     parser.add_argument("--baseline-root", default="")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
-    columns = {"ours": run(str(ROOT))}
+    roots = {"ours": str(ROOT)}
     if args.baseline_root:
-        columns["before"] = run(args.baseline_root)
+        roots["before"] = args.baseline_root
+    columns, at_defaults = {}, {}
+    for label, root in roots.items():
+        columns[label] = run(root)
+        for name, text in cli_texts(root, ["--language", "any"]).items():
+            columns[label][name]["kept"] = text
+        at_defaults[label] = sorted(cli_texts(root, []))
     labels = list(columns)
-    keys = ("lost", "illustrations", "page markers", "contents lines", "transcriber notes", "cut")
+    keys = (
+        "lost", "illustrations", "page markers", "contents lines", "transcriber notes",
+        "entry lines", "advert lines", "layout marks, colophons", "cut",
+    )  # fmt: skip
     rows = [
         "| book | " + " | ".join(keys) + " |",
         "|---|" + "---:|" * (len(keys) - 1) + "---|",
@@ -106,13 +165,23 @@ def main() -> None:
             "",
             "`python bench/bench_books.py"
             + (f" --baseline-root {args.baseline_root}" if args.baseline_root else "")
-            + "` on the books of ../shared/corpora/books; each cell is "
+            + "` on the books of ../shared/corpora/books and books-apparatus; each cell is "
             + " / ".join(columns)
-            + ". lost: prose paragraphs of the book not in the kept text; illustrations, page"
-            " markers, contents lines, transcriber notes: apparatus left in it; cut: what"
-            " `meta.parts_removed` reports.",
+            + ". The kept text is what reaches the shards through the real command line,"
+            " `python -m pipelines.preprocess --source books --input '<folder>/*.txt'"
+            " --tokenizer ../shared/corpora/vocab/gpt2 --language any` (its defaults but the"
+            " language), read back from the shard set. lost: prose paragraphs of the book not"
+            " in the kept text; illustrations, page markers, contents lines, transcriber"
+            " notes, entry lines, advert lines, layout marks and colophons: apparatus left in"
+            " it; cut: what the source's `meta.parts_removed` reports.",
             "",
             *rows,
+            "",
+            *(
+                f"At the defaults (`--language` en), {label} writes {len(names)} of "
+                f"{len(columns[label])} books: {', '.join(names)}."
+                for label, names in at_defaults.items()
+            ),
             "",
         ]
     )

@@ -8,12 +8,18 @@ English, Greek) and counts, per MB of output text, the strings that are markup r
 prose: link and template brackets, the dump's own Category/File/Media namespace prefixes (from
 its <siteinfo>, plus the English names), image options, references, HTML entities that were
 not decoded, table cell attributes (`style=`, `colspan=`, `data-sort-value=`, ...), and
-headings of closing sections (a line that is only "References", "Παραπομπές", ...). The
-columns:
+headings of closing sections (a line that is only "References", "Παραπομπές", ...). Below
+the leftovers, per dump: the share of articles whose text still holds a closing-section heading
+line, and the share of list items (`*`, `#`) outside the closing sections (those the title
+table names, at the article's top level) whose text, as this checkout renders the item alone,
+stands as a line of the output: lists are text. The columns:
 
-- ours: this checkout;
-- before (with --baseline-root): the same source from another checkout, e.g. a `git archive`
-  of an older commit unpacked into a folder;
+- ours: what reaches the shards through the real command line of this checkout, `python -m
+  pipelines.preprocess --source wikipedia --input DUMP --tokenizer ../shared/corpora/vocab/gpt2`
+  at its defaults (the dump's own language), decoded from the shard set; and the same with
+  `--language any`;
+- before (with --baseline-root): the same command line from another checkout's folder, e.g.
+  a `git archive` of an older commit unpacked into a folder, at its defaults;
 - WikiExtractor 3.1.0 (what Megatron-LM's and NVIDIA's BERT data preparation run), with
   `--no-templates` as most pretraining corpora ran it, in a venv of its own, never a project
   dependency: `python3 -m venv /work/benchenv-text && /work/benchenv-text/bin/pip install
@@ -51,31 +57,33 @@ DUMPS = {
 }
 PEER_PYTHON = "/work/benchenv-text/bin/python"
 TABLE_ATTRIBUTE = re.compile(
-    r"\b(?:style|colspan|rowspan|data-sort-value|align|valign|class|width|height|bgcolor|scope)"
+    r"\b(?:style|colspan|rowspan|data-[\w-]+|align|valign|class|width|height|bgcolor|scope)"
     r"\s*="
 )
 CLOSING = wiki_sections.closing_section_names()
 
-# Writes the text of every document the source at `root` gives for `dump`, one JSON per line.
-OURS = """
-import json, sys
-sys.path.insert(0, {root!r})
-from pipelines.document import Document
-from pipelines.sources.wikipedia import wikipedia
-with open({out!r}, "w", encoding="utf-8") as out:
-    for task in wikipedia.plan({dump!r}, {{}}):
-        for item in wikipedia.read(task):
-            if isinstance(item, Document):
-                out.write(json.dumps(item.text) + "\\n")
-"""
+ANY = ("--language", "any")
+VOCAB = ROOT.parent / "shared" / "corpora" / "vocab" / "gpt2"
 
 
-def our_texts(root: str, dump: Path, scratch: str) -> list[str]:
-    out = os.path.join(scratch, "ours.jsonl")
-    code = OURS.format(root=root, dump=str(dump), out=out)
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-    with open(out, encoding="utf-8") as lines:
-        return [json.loads(line) for line in lines]
+def our_texts(root: str, dump: Path, scratch: str, flags: tuple[str, ...] = ()) -> list[str]:
+    """The texts that reach the shards when the checkout at `root` runs the real command line
+    on `dump` (`python -m pipelines.preprocess --source wikipedia --input DUMP --tokenizer
+    gpt2`, its defaults and `flags`), decoded from the shard set in document order."""
+    from tokenizers import Tokenizer
+
+    from dataset_format import ShardSet
+
+    out = tempfile.mkdtemp(dir=scratch)
+    command = [sys.executable, "-m", "pipelines.preprocess", "--source", "wikipedia",
+               "--input", str(dump), "--output", out, "--tokenizer", str(VOCAB), *flags]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, cwd=root)
+    shards = ShardSet(out)
+    tokenizer = Tokenizer.from_file(shards.tokenizer_path)
+    return [
+        tokenizer.decode(shards.document(n).tolist(), skip_special_tokens=True)
+        for n in range(shards.num_documents)
+    ]
 
 
 def wikiextractor_texts(dump: Path, scratch: str, python: str) -> list[str]:
@@ -133,6 +141,57 @@ def markers(dump: Path) -> dict[str, Callable[[str], int]]:
     }
 
 
+def content_list_items(dump: Path) -> list[str]:
+    """The rendered text of each list item outside the closing sections (by title, at each
+    article's top heading level) of the articles the source keeps (no redirects or
+    disambiguation pages), as this checkout renders the item alone; items inside templates,
+    tables or references (an infobox's, a navbox's) are not the article's lists."""
+    from pipelines.sources.wikipedia import wikimarkup, wikipedia
+    from pipelines.sources.wikipedia.wiki_dump import WikiPage, parse_pages
+
+    items = []
+    for task in wikipedia.plan(str(dump), {}):
+        for page in parse_pages(task):
+            if not isinstance(page, WikiPage):
+                continue
+            if wikipedia.classify_page(page.ns, page.title, page.text, page.is_redirect):
+                continue
+            text = wikimarkup.strip_comments(page.text.replace("\r\n", "\n"))
+            text = wikimarkup.strip_templates_and_tables(wikimarkup.strip_elements(text))
+            items += _list_items(text)
+    return items
+
+
+def _list_items(text: str) -> list[str]:
+    from pipelines.sources.wikipedia import wikimarkup
+
+    levels = [len(m.group(1)) for m in re.finditer(r"^(=+)[^=\n].*?=+\s*$", text, re.M)]
+    top, closing, items = min(levels, default=2), False, []
+    for line in text.split("\n"):
+        heading = re.match(r"^(=+)\s*(.*?)\s*=+\s*$", line)
+        if heading and len(heading.group(1)) == top:
+            closing = heading.group(2).rstrip(":").strip().casefold() in CLOSING
+        elif line.startswith(("*", "#")) and not closing:
+            item = wikimarkup.wikitext_to_text(line)
+            if item and "\n" not in item:
+                items.append(item)
+    return items
+
+
+def list_items_kept(items: list[str], texts: list[str]) -> float:
+    lines = {line for text in texts for line in text.split("\n")}
+    return 100 * sum(item in lines for item in items) / len(items) if items else 100.0
+
+
+def closing_left(texts: list[str]) -> float:
+    """Percent of texts with a line that is a closing-section heading."""
+    left = sum(
+        any(line.strip().rstrip(".:").strip().casefold() in CLOSING for line in t.split("\n"))
+        for t in texts
+    )
+    return 100 * left / len(texts) if texts else 0.0
+
+
 def per_mb(texts: list[str], count: Callable[[str], int]) -> float:
     size = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     return sum(count(t) for t in texts) / size if size else 0.0
@@ -149,7 +208,10 @@ def main() -> None:
     sections = []
     with tempfile.TemporaryDirectory() as scratch:
         for language, dump in DUMPS.items():
-            columns = {"ours": our_texts(str(ROOT), dump, scratch)}
+            columns = {
+                "ours": our_texts(str(ROOT), dump, scratch),
+                "ours, `--language any`": our_texts(str(ROOT), dump, scratch, ANY),
+            }
             if args.baseline_root:
                 columns["before"] = our_texts(args.baseline_root, dump, scratch)
             if args.peer_python:
@@ -159,6 +221,17 @@ def main() -> None:
             for label, count in markers(dump).items():
                 cells = " | ".join(f"{per_mb(texts, count):.1f}" for texts in columns.values())
                 rows.append(f"| {label} | {cells} |")
+            rows.append(
+                "| articles with a closing-section heading left (%) | "
+                + " | ".join(f"{closing_left(t):.1f}" for t in columns.values())
+                + " |"
+            )
+            items = content_list_items(dump)
+            rows.append(
+                f"| list items outside closing sections kept (% of {len(items):,}) | "
+                + " | ".join(f"{list_items_kept(items, t):.1f}" for t in columns.values())
+                + " |"
+            )
             sizes = " | ".join(
                 f"{len(t):,} docs, {sum(len(x.encode()) for x in t) / 1e6:.2f} MB"
                 for t in columns.values()

@@ -72,7 +72,8 @@ FILTER_NAMES = tuple(FILTER_FLAGS)
 # name in meta["extractor"]. C4's per-line rules (terminal punctuation, words per line) were
 # made for raw text without structure, where a short or unpunctuated line is menu or footer
 # debris; here they would drop the article's own headings, list items and lines ending in ":"
-# or ".)", so they are not applied. The page-level C4 rules still are.
+# or ".)", so they are not applied. The page-level C4 rules still are, and Gopher's duplicate
+# lines and paragraphs are counted by their characters only (_repetition_reason).
 VETTED_LINE_EXTRACTORS = frozenset({"trafilatura"})
 EXTRACTOR_META = "extractor"
 
@@ -291,13 +292,20 @@ def _above(name: str, value: float, limit: float | None) -> tuple[str, str] | No
     return (name, f"{value:.3f} > {limit}") if limit is not None and value > limit else None
 
 
-def _repetition_reason(measures: _Measures, config: CleanConfig) -> tuple[str, str] | None:
+def _repetition_reason(
+    measures: _Measures, config: CleanConfig, vetted: bool = False
+) -> tuple[str, str] | None:
+    """Gopher's repetition rules. In text a vetted extractor kept (`vetted`), lines that repeat
+    are the article's own (a Q&A's "Answer:", a recipe's "Step", a deals list's "Buy Now"), so
+    duplicate lines and paragraphs are counted by their characters only: a page of repeated
+    blocks still shows in gopher_duplicate_line_chars and _paragraph_chars."""
     text = measures.text
     if config.max_duplicate_line_fraction is not None or (
         config.max_duplicate_line_char_fraction is not None
     ):
         lines, line_chars = filters.duplicate_fractions(measures.lines)
-        reason = _above("gopher_duplicate_lines", lines, config.max_duplicate_line_fraction)
+        line_limit = None if vetted else config.max_duplicate_line_fraction
+        reason = _above("gopher_duplicate_lines", lines, line_limit)
         reason = reason or _above(
             "gopher_duplicate_line_chars", line_chars, config.max_duplicate_line_char_fraction
         )
@@ -307,9 +315,8 @@ def _repetition_reason(measures: _Measures, config: CleanConfig) -> tuple[str, s
         config.max_duplicate_paragraph_char_fraction is not None
     ):
         paragraphs, paragraph_chars = filters.duplicate_paragraph_fractions(text)
-        reason = _above(
-            "gopher_duplicate_paragraphs", paragraphs, config.max_duplicate_paragraph_fraction
-        )
+        paragraph_limit = None if vetted else config.max_duplicate_paragraph_fraction
+        reason = _above("gopher_duplicate_paragraphs", paragraphs, paragraph_limit)
         reason = reason or _above(
             "gopher_duplicate_paragraph_chars",
             paragraph_chars,
@@ -340,21 +347,29 @@ def _skipped_rules(text: str, config: CleanConfig) -> tuple[str, ...]:
 
 
 def _word_reason(
-    words: filters.WordTable, config: CleanConfig, language: str | None, skipped: tuple[str, ...]
+    words: filters.WordTable,
+    config: CleanConfig,
+    language: str | None,
+    skipped: tuple[str, ...],
+    ngram_words: filters.WordTable | None = None,
 ) -> tuple[str, str] | None:
+    """Gopher's word rules; the n-gram ones over `ngram_words` where given (a vetted
+    extraction's text with each repeated line once: whole lines that repeat are the line
+    rules' to judge, and in such text they are the article's own)."""
+    ngram_words = ngram_words or words
     top_limits = () if "gopher_top_ngram" in skipped else config.max_top_ngram_char_fraction
     duplicate_limits = (
         () if "gopher_duplicate_ngrams" in skipped else config.max_duplicate_ngram_char_fraction
     )
     sizes = [n for n, _ in top_limits + duplicate_limits]
     if sizes:
-        hashes = filters.ngram_hashes(words.ids, max(sizes))
+        hashes = filters.ngram_hashes(ngram_words.ids, max(sizes))
         for n, limit in top_limits:
-            fraction = filters.top_ngram_char_fraction(hashes[n], words.lengths, n)
+            fraction = filters.top_ngram_char_fraction(hashes[n], ngram_words.lengths, n)
             if fraction > limit:
                 return "gopher_top_ngram", f"top {n}-gram covers {fraction:.3f} > {limit}"
         for n, limit in duplicate_limits:
-            fraction = filters.duplicate_ngram_char_fraction(hashes[n], words.lengths, n)
+            fraction = filters.duplicate_ngram_char_fraction(hashes[n], ngram_words.lengths, n)
             if fraction > limit:
                 return (
                     "gopher_duplicate_ngrams",
@@ -438,13 +453,17 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
             threshold = config.language_threshold
             return reject(("language", f"{language} p={confidence:.3f} < {threshold}"))
 
-    reason = _repetition_reason(measures, config)
+    vetted = doc.meta.get(EXTRACTOR_META) in VETTED_LINE_EXTRACTORS
+    reason = _repetition_reason(measures, config, vetted)
     if reason:
         return reject(reason)
     skipped = _skipped_rules(text, config)
     if config.uses_word_statistics:
         words = filters.word_table(text)
-        reason = _word_reason(words, config, language, skipped)
+        ngram_words = None
+        if vetted and len(set(measures.lines)) < len(measures.lines):
+            ngram_words = filters.word_table("\n".join(dict.fromkeys(measures.lines)))
+        reason = _word_reason(words, config, language, skipped, ngram_words)
         if reason:
             return reject(reason)
     reason = _line_quality_reason(measures, config)
@@ -452,7 +471,6 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
         return reject(reason)
 
     if config.uses_c4_lines:
-        vetted = doc.meta.get(EXTRACTOR_META) in VETTED_LINE_EXTRACTORS
         c4 = filters.c4_filter_lines(
             text,
             require_terminal_punctuation=config.c4_terminal_punctuation and not vetted,

@@ -44,7 +44,7 @@ import re
 # Classes in the order they are reported.
 CLASSES = (
     "title_page", "imprint", "contents", "illustrations", "notes", "page_markers",
-    "transcriber_notes",
+    "transcriber_notes", "advertisements", "figures", "layout_markup",
 )  # fmt: skip
 
 # A page number of the printed edition: "{15}", "{xv}", "{XV}", or "[Pg 15]" as Gutenberg's
@@ -58,15 +58,18 @@ _PAGE_MARKER = re.compile(rf"[ \t]*(?<![\^_{{}}\\$]){_PAGE}")
 _TEX_COMMAND = re.compile(r"\\[A-Za-z]+$")
 # "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]".
 # A bracketed credit line under a plate ("[_Copyright 1894 by George Allen._]") goes with them,
-# inside the caption's brackets or after them.
+# inside the caption's brackets (over a line break too) or after them.
 _ILLUSTRATION = re.compile(
-    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b(?:[^\[\]]|\[[^\[\]\n]{0,200}\]){0,2000}?\]"
+    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b(?:[^\[\]]|\[[^\[\]]{0,200}\]){0,2000}?\]"
     r"|\[_?(?:Copyright|Copyrighted)\b[^\[\]\n]{0,200}\]",
     re.IGNORECASE,
 )
 
 # The words a chapter heading (and a contents entry naming one) starts with.
 _CHAPTER_WORDS = r"chapter|chapitre|kapitel|cap[íi]tulo|capitolo|stave|book|livre|part|partie"
+_CAPTION_HEADING = re.compile(
+    rf"\n\s*((?:{_CHAPTER_WORDS})\s+(?:[IVXLCDM]+|\d+)\b\.?)\s*\]$", re.IGNORECASE
+)
 _FIRST_CHAPTER = re.compile(
     rf"^\s*(?:{_CHAPTER_WORDS}|buch)"
     r"\s+(?:the\s+)?(?:1|i|one|first|premier|premi[èe]re|erstes)\b",
@@ -183,12 +186,12 @@ def paragraphs(text: str) -> list[tuple[int, int]]:
 # times in a row.
 @functools.lru_cache(maxsize=1024)
 def is_prose(paragraph: str) -> bool:
-    """Running text: a dozen words or more, or two lines, mostly lower-case letters, a sentence
-    end, and not a list of contents entries."""
+    """Running text: a dozen words or more, or two lines not all set centred, mostly lower-case
+    letters, a sentence end, and not a list of contents entries."""
     lines = [line for line in paragraph.split("\n") if line.strip()]
     words = paragraph.split()
-    if len(words) < 12 and len(lines) < 2:
-        return False
+    if len(words) < 12 and (len(lines) < 2 or all(line[:8].isspace() for line in lines)):
+        return False  # a line, or a few words set centred as a title page or an imprint
     if not _SENTENCE_END.search(paragraph):
         return False
     letters = _NOT_LETTER.sub("", paragraph)
@@ -509,6 +512,11 @@ def _remove_inline(text: str) -> tuple[str, int, int, list[str]]:
                     while end < len(text) and text[end] == "\n":
                         end += 1
             pieces.append(text[position:start])
+            # A chapter's heading set in its head-piece ("[Illustration: ...\n\nChapter I.]") is
+            # the work's: it stays, a paragraph of its own.
+            heading = _CAPTION_HEADING.search(match.group())
+            if heading:
+                pieces.append(f"{heading.group(1)}\n\n")
             cut.append(match.group())
             position = end
             illustrations += 1

@@ -12,8 +12,10 @@ compressed (gzip/bz2/xz/zstd, found by magic bytes), or tar archives of them (`.
   the publisher's and transcriber's apparatus (title page, imprint, contents, lists of
   illustrations, editors' notes, `{15}` page markers, `[Illustration]` blocks and credit
   lines: `book_front_matter.strip_front_matter`; a transcriber's correction list and a
-  printer's imprint at the end: `book_back_matter.strip_back_matter`) cut, so the text is the
-  work, a preface or letters before its first chapter included;
+  printer's imprint at the end: `book_back_matter.strip_back_matter`; lists of entries in
+  page order, advertisements at the end, colophons, drawings made of characters and layout
+  marks wherever they stand: `book_apparatus.strip_apparatus`) cut, so the text is the work,
+  a preface or letters before its first chapter included;
 - `meta["parts_removed"]` counting what that cut, by kind ("title_page 1, contents 1"), and
   `meta["parts_removed_text"]` holding it, which the read stage takes off the document and
   writes to the rejects audit (--keep-rejects).
@@ -31,6 +33,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from pipelines.document import PARTS_REMOVED, PARTS_REMOVED_TEXT, Document, Failure, ReadTask
+from pipelines.sources.books.book_apparatus import strip_apparatus
 from pipelines.sources.books.book_back_matter import TRANSCRIBER_NOTE, strip_back_matter
 from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
 from pipelines.sources.compression import open_decompressed
@@ -286,7 +289,7 @@ def book_document(data: bytes, name: str, location: str) -> Iterator[Document | 
     if not body.strip():
         yield failure(location, "no_book_text", "nothing left after removing Gutenberg boilerplate")
         return
-    front = strip_back_matter(strip_front_matter(body))
+    front = strip_apparatus(strip_back_matter(strip_front_matter(body)))
     meta = {"encoding": decoded.encoding}
     if front.removed:
         meta[PARTS_REMOVED] = front.summary()

@@ -10,7 +10,9 @@ benchmark by `bench/bench_extract.py` (bench/results/extract.md):
 
 - `trafilatura` (default): trafilatura with datatrove's (FineWeb's) settings, precision
   favoured, comments dropped, but without its cross-document deduplication (see main_text). Bag-of-words F1 0.991 (precision 0.989); it keeps far less of the
-  sidebars, teaser lists, image captions, pagers and author bios that Resiliparse keeps.
+  sidebars, teaser lists, image captions, pagers and author bios that Resiliparse keeps. Where
+  the precision setting yields a sliver (under SLIVER_WORDS words) and the recall setting a
+  body, the page's text is the recall setting's.
 - `resiliparse`: Resiliparse main-content extraction, F1 0.961 (precision 0.928), about 10x
   the pages per second.
 
@@ -55,6 +57,14 @@ EXTRACTOR_OPTION = "extractor"
 EXTRACTORS = ("trafilatura", "resiliparse")
 DEFAULT_EXTRACTOR = "trafilatura"
 TIME_BOUND_S = 0.5
+# A page whose precision text has fewer words than this is read again with trafilatura's recall
+# setting, whose text is taken when it has RECALL_MIN_WORDS words (a body past the web source's
+# floor of 128 tokens) and SLIVER_RATIO times the precision text's. On the 72
+# human-checked article pages of ../shared/corpora/web the precision text has 65 words or more,
+# so none is read twice.
+SLIVER_WORDS = 50
+RECALL_MIN_WORDS = 128
+SLIVER_RATIO = 4
 TIME_BOUND_COUNTER = "webtext_extraction_time_bound"
 
 LOG = logging.getLogger(__name__)
@@ -171,27 +181,43 @@ def decode_html(data: bytes, declared: str | None = None) -> tuple[str, str]:
     return bytes_to_str(data, encoding, errors="replace"), encoding
 
 
+def _trafilatura(html: str, favor: str) -> str | None:
+    """trafilatura's text with `favor` ("precision" or "recall") favoured ("" where it finds
+    none); None past the CPU bound, counted and logged. deduplicate=False (datatrove sets
+    True): trafilatura's deduplication remembers text across calls in a process-wide cache,
+    so a page's text would depend on which pages the same worker read before it, and shards
+    would differ with the number of workers."""
+    text = run_bounded(
+        lambda: trafilatura.extract(
+            html, include_comments=False, deduplicate=False, **{f"favor_{favor}": True}
+        )
+        or "",  # trafilatura's None is a page with no main text, not the bound
+        TIME_BOUND_S,
+    )
+    if text is None:
+        _TIME_BOUND.inc()
+        _TIME_BOUND_LOG.warning(
+            "trafilatura_time_bound",
+            "trafilatura passed its %.1f s CPU bound on a %d-character page: no text kept",
+            TIME_BOUND_S,
+            len(html),
+        )
+    return text
+
+
 def main_text(html: str, extractor: str = DEFAULT_EXTRACTOR) -> str:
     """The main text of a decoded page (boilerplate, navigation, comments, alt texts dropped)."""
     if extractor == "trafilatura":
-        # deduplicate=False (datatrove sets True): trafilatura's deduplication remembers text
-        # across calls in a process-wide cache, so a page's text would depend on which pages the
-        # same worker read before it, and shards would differ with the number of workers
-        text = run_bounded(
-            lambda: trafilatura.extract(
-                html, favor_precision=True, include_comments=False, deduplicate=False
-            ),
-            TIME_BOUND_S,
-        )
+        text = _trafilatura(html, "precision")
         if text is None:
-            _TIME_BOUND.inc()
-            _TIME_BOUND_LOG.warning(
-                "trafilatura_time_bound",
-                "trafilatura passed its %.1f s CPU bound on a %d-character page: no text kept",
-                TIME_BOUND_S,
-                len(html),
-            )
             return ""
+        if len(text.split()) < SLIVER_WORDS:
+            # A sliver (a reprint notice, nothing where the body stands in a block the precision
+            # setting discards): the recall setting's text when it holds a body.
+            recall = _trafilatura(html, "recall") or ""
+            words = len(recall.split())
+            if words >= RECALL_MIN_WORDS and words >= SLIVER_RATIO * len(text.split()):
+                return recall.strip()
         return text.strip()
     if extractor == "resiliparse":
         text = extract_plain_text(

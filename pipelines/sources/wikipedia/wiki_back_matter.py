@@ -9,24 +9,31 @@ sections it names, with those that `wiki_sections.CLOSING_SECTIONS` names by tit
 
 The rule, section by section from the article's last top-level section back, stopping at the
 first that is not back matter (so a section in the middle is never cut by this rule; one that
-a closing-section title names counts as back matter, and the walk goes on past it):
+a closing-section title names counts as back matter, and the walk goes on past it). Each line
+of a section's body (its subsections' lines included, their headings not, nor lines that name
+a group of items: a `;` term, a bold line) is one of:
 
-- each line of the section's body (its subsections' lines included, their headings not, nor
-  lines that name a group of items: a `;` term, a bold line) is apparatus
-  when nothing but punctuation is left of it once links into a namespace (`[[Category:...]]`,
-  `[[fr:...]]`) are gone; when it holds a URL, an external link, an ISBN or a DOI; when it is
-  a list item that opens on a dash, a comma or a stop, or on the gap a template left (the
-  gloss of a link template or the note of a citation template now gone, "* – a database of
-  ...", "*  Reprinted in ..."); or when it is a list item that opens with its one link, with at most
-  _LINK_ITEM_WORDS words after it and no year anywhere ("* [[Related topic]]", "* [[Other]] –
-  a gloss"; a day's "* [[1927]] – [[Name]], poet" or a year's "* [[18 January]] – [[Name]],
-  poet" is a list of events, and "* Celebration of [[May Day]]" a sentence, not links); or
-  when it is a list item that cites: an author's name and a comma first, then a year or an
-  italic or quoted title ("* Flynt, Wayne. ''Alabama in the Twentieth Century'' (2004)",
-  "* [[Ovid]], ''[[Metamorphoses]]'' XI");
-- the section is back matter when the words of the lines that are not apparatus are at most
-  _CONTENT_SHARE of all its words (a list of links under one sentence of prose), or when it
-  has no words at all.
+- apparatus: nothing but punctuation is left of it once links into a namespace
+  (`[[Category:...]]`, `[[fr:...]]`) are gone; it holds a URL, an external link, an ISBN or a
+  DOI; or it is a list item that cites: an author's name and a comma first, then an italic or
+  quoted title, or a year and a publication's separators ("* Flynt, Wayne. ''Alabama in the
+  Twentieth Century'' (2004)", "* Левицкий А. Э., Очерки. — М.: Наука, 1987");
+- navigation: a list item that is its one link and nothing more than punctuation, a bracketed
+  gloss or a short dash-led gloss with no number ("* [[Related topic]]", "* [[Other]] – a
+  gloss");
+- a note: a list item that opens on a dash, a comma or a stop, or on the gap a template left,
+  with at most _SENTENCE_WORDS words or a title in it ("* – a database of ...", "*  Reprinted
+  in ''X''"): apparatus beside apparatus or when one or two of them are all the section
+  holds, content in a list of them (a day's holidays after the flags templates wrote);
+- content: anything else, prose, a sentence, a date with its event, a name with its
+  description after a comma or a bracket ("* [[Mercator]] (Gerardus Mercator),
+  cartographer", "* [[Hokkaido]], Japan (1980)").
+
+A section is back matter when the words of its content are at most _CONTENT_SHARE of all its
+words (a list of links under one sentence of prose), or when it has no words at all; and, when
+it holds navigation, only while the navigation of the sections found so far has fewer words
+than the content before them: links an article is mostly made of (a list article, a century's
+events, a disambiguation page's places) are its content.
 
 A category line counts for nothing either way: it follows the last section whatever that is.
 """
@@ -46,10 +53,24 @@ _YEAR = re.compile(r"\b(?:1[0-9]|20)\d\d\b")
 _WORD = re.compile(r"\w+")
 _LINK_ITEM_WORDS = 8
 _GLOSS_START = frozenset("–—-,.;:")
+# What opens a link's gloss in a list of links ("[[Other]] – a gloss"); after a comma stands a
+# name's description ("[[Ada, Serbia]], town and municipality").
+_LINK_GLOSS_START = frozenset("–—-:")
+# A section of notes and nothing else is a list (of a day's holidays whose flags templates
+# wrote) from this many items on; one or two are what a citation template left.
+_NOTE_LIST_ITEMS = 3
 # A list item whose first thing was a template, now gone ("* {{cite book|...}} Reprinted in
 # ...": "*  Reprinted in ..."): a citation with its note.
 _OPENED_ON_TEMPLATE = re.compile(r"[*#:]+[ \t]{2,}\S")
 _CONTENT_SHARE = 0.5
+# A list item of more words than this after a template's gap is a sentence (an event whose
+# date a template wrote), not a citation's note.
+_SENTENCE_WORDS = 12
+_NUMBER = re.compile(r"\d")
+_BRACKETED = re.compile(r"\([^()]*\)[.;,]?")
+# What separates a citation's parts after its author: "Title. — М.: Наука", "(1991). Title".
+_PUBLICATION_SEPARATOR = re.compile(r"(?:[^\W\d_]{2,}|\))[.:]\s|\s[—–]\s")
+_CONTENT, _APPARATUS, _NAVIGATION, _NOTE = "content", "apparatus", "navigation", "note"
 
 
 def _visible(line: str) -> str:
@@ -59,44 +80,91 @@ def _visible(line: str) -> str:
 
 
 def _cites(item: str) -> bool:
-    """A list item that cites a work: its author and a comma first, then a year, an italic or
-    quoted title ("Flynt, Wayne. ''Alabama in the Twentieth Century'' (2004)", "[[Ovid]],
-    ''[[Metamorphoses]]'' XI, 217–265")."""
+    """A list item that cites a work: its author and a comma first, then an italic or quoted
+    title, or a year with a publication's separators ("Flynt, Wayne. ''Alabama in the Twentieth
+    Century'' (2004)", "[[Ovid]], ''[[Metamorphoses]]'' XI, 217–265", "Левицкий А. Э.,
+    Тверитинова Г. В. Очерки. — М.: Наука, 1987"). A name with a description and a year
+    ("[[Hokkaido]], Japan (1980)") has no such separator: it is not a citation."""
     if not _AUTHOR.match(_visible(item)):
         return False
-    return bool(_YEAR.search(item)) or "''" in item or '"' in item or "«" in item
+    if "''" in item or '"' in item or "«" in item:
+        return True
+    return bool(_YEAR.search(item)) and bool(_PUBLICATION_SEPARATOR.search(_visible(item)))
 
 
-def _line_words(line: str) -> tuple[int, bool]:
-    """(words a reader sees in `line`, whether the line is apparatus); no words for a line
-    that only names a group of items (";Britain and Ireland", a bold "For young readers")."""
+def _is_bare_link(item: str) -> bool:
+    """A list item that is its one link and nothing else but punctuation, a bracketed gloss
+    or a dash-led gloss of a few words with no number in it ("[[Related topic]]", "[[Ampacity]]
+    (current-carrying capacity)", "[[Other]] – a gloss"): a navigation entry. A name with a
+    description after a comma or a bracket ("[[Mercator]] (Gerardus Mercator), cartographer")
+    is a list's content."""
+    if not item.startswith("[[") or len(_LINK.findall(item)) != 1:
+        return False
+    outside = _LINK.sub(" ", item).strip()
+    if not _WORD.search(outside):
+        return True
+    if len(_WORD.findall(outside)) > _LINK_ITEM_WORDS or _NUMBER.search(outside):
+        return False
+    return outside[0] in _LINK_GLOSS_START or bool(_BRACKETED.fullmatch(outside))
+
+
+def _line_words(line: str) -> tuple[int, str]:
+    """(words a reader sees in `line`, its kind: _CONTENT, _APPARATUS, _NAVIGATION or _NOTE);
+    no words for a line that only names a group of items (";Britain and Ireland", a bold "For
+    young readers"). Navigation (a bare link) is cut only where the article has more content
+    than navigation; a note (a few words where a template stood: a citation's note, a link
+    template's gloss, or a flag's country's holiday) is apparatus only beside citations or
+    links out (see `_section_words`)."""
     line = _NAMESPACE_LINK.sub("", line).strip()
     words = len(_WORD.findall(_visible(line).replace("'", " ")))
     if not _WORD.search(line) or _CITATION.search(line):
-        return words, True
+        return words, _APPARATUS
     if line[0] == ";" or (line.startswith("'''") and line.endswith("'''")):
-        return 0, True
+        return 0, _APPARATUS
+    if line[0] not in "*#:":
+        return words, _CONTENT
     item = line.lstrip("*#:; ")
-    if line[0] in "*#:" and (item[:1] in _GLOSS_START or _OPENED_ON_TEMPLATE.match(line)):
-        return words, True  # "* – a database of ...": the gloss of a link template now gone
-    if line[0] in "*#:;" and _cites(item):
-        return words, True
-    if line[0] in "*#:;" and item.startswith("[[") and len(_LINK.findall(item)) == 1:
-        outside = _LINK.sub(" ", item)
-        if len(_WORD.findall(outside)) <= _LINK_ITEM_WORDS and not _YEAR.search(_visible(item)):
-            return words, True
-    return words, False
+    if _cites(item):
+        return words, _APPARATUS
+    if item[:1] in _GLOSS_START or _OPENED_ON_TEMPLATE.match(line):
+        # "* – a database of ...": the gloss of a link template now gone; a sentence that
+        # names no work (no italic or quoted title: "Reprinted in ''The Undecidable''") is an
+        # item of a list of events whose date a template wrote.
+        sentence = words > _SENTENCE_WORDS and "''" not in item and '"' not in item
+        return words, _CONTENT if sentence else _NOTE
+    if _is_bare_link(item):
+        return words, _NAVIGATION
+    return words, _CONTENT
 
 
-def _is_back_matter(body: list[str]) -> bool:
-    total = content = 0
+def _section_words(body: list[str]) -> tuple[int, int, int]:
+    """(all words, content words, navigation words) of a section's body. Notes count as
+    apparatus where the section holds apparatus (an external link's gloss) or is one or two of
+    them (what a citation template left), as content in a list of them (a day's holidays whose
+    flags templates wrote)."""
+    total = content = navigation = notes = note_items = 0
+    has_apparatus = False
     for line in body:
         if not line.strip() or _heading(line):
             continue
-        words, apparatus = _line_words(line)
+        words, kind = _line_words(line)
         total += words
-        content += 0 if apparatus else words
-    return content <= _CONTENT_SHARE * total
+        content += words if kind == _CONTENT else 0
+        navigation += words if kind == _NAVIGATION else 0
+        notes += words if kind == _NOTE else 0
+        note_items += kind == _NOTE
+        has_apparatus = has_apparatus or (kind == _APPARATUS and words > 0)
+    if not has_apparatus and note_items >= _NOTE_LIST_ITEMS:
+        content += notes
+    return total, content, navigation
+
+
+def _content_words(line: str) -> int:
+    """The words of `line` when it is content (prose or a list's content), else 0."""
+    if not line.strip() or _heading(line):
+        return 0
+    words, kind = _line_words(line)
+    return words if kind == _CONTENT else 0
 
 
 def _title(raw: str) -> str:
@@ -134,10 +202,18 @@ def trailing_back_matter(wikitext: str, known: frozenset[str] = frozenset()) -> 
     sections = [(i, title) for i, level, title in headings if level == top]
     found: set[str] = set()
     end = len(lines)
+    navigation = 0  # navigation words of the sections found so far
     for start, raw_title in reversed(sections):
         title = _title(raw_title)
-        if title.rstrip(":").strip() not in known and not _is_back_matter(lines[start + 1 : end]):
-            break
+        if title.rstrip(":").strip() not in known:
+            total, content, section_navigation = _section_words(lines[start + 1 : end])
+            navigation += section_navigation
+            # Links the article is mostly made of (a list article, a century's events, a
+            # list of names) are its content, not navigation.
+            if content > _CONTENT_SHARE * total:
+                break
+            if navigation and navigation > sum(map(_content_words, lines[:start])):
+                break
         found.add(title)
         end = start
     return frozenset(found)

@@ -7,11 +7,12 @@ paragraphs, with headings and closing sections decided.
 - A table that reads as text keeps it: its caption and each row become one line, the row's
   non-empty cells joined by " | " (as trafilatura writes HTML tables as text), header cells
   included; every cell's attributes (all before the cell's first single `|` outside a link,
-  as MediaWiki reads them, malformed ones included), cells that are attribute syntax only,
-  and row separators go. An article that is only a table (a list of rivers) keeps its content
-  instead of coming out empty. A table fewer than 40% of whose cells hold a letter (results,
-  statistics, data rows of numbers, dates and dashes) is not prose and is dropped whole, as
-  WikiExtractor drops every table.
+  as MediaWiki reads them, malformed ones included; those on the line below an empty cell;
+  those of a cell right after a line of prose, whose table's `{|` a template held), cells
+  that are attribute syntax only, and row separators go. An article that is only a table (a
+  list of rivers) keeps its content instead of coming out empty. A table fewer than 40% of
+  whose cells hold a letter (results, statistics, data rows of numbers, dates and dashes) is
+  not prose and is dropped whole, as WikiExtractor drops every table.
 - List items (`*`, `#`, `:`, `;`) and table rows become one line each; other lines of a
   paragraph are joined with spaces, as a browser shows them; paragraphs are separated by one
   blank line, as WikiExtractor writes lists.
@@ -41,6 +42,11 @@ ROW_SEPARATOR = " | "
 # `|`): no text of the table's.
 _ATTRIBUTES_ONLY = re.compile(
     r"""(?:\s*[\w:-]+\s*=\s*(?:"[^"\n]*"?|'[^'\n]*'?|[^\s|"']+))+\s*[|"';]*\s*"""
+)
+# A cell's attributes before its single `|` (`data-sort-value="1"|`, `style=color:red |`,
+# `scope=row|`): MediaWiki reads quoted and unquoted values, and any `data-*` name.
+_LEADING_ATTRIBUTES = re.compile(
+    r"""\s*(?:[\w:-]+\s*=\s*(?:"[^"\n]*"|'[^'\n]*'|[^\s|"']+)\s*)+\|(?!\|)"""
 )
 _BREAK = re.compile(r"<br\s*/?\s*>", re.IGNORECASE)
 _LETTER = re.compile(r"[^\W\d_]")
@@ -114,8 +120,10 @@ def render_table(markup: str) -> str:
         elif stripped[:1] in ("|", "!"):
             row.extend(_cell_text(cell) for cell in _split_outside_links(stripped[1:], ("||", "!!")))
         elif stripped:  # a cell's content going on over lines
-            if row:
+            if row and row[-1]:
                 row[-1] = f"{row[-1]} {' '.join(_BREAK.sub(' ', stripped).split())}".strip()
+            elif row:  # an empty cell's first line: `|` then `data-sort-value="1"|市` below
+                row[-1] = _cell_text(stripped)
             else:
                 row.append(_cell_text(stripped))
     flush()
@@ -224,6 +232,9 @@ def format_blocks(text: str, dropped_sections: frozenset[str] = DROPPED_SECTIONS
                 in_table = in_table and not line.startswith("|}")
                 continue  # table debris
             line = line[1:]
+            attributes = _LEADING_ATTRIBUTES.match(line)
+            if attributes:  # a cell of a table whose `{|` a template held: its text only
+                line = line[attributes.end() :]
         if line.startswith("----"):
             continue  # horizontal rule
         is_item = first in "*#:;" or first == ROW_MARK
