@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 # Tokenizers' Rust thread pool: one thread keeps tests from fighting over the 2 cores.
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
+
+# The commands keep a stop signal ignored that they were started ignoring (nohup; a shell's `&`
+# without job control ignores SIGINT), and the processes the tests start inherit the test run's
+# dispositions: a suite run in the background would see its Ctrl-C and SIGHUP tests' commands
+# ignore the signal. The tests' commands start as they would at a terminal.
+for _signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    if signal.getsignal(_signum) is signal.SIG_IGN:
+        signal.signal(
+            _signum, signal.default_int_handler if _signum == signal.SIGINT else signal.SIG_DFL
+        )
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
