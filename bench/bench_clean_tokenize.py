@@ -96,9 +96,10 @@ def main() -> None:
     plain_langid = LanguageIdentifier.from_model_file(language.packaged_model(), norm_probs=True)
 
     def py3langid_loop(group: list[str]) -> None:
-        # py3langid's own byte-at-a-time walk, on the same bounded samples as ours
+        # py3langid's own byte-at-a-time walk, on the same windows as ours
         for text in group:
-            plain_langid.classify(language.language_sample(text))
+            for window in language.language_windows(text):
+                plain_langid.classify(window)
 
     gpt2 = load_tokenizer(str(CORPORA / "vocab" / "gpt2"))
     for name, group in texts.items():  # warm up: model loads, lazy builds

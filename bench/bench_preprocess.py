@@ -200,7 +200,7 @@ STAGES = {
     "read": "read (JSONL parse, Document)",
     "ftfy": "ftfy on demand (the exact pre-check, ftfy where it says so)",
     "normalise": "normalisation (line breaks, spaces, controls, NFC, blank lines)",
-    "language": "language id (bounded sample, vectorised walk)",
+    "language": "language id (windows, vectorised walk)",
     "filters": "quality filters (length; the rest of clean_document)",
     "tokenize": "tokenize (tiktoken fast path, EOD)",
     "write": "write (MMIDIDX)",

@@ -31,6 +31,7 @@ COLUMN_TYPES = (
     ("tokens", "int64"),
 )
 COLUMNS = tuple(name for name, _ in COLUMN_TYPES)
+_COLUMN_SET = frozenset(COLUMNS)
 # Rows buffered before a row group is written: the writer's memory stays flat whatever the
 # shard holds, and a lookup of one document reads one group.
 ROW_GROUP_ROWS = 8192
@@ -75,7 +76,7 @@ class SidecarWriter:
         self._closed = False
 
     def add(self, row: dict) -> None:
-        if set(row) != set(COLUMNS):
+        if row.keys() != _COLUMN_SET:  # a set made once, not two a row
             raise ValueError(f"{self.path}: a row needs the columns {COLUMNS}, got {sorted(row)}")
         for name in COLUMNS:
             self._columns[name].append(row[name])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.clean import CleanConfig, clean_document
-from pipelines.clean.language import SAMPLE_CHARS, identify_language, language_sample
+from pipelines.clean.language import WINDOW_CHARS, identify_language, language_windows
 from pipelines.document import Document, Reject
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
@@ -49,8 +49,9 @@ def greek_wiki_paragraphs(count: int = 8) -> list[str]:
 
 def test_french_book_rejected_under_english_kept_under_french_or_any():
     candide = _book("Candide-fr.txt")
-    # Its Project Gutenberg header is English: the middle sample is what decides.
-    assert identify_language(candide.text[:SAMPLE_CHARS])[0] == "en"
+    # Its Project Gutenberg header and licence are English: the windows disagree and the
+    # whole text decides.
+    assert identify_language(candide.text[:WINDOW_CHARS])[0] == "en"
     rejected = clean_document(candide, CleanConfig())
     assert isinstance(rejected, Reject)
     assert rejected.reason == "language" and rejected.detail.startswith("fr ")
@@ -99,15 +100,14 @@ def test_confidence_threshold():
     assert isinstance(clean_document(mixed, lenient), Document)
 
 
-def test_long_documents_are_classified_on_a_bounded_sample():
+def test_long_documents_are_first_classified_on_three_bounded_windows():
     text = (BOOKS / "2701-0.txt").read_text("utf-8")
-    sample = language_sample(text)
-    assert len(sample) <= 2 * SAMPLE_CHARS + 1
-    head, middle = sample.split("\n", 1)[0], sample[-100:]
-    assert text.startswith(head[:50]) and middle in text
-    assert text.index(middle) > len(text) // 3  # from the middle, not the start
+    head, middle, end = language_windows(text)
+    assert all(0 < len(window) <= WINDOW_CHARS for window in (head, middle, end))
+    assert text.startswith(head) and middle in text and text.endswith(end)
+    assert len(text) // 3 < text.index(middle) < 2 * len(text) // 3  # from the middle
     short = "A short text."
-    assert language_sample(short) == short
+    assert language_windows(short) == [short]
 
 
 def test_unknown_language_code_is_a_clear_error():
@@ -138,7 +138,9 @@ def test_the_cached_model_classifies_as_the_packaged_one(fresh_model_cache):
     language, cache = fresh_model_cache
     packaged = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     texts = greek_wiki_paragraphs(3) + [
-        language_sample(_book(name).text) for name in sorted(p.name for p in BOOKS.glob("*.txt"))
+        window
+        for name in sorted(p.name for p in BOOKS.glob("*.txt"))
+        for window in language_windows(_book(name).text)
     ]
     assert language.supported_languages() == tuple(packaged.labels)
     cached = language.load_identifier()

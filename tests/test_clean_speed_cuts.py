@@ -91,7 +91,11 @@ def test_vectorised_language_walk_gives_py3langid_scores_bit_for_bit():
     fast = language.get_identifier()
     assert type(fast).__name__ == "_VectorIdentifier"  # the packaged model is a verified one
     plain = _plain_py3langid()
-    texts = [language.language_sample(normalize.normalize_text(t)) for _, t in real_samples()]
+    texts = [
+        window
+        for _, t in real_samples()
+        for window in language.language_windows(normalize.normalize_text(t))
+    ]
     # Shorter than the synchronising length, empty, featureless, upper case, other scripts.
     texts += ["", "a", "Ab c", "!!!!!!!!", "THE QUICK BROWN FOX", "Ελληνικά", "日本語のテキスト"]
     for text in texts:

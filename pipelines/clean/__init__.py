@@ -24,7 +24,7 @@ import functools
 
 from pipelines.clean import filters
 from pipelines.clean.filters import C4_BOILERPLATE_PHRASES
-from pipelines.clean.language import identify_language, supported_languages
+from pipelines.clean.language import DEFAULT_THRESHOLD, identify_language, supported_languages
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import LANGUAGE_META, LANGUAGE_SCORE_META, Document, Reject
 from pipelines.sources.traits import SOURCE_LANGUAGE_META
@@ -144,7 +144,7 @@ class CleanConfig:
     max_words: int | None = None
     language: str | tuple[str, ...] = "en"
     language_from_source: bool = False
-    language_threshold: float = 0.65
+    language_threshold: float = DEFAULT_THRESHOLD
     max_duplicate_line_fraction: float | None = None
     max_duplicate_line_char_fraction: float | None = None
     max_duplicate_paragraph_fraction: float | None = None
@@ -446,7 +446,7 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
     language, confidence = None, 0.0
     wanted = _wanted_languages(doc, config)
     if wanted != "any":
-        language, confidence = identify_language(text)
+        language, confidence = identify_language(text, config.language_threshold)
         if language not in wanted:
             return reject(("language", f"{language} p={confidence:.3f}, not {','.join(wanted)}"))
         if confidence < config.language_threshold:

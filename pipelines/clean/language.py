@@ -17,12 +17,17 @@ MB); a missing or wrong digest (a zeroed or edited array, a half-copied folder) 
 cache, with one warning line.
 
 py3langid walks the UTF-8 bytes through its n-gram automaton one byte at a time in Python, at
-about 1-2 MB/s, the slowest step of cleaning. Two things cut it:
+about 1-2 MB/s, the slowest step of cleaning. Three things cut it:
 
-- a document is classified on a bounded sample: all of it up to 2 x `SAMPLE_CHARS` characters,
-  else its first `SAMPLE_CHARS` plus as many from the middle. The middle slice matters: a
-  Project Gutenberg book in French still opens with an English licence header. (On the shared
-  corpora, 1,000-character slices give the same languages as 2,000 at 1.5x the speed.)
+- a long document is decided from as much text as the decision needs (`identify_language`):
+  a document of up to 3 x `WINDOW_CHARS` characters is classified whole; a longer one on three
+  windows of `WINDOW_CHARS` (its start, middle and end, cut at whitespace), each classified
+  alone. When all three name one language, each with a probability clear of the caller's
+  threshold by `THRESHOLD_MARGIN`, that is the label (with the least of the three
+  probabilities); otherwise, windows that disagree (a Project Gutenberg book in French opens
+  and ends with an English licence) or a window near the threshold, the whole text is
+  classified. On the shared corpora the label equals the whole text's for every document
+  (bench/bench_language.py, bench/results/language.md).
 - the walk is done for all bytes at once in numpy (`_VectorIdentifier`). The automaton
   synchronises: from any two states, the same `SYNC_BYTES` bytes lead to the same state (checked
   for the packaged model by `synchronizing_length`, `VERIFIED_MODELS`). So the state after byte i
@@ -30,6 +35,9 @@ about 1-2 MB/s, the slowest step of cleaning. Two things cut it:
   steps over all positions give every state py3langid's loop gives, hence the same feature
   counts, in the same order, and bit-identical scores. A model not in `VERIFIED_MODELS` (a newer
   py3langid) is walked by py3langid's own loop.
+- the features' counts in order of first occurrence come from one stable sort, straight into
+  the product py3langid scores with (no dict, no numpy.unique): on a short web document (~800
+  bytes) most of the cost is numpy's per-call overhead, not the bytes.
 """
 
 from __future__ import annotations
@@ -45,7 +53,13 @@ import tempfile
 import threading
 from pathlib import Path
 
-SAMPLE_CHARS = 1000
+# The windows a long document is decided on (characters), and how far above the caller's
+# threshold each window's probability must be for the windows alone to decide.
+WINDOW_CHARS = 2000
+THRESHOLD_MARGIN = 0.1
+# The probability a document's language must reach to be kept, unless the caller says otherwise
+# (CleanConfig.language_threshold's default).
+DEFAULT_THRESHOLD = 0.65
 # sha256 (first 16 hex digits) of py3langid's packaged model -> bytes after which its automaton
 # synchronises; each entry checked with `synchronizing_length` (py3langid 0.4.0: 6 bytes).
 VERIFIED_MODELS = {"f4f4a2c3465ca1f0": 6}
@@ -217,16 +231,28 @@ def _vector_identifier_class():
             features = features[features >= 0]
             if len(features) == 0:  # py3langid's own answer for featureless input
                 return super()._raw_score(b"")
-            ids, first, counts = np.unique(features, return_index=True, return_counts=True)
-            # In order of first occurrence, as py3langid's Counter holds them, so the float32
-            # sums run in the same order and the scores are bit-identical.
-            order = np.argsort(first, kind="stable")
-            visits = dict(zip(ids[order].tolist(), counts[order].tolist()))
+            ids, counts = _first_occurrence_counts(features)
             # set_languages (unused here) narrows nb_ptc; the widened copy is the full table's.
             full = self.nb_ptc is self._full_model[0]
-            return self._sparse_score(visits, self._ptc32 if full else self.nb_ptc)
+            table = self._ptc32 if full else self.nb_ptc
+            # py3langid's _sparse_score on the same features in the same order (the order of
+            # its Counter: first occurrence), so the float32 sums and the scores are the same.
+            return np.log1p(counts.astype(np.float32)) @ table[ids] + self.nb_pc
 
     return _VectorIdentifier
+
+
+def _first_occurrence_counts(values):
+    """(distinct values, how often each occurs), in order of first occurrence: what a Counter
+    over `values` holds, from one stable sort."""
+    import numpy as np
+
+    sorter = values.argsort(kind="stable")  # stable: a run of equal values starts at the earliest
+    ordered = values[sorter]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    counts = np.diff(starts, append=len(values))
+    by_first = sorter[starts].argsort()
+    return ordered[starts][by_first], counts[by_first]
 
 
 def _as_numpy(table):
@@ -309,24 +335,35 @@ def get_identifier():
         return load_identifier()
 
 
-def language_sample(text: str, sample_chars: int = SAMPLE_CHARS) -> str:
-    """The part of `text` that is classified: all of it when short, else the first
-    `sample_chars` characters and `sample_chars` from the middle, each cut at whitespace so no
-    word is split."""
-    if len(text) <= 2 * sample_chars:
-        return text
-    head = text[:sample_chars]
-    middle_start = (len(text) - sample_chars) // 2
-    middle = text[middle_start : middle_start + sample_chars]
-    head = head[: head.rfind(" ")] if " " in head else head
-    if " " in middle:
-        middle = middle[middle.find(" ") + 1 : middle.rfind(" ")]
-    return head + "\n" + middle
+def language_windows(text: str, window_chars: int = WINDOW_CHARS) -> list[str]:
+    """The parts of `text` that decide its language first: all of it when it is at most three
+    windows long, else `window_chars` characters from its start, middle and end, each cut at
+    whitespace so no word is split."""
+    if len(text) <= 3 * window_chars:
+        return [text]
+    middle = (len(text) - window_chars) // 2
+    head = text[:window_chars]
+    windows = [head[: head.rfind(" ")] if " " in head else head]
+    for start in (middle, len(text) - window_chars):
+        window = text[start : start + window_chars]
+        if " " in window:
+            window = window[window.find(" ") + 1 : window.rfind(" ") if start == middle else None]
+        windows.append(window)
+    return windows
 
 
-def identify_language(text: str, sample_chars: int = SAMPLE_CHARS) -> tuple[str, float]:
-    """(ISO 639-1 code, probability) of the most likely language of `text`."""
-    language, confidence = get_identifier().classify(language_sample(text, sample_chars))
+def identify_language(text: str, threshold: float = DEFAULT_THRESHOLD) -> tuple[str, float]:
+    """(ISO 639-1 code, probability) of the most likely language of `text`: the windows' (see
+    the module docstring) where they agree with every probability at least `threshold` +
+    `THRESHOLD_MARGIN`, else the whole text's."""
+    identifier = get_identifier()
+    windows = language_windows(text)
+    labels = [identifier.classify(window) for window in windows]
+    if len(windows) > 1:
+        decisive = min(1.0, threshold + THRESHOLD_MARGIN)
+        if len({label for label, _ in labels}) > 1 or min(p for _, p in labels) < decisive:
+            labels = [identifier.classify(text)]
+    language, confidence = min(labels, key=lambda label: label[1])
     return str(language), float(confidence)
 
 

@@ -3,7 +3,6 @@ planned, split and read on workers by the source module `--source` names."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -120,7 +119,7 @@ class ReadDoFn(_SourceTaskDoFn):
                     cut_text = record.meta.get(PARTS_REMOVED_TEXT, "")
                     meta = {k: v for k, v in record.meta.items() if k != PARTS_REMOVED_TEXT}
                     meta[INPUT_META] = task.path  # the sidecar's input column, for every source
-                    record = dataclasses.replace(record, meta=meta)
+                    record = record.with_meta(meta)
                     yield record
                     yield from self._parts_removed(record, cut_text)
                 else:
