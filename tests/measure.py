@@ -17,6 +17,26 @@ def traced_peak(run) -> int:
         tracemalloc.stop()
 
 
+def saved_activation_bytes(model, forward) -> int:
+    """Bytes of the distinct storages autograd saves for backward while `forward()` runs the
+    model once (what is alive at the end of it: the activation peak), `model`'s parameters
+    excluded."""
+    import torch
+
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return sum(storages.values())
+
+
 def find_root(parent: dict, x):
     """x's root in the union-find forest `parent` (x becomes its own root when new), halving the
     path on the way so later look-ups are short."""

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 import torch
 
+from tests.measure import saved_activation_bytes
 from train.models.presets import get_preset
 from train.models.registry import SPECS, get_spec, spec_of_config
 from train.plan import MASK_PROB, Layout, activation_bytes, main, plan, plan_counts
@@ -34,23 +35,6 @@ def test_every_family_has_small_presets_planned():
     assert {get_preset(name).model for name in SMALL} == set(SPECS)
 
 
-def measured_activation_bytes(model, batch: dict) -> int:
-    """Bytes of the distinct storages autograd saves in one forward pass (the activation peak
-    at its end), parameters excluded."""
-    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    storages: dict[int, int] = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in parameters:
-            storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(**batch)
-    return sum(storages.values())
-
-
 def _batch(name: str, config, seq: int, rows: int) -> dict:
     ids = torch.randint(0, config.vocab_size, (rows, seq))
     if get_preset(name).model == "bert":  # the trainer's masked LM: labels at MASK_PROB
@@ -72,7 +56,8 @@ def test_planned_activations_agree_with_what_autograd_keeps(name):
     seq = spec.positions(config)
     layout = Layout(seq_len=seq, micro_batch=2, activation_bytes=4)
     predicted = activation_bytes(config, layout)
-    measured = measured_activation_bytes(model, _batch(name, config, seq, 2))
+    batch = _batch(name, config, seq, 2)
+    measured = saved_activation_bytes(model, lambda: model(**batch))
     assert abs(measured - predicted) / measured < 0.15, (measured, predicted)
 
 

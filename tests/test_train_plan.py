@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.measure import saved_activation_bytes
 from train.models.gpt import GPT, GPTConfig
 from train.models.presets import get_preset
 from train.parallel import apply_activation_checkpointing
@@ -24,24 +25,12 @@ def test_megatron_configs_give_the_papers_parameter_counts(preset, billions):
 
 
 def measured_activation_bytes(config: GPTConfig, mode: str, batch: int) -> int:
-    """Bytes of the distinct storages autograd saves for backward in one forward pass (what
-    is alive at the end of it: the activation peak), parameters excluded."""
+    """What autograd saves for backward in one forward pass of a GPT (`saved_activation_bytes`)."""
     torch.manual_seed(0)
     model = GPT(config)
     apply_activation_checkpointing(model, mode)
-    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    storages: dict[int, int] = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in parameters:
-            storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
     ids = torch.randint(0, config.vocab_size, (batch, config.block_size))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(ids, ids)
-    return sum(storages.values())
+    return saved_activation_bytes(model, lambda: model(ids, ids))
 
 
 @pytest.mark.parametrize("mode", ["none", "selective", "full"])
