@@ -21,10 +21,8 @@ sizing is the default run's: one TB of raw text needs 1e6 MB / (MB per CPU-s x 3
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +30,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from bench_language import CORPORA, documents, short_documents  # noqa: E402
+from bench_language import (  # noqa: E402
+    documents,
+    preprocess_stats,
+    short_documents,
+    write_corpus,
+)
 
 RUNS = {
     "default": [],
@@ -44,37 +47,13 @@ RUNS = {
 PRICE_PER_VCPU_HOUR = 0.056 + 4 * 0.0035
 
 
-def write_corpus(directory: Path, texts: list[str]) -> float:
-    directory.mkdir(parents=True)
-    with open(directory / "part-00.jsonl", "w", encoding="utf-8") as file:
-        for text in texts:
-            file.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
-    return sum(len(text.encode("utf-8")) for text in texts) / 1e6
-
-
 def run(corpus: Path, flags: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as out:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pipelines.preprocess",
-                "--source=jsonl",
-                f"--input={corpus}/*.jsonl",
-                f"--output={out}/run",
-                f"--tokenizer={CORPORA / 'vocab' / 'gpt2'}",
-                "--progress-interval=0",
-                *flags,
-            ],
-            cwd=REPO,
-            check=True,
-            capture_output=True,
-        )
+        stats = preprocess_stats("jsonl", f"{corpus}/*.jsonl", out, flags)
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        stats = json.loads(Path(out, "run", "stats.json").read_text())
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"cpu": cpu, "wall": wall, "written": stats["written"], "read": stats["read"]}
 

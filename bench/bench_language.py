@@ -233,25 +233,40 @@ def candidates(python: str, docs: list[str], short: list[str]) -> dict:
 
 
 # -- the command line ----------------------------------------------------------------------------
+def preprocess_stats(source: str, pattern: str, out: str, flags: list[str]) -> dict:
+    """Run `python -m pipelines.preprocess` at its defaults but `flags` (GPT-2 BPE) into `out`;
+    its stats.json."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.preprocess",
+            f"--source={source}",
+            f"--input={pattern}",
+            f"--output={out}/run",
+            f"--tokenizer={CORPORA / 'vocab' / 'gpt2'}",
+            "--progress-interval=0",
+            *flags,
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
+    return json.loads(Path(out, "run", "stats.json").read_text())
+
+
+def write_corpus(directory: Path, texts: list[str]) -> float:
+    """`texts` as one JSONL file in `directory` (made); their MB."""
+    directory.mkdir(parents=True)
+    with open(directory / "part-00.jsonl", "w", encoding="utf-8") as file:
+        for text in texts:
+            file.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+    return sum(len(text.encode("utf-8")) for text in texts) / 1e6
+
+
 def kept_by_command(source: str, pattern: Path, flags: list[str]) -> int:
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pipelines.preprocess",
-                f"--source={source}",
-                f"--input={pattern}",
-                f"--output={out}/run",
-                f"--tokenizer={CORPORA / 'vocab' / 'gpt2'}",
-                "--progress-interval=0",
-                *flags,
-            ],
-            cwd=REPO,
-            check=True,
-            capture_output=True,
-        )
-        return json.loads(Path(out, "run", "stats.json").read_text())["written"]
+        return preprocess_stats(source, str(pattern), out, flags)["written"]
 
 
 def command_checks() -> list[str]:

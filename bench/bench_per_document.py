@@ -18,7 +18,6 @@ it) go through the real command line, `python -m pipelines.preprocess --source j
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pstats
 import resource
@@ -31,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from bench_language import CORPORA, documents, short_documents  # noqa: E402
+from bench_language import CORPORA, documents, short_documents, write_corpus  # noqa: E402
 
 SMALL, LARGE = 1000, 5000
 
@@ -71,14 +70,6 @@ def calls(checkout: Path, corpus: Path) -> int:
         profile = Path(work, "run.prof")
         run(checkout, corpus, profile)
         return sum(entry[1] for entry in pstats.Stats(str(profile)).stats.values())
-
-
-def write_corpus(directory: Path, texts: list[str]) -> float:
-    directory.mkdir(parents=True)
-    with open(directory / "part-00.jsonl", "w", encoding="utf-8") as file:
-        for text in texts:
-            file.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
-    return sum(len(t.encode("utf-8")) for t in texts) / 1e6
 
 
 def main() -> None:
