@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from common.safe_io import UnsafeInputError, require_regular_file
+from dataset_format.files import FormatError, file_sha256, require_set_file
 
 if TYPE_CHECKING:
     from dataset_format.sidecar import SidecarInfo
@@ -55,10 +55,6 @@ TOKEN_DTYPE_CODES = {code: d for code, d in DTYPE_CODES.items() if d.kind in "iu
 UINT16_VOCAB_LIMIT = 65500
 _COPY_CHUNK = 16 << 20
 _ID_CHECK_CHUNK = 1 << 22  # tokens per pass of the vocabulary check
-
-
-class FormatError(ValueError):
-    """A shard file that breaks the format; the message names the file and what is wrong."""
 
 
 def dtype_for_vocab(vocab_size: int) -> np.dtype:
@@ -291,10 +287,7 @@ class IndexedDataset:
             if not os.path.exists(path):
                 missing = "missing pair: " if os.path.exists(other) else ""
                 raise FormatError(f"{path}: {missing}file not found")
-            try:  # a FIFO or a device would block or never end a read
-                sizes[path] = require_regular_file(path, "shard file").st_size
-            except UnsafeInputError as e:
-                raise FormatError(str(e)) from None
+            sizes[path] = require_set_file(path, "shard file").st_size
         idx_size = sizes[index_file]
         if idx_size < HEADER.size:
             raise FormatError(
@@ -525,11 +518,3 @@ def shard_info(prefix: str) -> ShardInfo:
         bin_sha256=file_sha256(bin_path(prefix)),
         idx_sha256=file_sha256(idx_path(prefix)),
     )
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_COPY_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
