@@ -170,3 +170,19 @@ def test_rows_written_as_the_pipeline_writes_them_pass(copy):
     _rewrite(copy, _rows(copy))
     assert dump(copy, "--verify").returncode == 0
     assert pa.types.is_int64(pq.read_schema(copy / SIDECAR).field("tokens").type)
+
+
+def test_foreign_token_files_that_are_fifos_are_named_as_fifos(tmp_path, web_set):
+    """The converters' inputs too: a FIFO is named for what it is before it is opened (a
+    nanoGPT .bin made of the real set's tokens beside it reads)."""
+    import numpy as np
+
+    from dataset_format.interop import read_llmc, read_nanogpt
+
+    tokens = np.asarray(ShardSet(str(web_set)).document(0), dtype="<u2")
+    tokens.tofile(tmp_path / "train.bin")
+    assert read_nanogpt(str(tmp_path / "train.bin")).tolist() == tokens.tolist()
+    os.mkfifo(tmp_path / "fifo.bin")
+    for read in (read_nanogpt, read_llmc):
+        with pytest.raises(FormatError, match=r"fifo.bin is a FIFO, not a regular file$"):
+            read(str(tmp_path / "fifo.bin"))
