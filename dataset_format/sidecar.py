@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import uuid
 
+from common.output_dir import tmp_name
 from dataset_format.files import FormatError, file_sha256, require_set_file
 
 SIDECAR_SUFFIX = ".meta.parquet"
@@ -64,7 +64,7 @@ class SidecarWriter:
 
     def __init__(self, path: str):
         self.path = path
-        self._tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"  # unique per writer, as the pair's
+        self._tmp = tmp_name(path)  # unique per writer, as the pair's
         import pyarrow.parquet as pq
 
         self._schema = _schema()
