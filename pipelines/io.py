@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from typing import BinaryIO
 
 import fsspec
 from apache_beam.io.filesystems import FileSystems
 
 from common.safe_io import require_regular_file
-from pipelines.local_files import local_matches
+from pipelines.local_files import has_wildcard, local_matches
 
 _BEAM_SCHEMES = ("gs://", "s3://", "hdfs://", "azfs://")
-_WILDCARD = re.compile(r"[*?\[]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +53,7 @@ def match_inputs(pattern: str) -> list[InputFile]:
             for p in paths
             if not fs.isdir(p)
         ]
-    elif "://" not in pattern and _WILDCARD.search(pattern):  # Beam's listing skips linked folders
+    elif "://" not in pattern and has_wildcard(pattern):  # Beam's listing skips linked folders
         files = [
             InputFile(p, require_regular_file(p, "input").st_size) for p in local_matches(pattern)
         ]

@@ -24,6 +24,10 @@ class InputFolderError(ValueError):
     """A folder under an input that cannot be listed whole; one line naming it."""
 
 
+def has_wildcard(pattern: str) -> bool:
+    return _WILDCARD.search(pattern) is not None
+
+
 def glob_root(pattern: str) -> str:
     """The folder to list for `pattern`: the folder part before its first wildcard ('.' for
     none), as Beam's own matching takes it."""
@@ -46,7 +50,8 @@ def walk_files(root: str) -> Iterator[str]:
 
 def _walk(folder: str, above: tuple, seen: set) -> Iterator[str]:
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
     except OSError as error:
         raise InputFolderError(
             f"input folder {folder} cannot be listed: {error.strerror or error}"
@@ -56,7 +61,7 @@ def _walk(folder: str, above: tuple, seen: set) -> Iterator[str]:
         try:
             st = os.stat(path)  # through a link: what it names
         except OSError:
-            yield path  # a broken link: its open fails and is counted as that file's
+            yield path  # a broken link: listed, so that the caller's type check names it
             continue
         if not stat.S_ISDIR(st.st_mode):
             yield path

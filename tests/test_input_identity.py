@@ -107,3 +107,12 @@ def test_a_file_name_that_is_not_utf8_is_read_and_named_escaped(tmp_path, capsys
     assert table["id"] == ["books:alice.txt", "books:swift-\\xff.txt"]
     assert table["input"] == [f"{books}/alice.txt", f"{books}/swift-\\xff.txt"]
     assert all(t > 1000 for t in table["tokens"])
+
+
+def test_a_broken_link_in_an_input_folder_is_named_not_skipped(linked_corpus, tmp_path, capsys):
+    (linked_corpus / "own" / "10.txt").symlink_to(tmp_path / "moved-away.txt")
+    code, err = _preprocess(capsys, "webtext", f"--input={linked_corpus}",
+                            f"--output={tmp_path / 'out'}")  # fmt: skip
+    assert code == 2
+    (line,) = err.splitlines()
+    assert f"{linked_corpus}/own/10.txt: no such file" in line
