@@ -116,9 +116,9 @@ class SidecarWriter:
 MAX_ROW_GROUP_BYTES = 64 << 20
 
 
-def _open(path: str, documents: int):
-    """The sidecar of a shard of `documents` documents as a pyarrow ParquetFile, its columns and
-    row count checked; a file that is not one (or not a regular file) is a FormatError."""
+def _open(path: str):
+    """The sidecar as a pyarrow ParquetFile, its columns checked; a file that is not one (or not
+    a regular file) is a FormatError."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -130,9 +130,6 @@ def _open(path: str, documents: int):
     if parquet.schema_arrow != _schema():
         raise FormatError(f"{path}: columns {parquet.schema_arrow.names} (or their types) are "
                           f"not the sidecar's {list(COLUMNS)}")
-    rows = parquet.metadata.num_rows
-    if rows != documents:
-        raise FormatError(f"{path}: {rows} rows, but its shard holds {documents} documents")
     return parquet
 
 
@@ -170,8 +167,11 @@ def _check_rows(path: str, table, first: int, lengths) -> None:
 def read_row(path: str, row: int, lengths) -> dict:
     """Row `row` of the sidecar of a shard whose documents have `lengths` tokens (one row group
     is read, and its rows checked against them)."""
-    parquet = _open(path, len(lengths))
+    parquet = _open(path)
     metadata = parquet.metadata
+    if metadata.num_rows != len(lengths):
+        raise FormatError(f"{path}: {metadata.num_rows} rows, but its shard holds "
+                          f"{len(lengths)} documents")
     first = 0
     for group in range(metadata.num_row_groups):
         rows = metadata.row_group(group).num_rows
@@ -199,10 +199,13 @@ def verify_sidecar(directory: str, info: SidecarInfo, lengths, checksums: bool) 
             raise FormatError(
                 f"{path}: checksum mismatch: manifest says {info.sha256}, file is {actual}"
             )
-    if info.rows != len(lengths):
-        raise FormatError(f"{path}: the manifest lists {info.rows} rows, but the shard holds "
-                          f"{len(lengths)} documents")
-    parquet = _open(path, len(lengths))
+    parquet = _open(path)
+    rows = parquet.metadata.num_rows
+    if rows != info.rows or rows != len(lengths):
+        raise FormatError(
+            f"{path}: {rows} rows, but the manifest lists {info.rows} and the shard holds "
+            f"{len(lengths)} documents"
+        )
     first = 0
     for group in range(parquet.metadata.num_row_groups):
         table = _read_group(parquet, path, group, ["id", "tokens"])
