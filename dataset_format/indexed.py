@@ -22,14 +22,14 @@ import dataclasses
 import hashlib
 import os
 import struct
-import uuid
 from array import array
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from common.safe_io import UnsafeInputError, require_regular_file
+from common.output_dir import tmp_name
+from dataset_format.files import FormatError, file_sha256, require_set_file
 
 if TYPE_CHECKING:
     from dataset_format.sidecar import SidecarInfo
@@ -55,10 +55,6 @@ TOKEN_DTYPE_CODES = {code: d for code, d in DTYPE_CODES.items() if d.kind in "iu
 UINT16_VOCAB_LIMIT = 65500
 _COPY_CHUNK = 16 << 20
 _ID_CHECK_CHUNK = 1 << 22  # tokens per pass of the vocabulary check
-
-
-class FormatError(ValueError):
-    """A shard file that breaks the format; the message names the file and what is wrong."""
 
 
 def dtype_for_vocab(vocab_size: int) -> np.dtype:
@@ -124,9 +120,9 @@ class IndexedDatasetWriter:
         self._limits = (np.iinfo(self.dtype).min, np.iinfo(self.dtype).max)
         directory = os.path.dirname(os.path.abspath(prefix))
         os.makedirs(directory, exist_ok=True)
-        tag = f".tmp-{uuid.uuid4().hex[:12]}"
-        self._bin_tmp = bin_path(prefix) + tag
-        self._idx_tmp = idx_path(prefix) + tag
+        # the output folder's temporary names: a killed writer's files are counted as the pair's
+        self._bin_tmp = tmp_name(bin_path(prefix))
+        self._idx_tmp = tmp_name(idx_path(prefix))
         self._bin: BinaryIO | None = open(self._bin_tmp, "wb")
         self._bin_hash = hashlib.sha256()
         self._sequence_lengths = array("i")
@@ -173,13 +169,13 @@ class IndexedDatasetWriter:
         if self._bin is None:
             raise RuntimeError(f"{self.prefix}: writer already finalized or discarded")
         document_lengths = np.asarray(document_lengths, dtype=np.int64)
+        if document_lengths.size and document_lengths.max() > np.iinfo(np.int32).max:
+            raise ValueError(f"{self.prefix}: a sequence longer than 2**31-1 tokens")
         if int(document_lengths.sum()) != len(tokens):
             raise ValueError(
                 f"{self.prefix}: document lengths sum to {int(document_lengths.sum())}, "
                 f"but {len(tokens)} tokens were given"
             )
-        if document_lengths.size and document_lengths.max() > np.iinfo(np.int32).max:
-            raise ValueError(f"{self.prefix}: a sequence longer than 2**31-1 tokens")
         self._write_tokens(self._as_tokens(tokens))
         base = len(self._sequence_lengths)
         self._sequence_lengths.frombytes(document_lengths.astype(np.int32).tobytes())
@@ -224,8 +220,7 @@ class IndexedDatasetWriter:
         self._bin = None
         lengths = np.frombuffer(self._sequence_lengths, dtype=np.int32)
         pointers = np.zeros(len(lengths), dtype=np.int64)
-        if len(lengths) > 1:
-            np.cumsum(lengths[:-1].astype(np.int64) * self.dtype.itemsize, out=pointers[1:])
+        np.cumsum(lengths[:-1].astype(np.int64) * self.dtype.itemsize, out=pointers[1:])
         document_index = np.frombuffer(self._document_index, dtype=np.int64)
         idx_hash = hashlib.sha256()
         with open(self._idx_tmp, "wb") as idx:
@@ -291,10 +286,7 @@ class IndexedDataset:
             if not os.path.exists(path):
                 missing = "missing pair: " if os.path.exists(other) else ""
                 raise FormatError(f"{path}: {missing}file not found")
-            try:  # a FIFO or a device would block or never end a read
-                sizes[path] = require_regular_file(path, "shard file").st_size
-            except UnsafeInputError as e:
-                raise FormatError(str(e)) from None
+            sizes[path] = require_set_file(path, "shard file").st_size
         idx_size = sizes[index_file]
         if idx_size < HEADER.size:
             raise FormatError(
@@ -525,11 +517,3 @@ def shard_info(prefix: str) -> ShardInfo:
         bin_sha256=file_sha256(bin_path(prefix)),
         idx_sha256=file_sha256(idx_path(prefix)),
     )
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_COPY_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

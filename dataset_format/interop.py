@@ -34,6 +34,7 @@ import numpy as np
 
 from common.cli import ArgumentParser
 from common.output_dir import OutputError, OutputFolder, claim_output_folder, tmp_name
+from dataset_format.files import require_set_file
 from dataset_format.indexed import FormatError, IndexedDatasetWriter, ShardInfo
 from dataset_format.manifest import MANIFEST_NAME, Manifest, TokenizerInfo, write_shard_set_manifest
 from dataset_format.shardset import ShardSet
@@ -59,7 +60,7 @@ _CHUNK_TOKENS = 1 << 24
 
 def read_nanogpt(path: str) -> np.ndarray:
     """The uint16 token stream of a nanoGPT `.bin` (memory-mapped)."""
-    size = os.path.getsize(path)
+    size = require_set_file(path, "nanoGPT token file").st_size
     if size % 2:
         raise FormatError(f"{path}: {size} bytes is not a whole number of uint16 tokens")
     if size == 0:
@@ -69,7 +70,7 @@ def read_nanogpt(path: str) -> np.ndarray:
 
 def read_llmc(path: str) -> np.ndarray:
     """The tokens of one llm.c data shard (memory-mapped), after checking its header."""
-    size = os.path.getsize(path)
+    size = require_set_file(path, "llm.c data shard").st_size
     if size < LLMC_HEADER_BYTES:
         raise FormatError(
             f"{path}: {size} bytes is shorter than the {LLMC_HEADER_BYTES}-byte llm.c header"

@@ -20,13 +20,8 @@ import uuid
 import numpy as np
 
 from common.safe_io import TOKENIZER_CAP, format_bytes
-from dataset_format.indexed import (
-    FormatError,
-    IndexedDataset,
-    bin_path,
-    file_sha256,
-    idx_path,
-)
+from dataset_format.files import FormatError, file_sha256, require_set_file
+from dataset_format.indexed import IndexedDataset, bin_path, idx_path
 from dataset_format.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest
 from dataset_format.sidecar import read_row, verify_sidecar
 
@@ -189,6 +184,9 @@ class ShardSet:
                 raise FormatError(
                     f"{shard.prefix}: manifest lists {listed} {what}, the shard has {actual}"
                 )
+        if info.meta is not None and info.meta.rows != shard.num_documents:
+            raise FormatError(f"{shard.prefix}: manifest lists {info.meta.rows} sidecar rows, "
+                              f"the shard has {shard.num_documents} documents")
 
     @property
     def tokenizer_path(self) -> str | None:
@@ -256,9 +254,10 @@ class ShardSet:
         if info is None:
             return None
         path = os.path.join(self.directory, info.file)
-        if os.path.getsize(path) != info.bytes:  # read no more than the manifest admits
-            raise FormatError(f"{path}: {os.path.getsize(path)} bytes, manifest says {info.bytes}")
-        return read_row(path, local)
+        size = require_set_file(path, "metadata sidecar").st_size
+        if size != info.bytes:  # read no more than the manifest admits
+            raise FormatError(f"{path}: {size} bytes, manifest says {info.bytes}")
+        return read_row(path, local, self.shards[shard].document_lengths())
 
     def document_sequences(self, i: int) -> list[np.ndarray]:
         shard, local = self.locate(i)
@@ -279,7 +278,7 @@ class ShardSet:
 
     def verify(self, checksums: bool = True) -> None:
         """Every invariant of every shard, and (with a manifest) every checksum and every
-        metadata sidecar's row count; FormatError.
+        metadata sidecar against its shard's index (rows, their order, token counts); FormatError.
 
         `checksums` reads all data, so it also checks every token id against the vocabulary
         size the manifest's tokenizer records.
@@ -298,7 +297,7 @@ class ShardSet:
                     f"{bin_path(shard.prefix)}: {size} bytes, manifest says {info.bin_bytes}"
                 )
             if info.meta is not None:
-                verify_sidecar(self.directory, info.meta, shard.num_documents, checksums)
+                verify_sidecar(self.directory, info.meta, shard.document_lengths(), checksums)
             if not checksums:
                 continue
             for path, listed in (

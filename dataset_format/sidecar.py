@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import uuid
 
-from common.safe_io import UnsafeInputError, require_regular_file
-from dataset_format.indexed import FormatError, file_sha256
+from common.output_dir import tmp_name
+from dataset_format.files import FormatError, file_sha256, require_set_file
 
 SIDECAR_SUFFIX = ".meta.parquet"
 # The columns and their Arrow types (pyarrow is imported on first use: opening a set to train
@@ -66,7 +65,7 @@ class SidecarWriter:
 
     def __init__(self, path: str):
         self.path = path
-        self._tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"  # unique per writer, as the pair's
+        self._tmp = tmp_name(path)  # unique per writer, as the pair's
         import pyarrow.parquet as pq
 
         self._schema = _schema()
@@ -112,45 +111,87 @@ class SidecarWriter:
             os.remove(self._tmp)
 
 
+# A row group is read whole. The writer's hold ROW_GROUP_ROWS rows of short strings (a few MB);
+# one that would decode to more than this is no sidecar of ours (a 15 KB file can hold a title of
+# hundreds of MB, zstd-compressed), and is refused before it is decoded. A bound, not a fit.
+MAX_ROW_GROUP_BYTES = 64 << 20
+
+
 def _open(path: str):
-    """The sidecar as a pyarrow ParquetFile; a file that is not one is a FormatError."""
+    """The sidecar as a pyarrow ParquetFile, its columns checked; a file that is not one (or not
+    a regular file) is a FormatError."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    require_set_file(path, "metadata sidecar")
     try:
-        require_regular_file(path, "metadata sidecar")
-        return pq.ParquetFile(path)
-    except UnsafeInputError as e:
-        raise FormatError(str(e)) from None
+        parquet = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as e:
         raise FormatError(f"{path}: not a readable Parquet sidecar: {e}") from None
+    if parquet.schema_arrow != _schema():
+        raise FormatError(f"{path}: columns {parquet.schema_arrow.names} (or their types) are "
+                          f"not the sidecar's {list(COLUMNS)}")
+    return parquet
 
 
-def read_row(path: str, row: int) -> dict:
-    """Row `row` of a sidecar as a dict (one row group is read)."""
+def _read_group(parquet, path: str, group: int, columns: list[str]):
+    """Row group `group`'s `columns`, refused before decoding when its footer says it decodes
+    to more than MAX_ROW_GROUP_BYTES."""
     import pyarrow as pa
 
+    size = parquet.metadata.row_group(group).total_byte_size
+    if size > MAX_ROW_GROUP_BYTES:
+        raise FormatError(f"{path}: row group {group} decodes to {size:,} bytes, over the "
+                          f"{MAX_ROW_GROUP_BYTES:,} a sidecar's may")
+    try:
+        return parquet.read_row_group(group, columns=columns)
+    except (OSError, pa.ArrowException, KeyError) as e:
+        raise FormatError(f"{path}: row group {group} unreadable: {e}") from None
+
+
+def _check_rows(path: str, table, first: int, lengths) -> None:
+    """Rows first.. of `table` against the shard's `lengths` (tokens of each document, from its
+    .idx): row d must hold an id and document d's token count, so a row moved, dropped or taken
+    from another shard is found."""
+    ids, tokens = table.column("id").to_pylist(), table.column("tokens").to_pylist()
+    expected = lengths[first : first + len(tokens)].tolist()
+    for k, (doc_id, count, length) in enumerate(zip(ids, tokens, expected)):
+        if not doc_id:
+            raise FormatError(f"{path}: row {first + k} has no document id")
+        if count != length:
+            raise FormatError(
+                f"{path}: row {first + k} says {count} tokens, but document {first + k} of its "
+                f"shard has {length}: the rows are not the shard's documents in order"
+            )
+
+
+def read_row(path: str, row: int, lengths) -> dict:
+    """Row `row` of the sidecar of a shard whose documents have `lengths` tokens (one row group
+    is read, and its rows checked against them)."""
     parquet = _open(path)
     metadata = parquet.metadata
+    if metadata.num_rows != len(lengths):
+        raise FormatError(f"{path}: {metadata.num_rows} rows, but its shard holds "
+                          f"{len(lengths)} documents")
     first = 0
     for group in range(metadata.num_row_groups):
         rows = metadata.row_group(group).num_rows
         if row < first + rows:
-            try:
-                table = parquet.read_row_group(group, columns=list(COLUMNS))
-            except (OSError, pa.ArrowException, KeyError) as e:
-                raise FormatError(f"{path}: row group {group} unreadable: {e}") from None
+            table = _read_group(parquet, path, group, list(COLUMNS))
+            _check_rows(path, table, first, lengths)
             return table.slice(row - first, 1).to_pylist()[0]
         first += rows
     raise FormatError(f"{path}: no row {row} (it holds {first})")
 
 
-def verify_sidecar(directory: str, info: SidecarInfo, documents: int, checksums: bool) -> None:
-    """The sidecar is the file the manifest lists and holds one row per document of its shard."""
+def verify_sidecar(directory: str, info: SidecarInfo, lengths, checksums: bool) -> None:
+    """The sidecar is the file the manifest lists, of a regular file's type and size, and holds
+    one row per document of its shard, in the shard's order (`_check_rows`), every row group
+    within MAX_ROW_GROUP_BYTES; `lengths`: the tokens of each of the shard's documents."""
     path = os.path.join(directory, info.file)
     if not os.path.lexists(path):
         raise FormatError(f"{path}: metadata sidecar named in the manifest is missing")
-    size = os.path.getsize(path)
+    size = require_set_file(path, "metadata sidecar").st_size
     if size != info.bytes:
         raise FormatError(f"{path}: {size} bytes, manifest says {info.bytes}")
     if checksums:
@@ -160,12 +201,31 @@ def verify_sidecar(directory: str, info: SidecarInfo, documents: int, checksums:
                 f"{path}: checksum mismatch: manifest says {info.sha256}, file is {actual}"
             )
     parquet = _open(path)
-    if parquet.schema_arrow != _schema():
-        raise FormatError(f"{path}: columns {parquet.schema_arrow.names} (or their types) are "
-                          f"not the sidecar's {list(COLUMNS)}")
     rows = parquet.metadata.num_rows
-    if rows != info.rows or rows != documents:
+    if rows != info.rows or rows != len(lengths):
         raise FormatError(
             f"{path}: {rows} rows, but the manifest lists {info.rows} and the shard holds "
-            f"{documents} documents"
+            f"{len(lengths)} documents"
         )
+    first = 0
+    for group in range(parquet.metadata.num_row_groups):
+        table = _read_group(parquet, path, group, ["id", "tokens"])
+        _check_rows(path, table, first, lengths)
+        first += table.num_rows
+
+
+# What a tool prints of one field: a URL or a title is far shorter; a longer value is cut
+# (and said to be), so a hostile sidecar cannot fill a terminal or a log.
+SHOWN_FIELD_CHARS = 1000
+
+
+def shown_row(row: dict, limit: int = SHOWN_FIELD_CHARS) -> tuple[dict, list[str]]:
+    """`row` with each string longer than `limit` characters cut to `limit` and a note of how
+    many were left out; and the names of the fields cut."""
+    shown, cut = {}, []
+    for key, value in row.items():
+        if isinstance(value, str) and len(value) > limit:
+            value = f"{value[:limit]}... ({len(value) - limit:,} more characters not shown)"
+            cut.append(key)
+        shown[key] = value
+    return shown, cut

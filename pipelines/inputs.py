@@ -10,12 +10,16 @@ reads files (preprocess, dedup):
   The two may be combined: --input's patterns come first.
 - Every pattern must match at least one file (a pattern matching nothing is almost always a
   typo, and a run of what the other patterns match would hide it); a file matched twice (named
-  twice, or by two patterns) is read once.
+  twice, spelled two ways, reached through a link, or by two patterns) is read once, under the
+  first name that matched it: a local input is identified by its resolved path.
+- A folder is every file under it, links to folders followed (`pipelines/local_files.py`): a
+  link that loops, or a folder that cannot be listed, is refused by name.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import posixpath
 import re
@@ -35,6 +39,7 @@ INPUT_LIST_HELP = (
 # flag adds its words (a stray word after --input PATH is a pattern, so it must match a file).
 INPUT_ARGUMENT = {"nargs": "+", "action": "extend", "metavar": "PATH"}
 
+LOG = logging.getLogger(__name__)
 _WILDCARD = re.compile(r"[*?\[]")
 # A list of ten million paths is ~1 GB; past this, the file given is no list (a dump named by
 # mistake), and reading it whole would fill the launcher's memory.
@@ -128,10 +133,19 @@ def match_patterns(inputs: str | Sequence[str]) -> list[InputFile]:
         if not files:
             raise FileNotFoundError(f"no input files match {pattern!r} (only directories)")
         for f in files:
-            found.setdefault(f.path, f)
+            first = found.setdefault(file_identity(f.path), f)
+            if first is not f and first.path != f.path:
+                LOG.info("input %s is %s (one file): read once", f.path, first.path)
     if not found:
         raise FileNotFoundError("no input given")
     return sorted(found.values(), key=lambda f: f.path)
+
+
+def file_identity(path: str) -> str:
+    """What makes two names one input: a local file's resolved path (`a`, `./a`, `x/../a`, a
+    link to it and its absolute path name one file), a URL as written."""
+    local = path.removeprefix("file://") if path.startswith("file://") else path
+    return path if "://" in local else os.path.realpath(local)
 
 
 def _pattern_base(pattern: str) -> str:

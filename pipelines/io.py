@@ -17,6 +17,7 @@ import fsspec
 from apache_beam.io.filesystems import FileSystems
 
 from common.safe_io import require_regular_file
+from pipelines.local_files import has_wildcard, local_matches
 
 _BEAM_SCHEMES = ("gs://", "s3://", "hdfs://", "azfs://")
 
@@ -51,6 +52,10 @@ def match_inputs(pattern: str) -> list[InputFile]:
             InputFile(f"{protocol}://{p.split('://')[-1]}", int(fs.size(p) or 0))
             for p in paths
             if not fs.isdir(p)
+        ]
+    elif "://" not in pattern and has_wildcard(pattern):  # Beam's listing skips linked folders
+        files = [
+            InputFile(p, require_regular_file(p, "input").st_size) for p in local_matches(pattern)
         ]
     else:
         results = FileSystems.match([pattern])[0].metadata_list

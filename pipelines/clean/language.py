@@ -53,6 +53,14 @@ import tempfile
 import threading
 from pathlib import Path
 
+from common.safe_io import (
+    MIB,
+    UnsafeInputError,
+    format_bytes,
+    read_text_capped,
+    require_regular_file,
+)
+
 # The windows a long document is decided on (characters), and how far above the caller's
 # threshold each window's probability must be for the windows alone to decide.
 WINDOW_CHARS = 2000
@@ -94,9 +102,23 @@ _PTC32 = "ptc32"
 _CONTENT = "content.sha256"
 
 
+# An array file of the cache read for its digest: the largest is ~57 MB (ptc32); a bound, not a fit.
+_ARRAY_CAP = 256 * MIB
+
+
 def _file_sha256(path: Path) -> str:
+    """The sha256 of a cache file, which must be a regular file of at most `_ARRAY_CAP` bytes: a
+    cache entry replaced by a link to /dev/zero or a FIFO fails the check instead of being read
+    for ever."""
+    what = "language model cache file"
+    if require_regular_file(path, what).st_size > _ARRAY_CAP:
+        raise UnsafeInputError(f"{what} {path} is larger than {format_bytes(_ARRAY_CAP)}")
+    digest, left = hashlib.sha256(), _ARRAY_CAP
     with open(path, "rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()
+        while left > 0 and (chunk := file.read(min(MIB, left))):
+            digest.update(chunk)
+            left -= len(chunk)
+    return digest.hexdigest()
 
 
 def _content_digests(directory: Path) -> str:
@@ -108,13 +130,13 @@ def cache_mismatch(directory: Path) -> str | None:
     """Why the cached model in `directory` is not what was built (None: every array file has
     the digest written when it was built)."""
     try:
-        recorded = (directory / _CONTENT).read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as error:
-        return f"no content digest ({type(error).__name__})"
+        recorded = read_text_capped(directory / _CONTENT, "language model cache digest", MIB)
+    except UnsafeInputError as error:
+        return f"no content digest ({error})"
     try:
         found = _content_digests(directory)
-    except OSError as error:
-        return f"an array file cannot be read ({type(error).__name__})"
+    except (OSError, UnsafeInputError) as error:
+        return f"an array file cannot be read ({error})"
     if found != recorded:
         changed = sorted(set(found.splitlines()) - set(recorded.splitlines()))
         names = ", ".join(line.split("  ", 1)[1] for line in changed) or _CONTENT

@@ -13,6 +13,7 @@ to the reader too, which reports it with its cause.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
 
 from pipelines.io import open_input
@@ -27,9 +28,18 @@ def _head(path: str) -> bytes | None:
     """The first SNIFF_BYTES decompressed bytes of `path`; None where it cannot be read."""
     try:
         with open_input(path) as raw:
-            return open_decompressed(raw).head
+            return text_head(open_decompressed(raw).head)
     except (InputError, OSError, EOFError):
         return None
+
+
+def text_head(head: bytes) -> bytes:
+    """`head` as the readers see it: UTF-16 with a BOM (which `decode_text` reads) as the UTF-8
+    of its text, since every format test looks at bytes (and finds a NUL in each ASCII
+    character of UTF-16); other bytes unchanged."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return head.decode("utf-16", errors="replace").encode("utf-8")
+    return head
 
 
 def sources_reading(head: bytes) -> list[str]:

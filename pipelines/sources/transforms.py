@@ -22,6 +22,7 @@ from pipelines.inputs import as_patterns
 from pipelines.reason_log import ReasonLog
 from pipelines.runner import progress as progress_lib
 from pipelines.sources import get_source, input_bytes, split_task
+from pipelines.sources.input_errors import printable_name
 from pipelines.stage import CountingDoFn, stage_error
 from pipelines.stats import INPUT_BYTES, file_failure_key, input_loss_counts
 
@@ -118,13 +119,15 @@ class ReadDoFn(_SourceTaskDoFn):
                         self.progress.add(docs_read=1, bytes_read=size)
                     cut_text = record.meta.get(PARTS_REMOVED_TEXT, "")
                     meta = {k: v for k, v in record.meta.items() if k != PARTS_REMOVED_TEXT}
-                    meta[INPUT_META] = task.path  # the sidecar's input column, for every source
+                    # the sidecar's input column, for every source; a name that is not UTF-8 as
+                    # its escaped text (Parquet, JSON and Beam's coders refuse a lone surrogate)
+                    meta[INPUT_META] = printable_name(task.path)
                     record = record.with_meta(meta)
                     yield record
                     yield from self._parts_removed(record, cut_text)
                 else:
                     self.counts.inc("read_failures")
-                    self.counts.inc(file_failure_key(task.path, record.reason))
+                    self.counts.inc(file_failure_key(printable_name(task.path), record.reason))
                     for name, lost in input_loss_counts(record, task_bytes).items():
                         self.counts.inc(name, lost)
                     yield from self._fail(record, self.keep_failures)
