@@ -31,6 +31,7 @@ from train.build import build_training_model, model_positions, resolve_config, s
 from train.config import TrainConfig, fail
 from train.data.loader import build_data, make_loader, next_batch, to_device
 from train.evaluation import Evaluator, forward_loss, uses_parallel_loss
+from train.init_hf import hf_init_model
 from train.metrics import (
     Console,
     MetricsLog,
@@ -39,6 +40,7 @@ from train.metrics import (
     lookup_peak_tflops,
     throughput,
 )
+from train.models.presets import spec_of_config
 from train.models.registry import get_spec
 from train.models.spec import shape_flags
 from train.optim import LRSchedule, build_optimizer, clip_grads_, grad_norm, scale_grads_
@@ -94,7 +96,8 @@ class Trainer:
     """One run: ``Trainer(config, runtime).fit()``."""
 
     def __init__(self, config: TrainConfig, runtime: Runtime, hooks: TrainHooks | None = None):
-        config = resolve_config(config, runtime, model_positions)
+        config, self.hf_model_config = hf_init_model(config)
+        config = resolve_config(config, runtime, self._positions_of)
         if config.deterministic:
             if runtime.device.type == "cuda":
                 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -107,7 +110,8 @@ class Trainer:
             saved = read_resume_state(self.resume_path, config, self.data)
             config = self.config = with_saved_shape(saved, config, self.resume_path)
         elif config.init_from is not None:
-            self.init_path, saved = read_init_state(config, self.data)
+            say = print if runtime.is_main else (lambda line: None)
+            self.init_path, saved = read_init_state(config, self.data, say)
         self._build_model(saved)
         self.step, self.consumed_samples = 0, 0
         self.guard = SkipGuard(config.skip_outliers, config.outlier_window)
@@ -130,12 +134,21 @@ class Trainer:
             self.release()
             raise
 
+    def _positions_of(self, preset: str) -> tuple[str, int]:
+        """(family, positions) of the model the run trains: the HF folder's when it starts
+        from one, else ``preset``'s."""
+        if self.hf_model_config is None:
+            return model_positions(preset)
+        spec = spec_of_config(self.hf_model_config)
+        return spec.name, spec.positions(self.hf_model_config)
+
     def _build_model(self, saved: dict | None) -> None:
         """The model, parallelized (its padded vocabulary that of ``saved``, the trainer state
         of the checkpoint it resumes or starts from), its optimizer and its schedule."""
         config, runtime = self.config, self.runtime
         vocab = saved_vocab_size(saved, runtime.tp)
-        model = build_training_model(config, runtime, self.data.vocab_size, vocab)
+        from_hf = self.hf_model_config if self.init_path is not None else None
+        model = build_training_model(config, runtime, self.data.vocab_size, vocab, from_hf)
         self.model = model
         self.batch_kind = get_spec(config.model).batch
         self.next_sentence = bool(getattr(model.config, "next_sentence", False))
