@@ -159,14 +159,13 @@ def _load_hf_weights(path: str, spec, config) -> nn.Module:
     (:mod:`train.model_check`): the memory first, then the weights files' headers, then every
     tensor the model has, under our names, with its shape; none left over."""
     from train.hf_weights import read_weights
-    from train.model_check import ModelCheckError, check_fits, check_memory, check_size
+    from train.model_check import ModelCheckError, check_fits, check_memory
 
     what = f"{path}/config.json"
     try:
         check_memory(spec, config, what)
         weights = read_weights(path)
-        # the headers' shapes bound the model before any tensor is read or built
-        check_size(spec, config, weights.shapes, what, weights.bytes)
+        check_memory(spec, config, what, weights.bytes)  # the model and the weights read
         tensors = spec.hf.state_dict_from_hf(weights.tensors(), config)
         offered = {name: (t.shape, t.dtype) for name, t in tensors.items()}
         check_fits(spec, config, offered, f"{path}: the weights")
