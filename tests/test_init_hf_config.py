@@ -111,3 +111,19 @@ def test_a_folder_without_a_tokenizer_is_said_so_in_one_line(tmp_path, capsys):
     lines = [line for line in capsys.readouterr().out.splitlines() if "holds no tokenizer" in line]
     assert len(lines) == 1
     assert f"{GPT2_VOCAB_SIZE:,} rows" in lines[0]
+
+
+def test_a_run_started_from_a_llama_folder_resumes_as_the_folders_model(tmp_path):
+    """The resumed run rebuilds the checkpoint's model_config (eps 1e-6, one KV head, MLP 100),
+    not llama-tiny's: its second step's export still has the folder's fields."""
+    _llama(tmp_path / "hf")
+    data = make_gpt_shards(tmp_path / "data", 30)
+    out = tmp_path / "run"
+    two = [*ONE_STEP[:-1], "2"]  # --max-steps 2
+    args = ["--data", data, "--out", str(out), *two, "--init-from", str(tmp_path / "hf")]
+    train_main(parse_args([*args, "--stop-at", "1"]))
+    train_main(parse_args([*args, "--resume"]))
+    export_hf(checkpoint_of(str(out)), str(tmp_path / "exported"))
+    config = transformers.AutoConfig.from_pretrained(tmp_path / "exported")
+    assert (config.num_key_value_heads, config.intermediate_size) == (1, 100)
+    assert config.rms_norm_eps == pytest.approx(1e-6)

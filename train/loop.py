@@ -31,6 +31,7 @@ from train.build import build_training_model, model_positions, resolve_config, s
 from train.config import TrainConfig, fail
 from train.data.loader import build_data, make_loader, next_batch, to_device
 from train.evaluation import Evaluator, forward_loss, uses_parallel_loss
+from train.export import checked_model_config
 from train.init_hf import hf_init_model
 from train.metrics import (
     Console,
@@ -96,7 +97,7 @@ class Trainer:
     """One run: ``Trainer(config, runtime).fit()``."""
 
     def __init__(self, config: TrainConfig, runtime: Runtime, hooks: TrainHooks | None = None):
-        config, self.hf_model_config = hf_init_model(config)
+        config, self.init_hf = hf_init_model(config)
         config = resolve_config(config, runtime, self._positions_of)
         if config.deterministic:
             if runtime.device.type == "cuda":
@@ -137,18 +138,30 @@ class Trainer:
     def _positions_of(self, preset: str) -> tuple[str, int]:
         """(family, positions) of the model the run trains: the HF folder's when it starts
         from one, else ``preset``'s."""
-        if self.hf_model_config is None:
+        if self.init_hf is None:
             return model_positions(preset)
-        spec = spec_of_config(self.hf_model_config)
-        return spec.name, spec.positions(self.hf_model_config)
+        spec = spec_of_config(self.init_hf)
+        return spec.name, spec.positions(self.init_hf)
+
+    def _model_config(self, saved: dict | None) -> object | None:
+        """The model config the run builds when not its preset's: the checkpoint's it
+        resumes (checked against its tensors: a run started from an HF folder keeps that
+        folder's epsilon, heads and RoPE base), or the HF folder's it starts from."""
+        if self.resume_path is not None:
+            try:
+                return checked_model_config(self.resume_path, saved)[1]
+            except ckpt.CheckpointError as e:
+                fail(f"cannot resume: {e}")
+        return self.init_hf
 
     def _build_model(self, saved: dict | None) -> None:
         """The model, parallelized (its padded vocabulary that of ``saved``, the trainer state
         of the checkpoint it resumes or starts from), its optimizer and its schedule."""
         config, runtime = self.config, self.runtime
         vocab = saved_vocab_size(saved, runtime.tp)
-        from_hf = self.hf_model_config if self.init_path is not None else None
-        model = build_training_model(config, runtime, self.data.vocab_size, vocab, from_hf)
+        model = build_training_model(
+            config, runtime, self.data.vocab_size, vocab, self._model_config(saved)
+        )
         self.model = model
         self.batch_kind = get_spec(config.model).batch
         self.next_sentence = bool(getattr(model.config, "next_sentence", False))
@@ -218,8 +231,10 @@ class Trainer:
         self.console = Console(runtime.is_main, config.max_steps, self.step, config.progress)
         self.accumulation = config.global_batch // (config.micro_batch * runtime.dp_size)
         resized = shape_flags(config.shape())
+        # a run started from an HF folder trains the folder's model, not the preset's
+        name = config.preset if self.init_hf is None else f"{config.model} of {config.init_from}"
         self.console.print(
-            f"{config.preset}{' with ' + resized if resized else ''}: "
+            f"{name}{' with ' + resized if resized else ''}: "
             f"{self.num_params / 1e6:.2f}M parameters, vocab "
             f"{self.model.config.vocab_size}, seq {config.seq_len}, {config.precision}, "
             f"{runtime.world_size} process(es) on {device_name} ({config.parallel}, "
