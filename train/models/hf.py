@@ -481,12 +481,17 @@ def transformers_config(model_type: str, fields: dict) -> Any:
     for the fields left out); ValueError, one line, for fields it refuses."""
     import transformers
 
+    # its warnings (token ids past a small vocabulary...) would add lines to a one-line report
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
     try:
         return transformers.AutoConfig.for_model(
             model_type, **{k: v for k, v in fields.items() if k != "model_type"}
         )
     except Exception as e:  # noqa: BLE001 - transformers' validators raise their own classes
         raise ValueError(" ".join(str(e).split())[:300] or type(e).__name__) from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
 
 
 def hf_fields(config: Any, fields: Sequence[tuple[str, str]]) -> dict[str, Any]:
