@@ -146,8 +146,9 @@ class Trainer:
     def _model_config(self, saved: dict | None) -> object | None:
         """The model config the run builds when not its preset's: the checkpoint's it
         resumes (checked against its tensors: a run started from an HF folder keeps that
-        folder's epsilon, heads and RoPE base), or the HF folder's it starts from."""
-        if self.resume_path is not None:
+        folder's epsilon, heads and RoPE base), or the HF folder's it starts from. A
+        checkpoint that records none is resumed as its preset and flags say."""
+        if self.resume_path is not None and "model_config" in saved:
             try:
                 return checked_model_config(self.resume_path, saved)[1]
             except ckpt.CheckpointError as e:
