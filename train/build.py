@@ -63,17 +63,23 @@ def saved_vocab_size(trainer_state: dict | None, tp: int) -> int | None:
 
 
 def build_training_model(
-    config: TrainConfig, runtime: Runtime, vocab_size: int, padded: int | None = None
+    config: TrainConfig,
+    runtime: Runtime,
+    vocab_size: int,
+    padded: int | None = None,
+    model_config: object | None = None,
 ) -> nn.Module:
-    """The model for ``config``, its vocabulary padded from the tokenizer's ``vocab_size``
-    unless ``padded`` (a resumed checkpoint's) is given."""
+    """The model for ``config`` (``model_config`` when given: the one of a checkpoint or HF
+    folder it starts from, else its preset reshaped by its flags), its vocabulary padded from
+    the tokenizer's ``vocab_size`` unless ``padded`` (a resumed checkpoint's) is given."""
     from train.models.presets import build_model, get_preset, pad_vocab_size
 
-    preset = get_preset(config.preset)
-    try:
-        model_config = get_spec(preset.model).reshape(preset.config, config.shape())
-    except ValueError as e:
-        fail(f"--preset {config.preset}: {e}")
+    if model_config is None:
+        preset = get_preset(config.preset)
+        try:
+            model_config = get_spec(preset.model).reshape(preset.config, config.shape())
+        except ValueError as e:
+            fail(f"--preset {config.preset}: {e}")
     padded = padded or pad_vocab_size(
         vocab_size, multiple=config.make_vocab_size_divisible_by, tensor_parallel=runtime.tp
     )

@@ -23,7 +23,6 @@ if __name__ == "__main__":
 
     exit_on_stop_signals("python -m train.export")
 
-import dataclasses
 import errno
 import os
 import sys
@@ -34,6 +33,7 @@ from common.cli import ArgumentParser
 from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.checkpoint_io import SafeFullLoadPlanner
+from train.model_check import ModelCheckError, check_fits, config_from_fields
 from train.models.registry import get_spec
 from train.models.spec import CAUSAL_LM, ModelSpec
 
@@ -56,6 +56,7 @@ def consolidated_state(checkpoint_dir: str) -> dict:
     ckpt.verify_checkpoint(checkpoint_dir)
     trainer = ckpt.read_trainer_state(checkpoint_dir)
     trainer.pop("rng")
+    checked_model_config(checkpoint_dir, trainer)  # before any tensor is read
     state: dict = {}
     try:
         ckpt.load_dcp(checkpoint_dir, state, SafeFullLoadPlanner())
@@ -76,8 +77,23 @@ def model_config_of(trainer_state: dict) -> tuple[ModelSpec, object]:
         spec = get_spec(family)
     except KeyError as e:
         raise ckpt.CheckpointError(f"trainer.pt: {e.args[0]}") from None
-    known = {f.name for f in dataclasses.fields(spec.config_class)}
-    return spec, spec.config_class(**{k: v for k, v in fields.items() if k in known})
+    try:
+        return spec, config_from_fields(spec, fields, "trainer.pt")
+    except ModelCheckError as e:
+        raise ckpt.CheckpointError(str(e)) from None
+
+
+def checked_model_config(checkpoint_dir: str, trainer_state: dict) -> tuple[ModelSpec, object]:
+    """:func:`model_config_of`, checked to describe the checkpoint's model tensors (names,
+    shapes, dtypes, size: :func:`train.model_check.check_fits`); one CheckpointError line."""
+    from train.model_check import checkpoint_model_shapes
+
+    spec, config = model_config_of(trainer_state)
+    try:
+        check_fits(spec, config, checkpoint_model_shapes(checkpoint_dir), checkpoint_dir)
+    except ModelCheckError as e:
+        raise ckpt.CheckpointError(str(e)) from None
+    return spec, config
 
 
 def export_torch(checkpoint_dir: str, out_file: str) -> None:

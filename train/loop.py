@@ -32,6 +32,8 @@ from train.build import build_training_model, model_positions, resolve_config, s
 from train.config import TrainConfig, fail
 from train.data.loader import build_data, make_loader, next_batch, to_device
 from train.evaluation import Evaluator, forward_loss, uses_parallel_loss
+from train.export import checked_model_config
+from train.init_hf import hf_init_model
 from train.metrics import (
     Console,
     MetricsLog,
@@ -40,6 +42,7 @@ from train.metrics import (
     lookup_peak_tflops,
     throughput,
 )
+from train.models.presets import spec_of_config
 from train.models.registry import get_spec
 from train.models.spec import shape_flags
 from train.optim import LRSchedule, build_optimizer, clip_grads_, grad_norm, scale_grads_
@@ -95,7 +98,8 @@ class Trainer:
     """One run: ``Trainer(config, runtime).fit()``."""
 
     def __init__(self, config: TrainConfig, runtime: Runtime, hooks: TrainHooks | None = None):
-        config = resolve_config(config, runtime, model_positions)
+        config, self.init_hf = hf_init_model(config)
+        config = resolve_config(config, runtime, self._positions_of)
         if config.deterministic:
             if runtime.device.type == "cuda":
                 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -108,7 +112,8 @@ class Trainer:
             saved = read_resume_state(self.resume_path, config, self.data)
             config = self.config = with_saved_shape(saved, config, self.resume_path)
         elif config.init_from is not None:
-            self.init_path, saved = read_init_state(config, self.data)
+            say = print if runtime.is_main else (lambda line: None)
+            self.init_path, saved = read_init_state(config, self.data, say)
         self._build_model(saved)
         self.step, self.consumed_samples = 0, 0
         self.guard = SkipGuard(config.skip_outliers, config.outlier_window)
@@ -131,12 +136,34 @@ class Trainer:
             self.release()
             raise
 
+    def _positions_of(self, preset: str) -> tuple[str, int]:
+        """(family, positions) of the model the run trains: the HF folder's when it starts
+        from one, else ``preset``'s."""
+        if self.init_hf is None:
+            return model_positions(preset)
+        spec = spec_of_config(self.init_hf)
+        return spec.name, spec.positions(self.init_hf)
+
+    def _model_config(self, saved: dict | None) -> object | None:
+        """The model config the run builds when not its preset's: the checkpoint's it
+        resumes (checked against its tensors: a run started from an HF folder keeps that
+        folder's epsilon, heads and RoPE base), or the HF folder's it starts from. A
+        checkpoint that records none is resumed as its preset and flags say."""
+        if self.resume_path is not None and "model_config" in saved:
+            try:
+                return checked_model_config(self.resume_path, saved)[1]
+            except ckpt.CheckpointError as e:
+                fail(f"cannot resume: {e}")
+        return self.init_hf
+
     def _build_model(self, saved: dict | None) -> None:
         """The model, parallelized (its padded vocabulary that of ``saved``, the trainer state
         of the checkpoint it resumes or starts from), its optimizer and its schedule."""
         config, runtime = self.config, self.runtime
         vocab = saved_vocab_size(saved, runtime.tp)
-        model = build_training_model(config, runtime, self.data.vocab_size, vocab)
+        model = build_training_model(
+            config, runtime, self.data.vocab_size, vocab, self._model_config(saved)
+        )
         self.model = model
         self.batch_kind = get_spec(config.model).batch
         self.next_sentence = bool(getattr(model.config, "next_sentence", False))
@@ -206,8 +233,10 @@ class Trainer:
         self.console = Console(runtime.is_main, config.max_steps, self.step, config.progress)
         self.accumulation = config.global_batch // (config.micro_batch * runtime.dp_size)
         resized = shape_flags(config.shape())
+        # a run started from an HF folder trains the folder's model, not the preset's
+        name = config.preset if self.init_hf is None else f"{config.model} of {config.init_from}"
         self.console.print(
-            f"{config.preset}{' with ' + resized if resized else ''}: "
+            f"{name}{' with ' + resized if resized else ''}: "
             f"{self.num_params / 1e6:.2f}M parameters, vocab "
             f"{self.model.config.vocab_size}, seq {config.seq_len}, {config.precision}, "
             f"{runtime.world_size} process(es) on {device_name} ({config.parallel}, "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -157,13 +158,15 @@ def read_resume_state(path: str, config: TrainConfig, data: Data) -> dict:
     return state
 
 
-def read_init_state(config: TrainConfig, data: Data) -> tuple[str, dict]:
+def read_init_state(
+    config: TrainConfig, data: Data, say: Callable[[str], None] = print
+) -> tuple[str, dict]:
     """--init-from: the checkpoint (a run's latest, or the one named) and its verified trainer
     state, checked to hold this run's kind of model and tokenizer; or an HF directory
-    (:mod:`train.init_hf`)."""
+    (:mod:`train.init_hf`; ``say`` gets its notes)."""
     path = config.init_from
     if is_hf_directory(path):
-        return read_hf_init_state(config, data)
+        return read_hf_init_state(config, data, say)
     if not os.path.exists(os.path.join(path, "meta.json")):
         path = ckpt.latest_checkpoint(path)
         if path is None:

@@ -69,6 +69,7 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
     """The model of a checkpoint (or of a run's latest), read from its DCP shards: only the
     model's entries, whatever layout it was saved in (the optimizer state is never read)."""
     from train.export import model_config_of
+    from train.model_check import ModelCheckError, check_fits, checkpoint_model_shapes
 
     is_checkpoint = os.path.exists(os.path.join(path, "meta.json"))
     checkpoint = path if is_checkpoint else ckpt.latest_checkpoint(path)
@@ -78,10 +79,9 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
         ckpt.verify_checkpoint(checkpoint)
         trainer_state = ckpt.read_trainer_state(checkpoint)
         spec, config = model_config_of(trainer_state)
-    except ckpt.CheckpointError as e:
-        raise LoadError(str(e)) from None
-    except (TypeError, ValueError) as e:
-        raise LoadError(f"{checkpoint}/trainer.pt: bad model_config ({e})") from None
+        check_fits(spec, config, checkpoint_model_shapes(checkpoint), checkpoint)
+    except (ckpt.CheckpointError, ModelCheckError) as e:
+        raise LoadError(f"{checkpoint}: {e}" if checkpoint not in str(e) else str(e)) from None
     model = spec.build(config)
     state = {"model": model.state_dict()}
     try:
@@ -127,15 +127,8 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
             f"{path}: an HF model directory needs the transformers package (pip install "
             "transformers)"
         ) from None
-    hf_config = read_hf_config(path)
-    spec = hf_spec_of(path, hf_config)
-    architectures = hf_config.get("architectures") or []
-    # use_safetensors=None: safetensors when present, else pytorch_model.bin, which
-    # transformers loads with weights_only=True.
-    try:
-        model = spec.hf.load(path, architectures)
-    except (OSError, ValueError) as e:
-        raise LoadError(f"{path}: cannot load the HF model ({e})") from None
+    spec, config = hf_model_config(path)
+    model = _load_hf_weights(path, spec, config)
     own = hf_dir_tokenizer(path)
     record = _export_record(path)
     if record is None and own is not None and tokenizer is not None:
@@ -148,6 +141,41 @@ def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
         tokenizer_record=record,
         trained_tokenizer=own,
     )  # fmt: skip
+
+
+def hf_model_config(path: str):
+    """The family's spec and our config for HF folder ``path``'s config.json (read bounded,
+    every field carried over by the family's own mapping), or one LoadError line."""
+    hf_config = read_hf_config(path)
+    spec = hf_spec_of(path, hf_config)
+    try:
+        return spec, spec.hf.config_from_hf(hf_config)
+    except (TypeError, ValueError, ZeroDivisionError) as e:
+        raise LoadError(f"{path}/config.json: {ckpt._one_line(e)}") from None
+
+
+def _load_hf_weights(path: str, spec, config) -> nn.Module:
+    """``spec.build(config)`` holding the folder's weights, checked like a checkpoint's
+    (:mod:`train.model_check`): the memory first, then the weights files' headers, then every
+    tensor the model has, under our names, with its shape; none left over."""
+    from train.hf_weights import read_weights
+    from train.model_check import ModelCheckError, check_fits, check_memory
+
+    what = f"{path}/config.json"
+    try:
+        check_memory(spec, config, what)
+        weights = read_weights(path)
+        check_memory(spec, config, what, weights.bytes)  # the model and the weights read
+        tensors = spec.hf.state_dict_from_hf(weights.tensors(), config)
+        offered = {name: (t.shape, t.dtype) for name, t in tensors.items()}
+        check_fits(spec, config, offered, f"{path}: the weights")
+    except (UnsafeInputError, ModelCheckError) as e:
+        raise LoadError(str(e)) from None
+    except (ValueError, RuntimeError) as e:  # the family's mapping: a missing or unused name
+        raise LoadError(f"{path}: the weights do not fit config.json ({ckpt._one_line(e)})") from None
+    model = spec.build(config)
+    model.load_state_dict(tensors)
+    return model
 
 
 # The names preprocess's tokenizer loader looks for in a directory

@@ -100,7 +100,8 @@ SPEC = ModelSpec(
         model_type="gpt2",
         config_to_hf=hf.gpt_config_to_hf,
         state_dict_to_hf=hf.gpt_state_dict_to_hf,
-        load=hf.gpt_load,
+        config_from_hf=hf.gpt_config_from_fields,
+        state_dict_from_hf=hf.gpt_state_dict_from_hf,
         size_keys=("n_layer", "n_embd", "n_head", "vocab_size", "n_positions", "n_inner"),
     ),
     shape_fields={

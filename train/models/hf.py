@@ -273,12 +273,9 @@ def gpt_from_hf(hf_model: Any) -> GPT:
     return model_from_hf(GPT, config, hf_model, gpt_state_dict_from_hf)
 
 
-def gpt_load(path: str, architectures: list[str]) -> GPT:
-    """A ``GPT`` from the HF GPT-2 directory ``path`` (safetensors when present, else
-    pytorch_model.bin, which transformers loads with weights_only=True)."""
-    import transformers
-
-    return gpt_from_hf(transformers.GPT2LMHeadModel.from_pretrained(path))
+def gpt_config_from_fields(fields: dict) -> GPTConfig:
+    """``GPTConfig`` for the fields of a GPT-2 config.json."""
+    return gpt_config_from_hf(transformers_config("gpt2", fields))
 
 
 # --------------------------------------------------------------------------------------------
@@ -458,17 +455,12 @@ def bert_from_hf(hf_model: Any) -> Bert:
     return model_from_hf(Bert, config, hf_model, bert_state_dict_from_hf)
 
 
-def bert_load(path: str, architectures: list[str]) -> Bert:
-    """A ``Bert`` from the HF BERT directory ``path``: a masked-LM-only BERT
-    (``BertForMaskedLM`` in ``architectures``) has no NSP head to load."""
-    import transformers
-
-    bert_class = (
-        transformers.BertForMaskedLM
-        if "BertForMaskedLM" in architectures
-        else transformers.BertForPreTraining
-    )
-    return bert_from_hf(bert_class.from_pretrained(path))
+def bert_config_from_fields(fields: dict) -> BertConfig:
+    """``BertConfig`` for the fields of a BERT config.json: a masked-LM-only BERT
+    (``BertForMaskedLM`` in ``architectures``) has no NSP head."""
+    architectures = fields.get("architectures") or []
+    next_sentence = not (isinstance(architectures, list) and "BertForMaskedLM" in architectures)
+    return bert_config_from_hf(transformers_config("bert", fields), next_sentence)
 
 
 # --------------------------------------------------------------------------------------------
@@ -482,6 +474,24 @@ def load_weights(
     model.to(device=like.device, dtype=like.dtype)
     model.load_state_dict(state_dict)
     return model.train(training)
+
+
+def transformers_config(model_type: str, fields: dict) -> Any:
+    """The transformers config of ``model_type`` for a config.json's ``fields`` (its defaults
+    for the fields left out); ValueError, one line, for fields it refuses."""
+    import transformers
+
+    # its warnings (token ids past a small vocabulary...) would add lines to a one-line report
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        return transformers.AutoConfig.for_model(
+            model_type, **{k: v for k, v in fields.items() if k != "model_type"}
+        )
+    except Exception as e:  # noqa: BLE001 - transformers' validators raise their own classes
+        raise ValueError(" ".join(str(e).split())[:300] or type(e).__name__) from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
 
 
 def hf_fields(config: Any, fields: Sequence[tuple[str, str]]) -> dict[str, Any]:

@@ -15,7 +15,14 @@ from typing import Any
 import torch
 
 from train.models import llama
-from train.models.hf import check_keys, hf_fields, layer_names, model_from_hf, our_fields
+from train.models.hf import (
+    check_keys,
+    hf_fields,
+    layer_names,
+    model_from_hf,
+    our_fields,
+    transformers_config,
+)
 from train.models.llama import Llama, LlamaConfig
 from train.models.spec import (
     CAUSAL_LM,
@@ -110,9 +117,11 @@ def config_from_hf(hf_config: Any) -> LlamaConfig:
         unsupported.append(f"pretraining_tp={hf_config.pretraining_tp}")
     if unsupported:
         raise ValueError(f"Llama config not supported by Llama: {', '.join(unsupported)}")
+    kv_heads = getattr(hf_config, "num_key_value_heads", None)
     return LlamaConfig(
         **our_fields(hf_config, _CONFIG_FIELDS),
-        n_kv_head=hf_config.num_key_value_heads or hf_config.num_attention_heads,
+        # None (left out) is multi-head attention; 0 is no model: LlamaConfig refuses it
+        n_kv_head=hf_config.num_attention_heads if kv_heads is None else kv_heads,
         norm_eps=float(hf_config.rms_norm_eps),
         rope_theta=theta,
         tie_embeddings=bool(hf_config.tie_word_embeddings),
@@ -171,11 +180,9 @@ def from_hf(hf_model: Any) -> Llama:
     return model_from_hf(Llama, config_from_hf(hf_model.config), hf_model, state_dict_from_hf)
 
 
-def load(path: str, architectures: list[str]) -> Llama:
-    """A ``Llama`` from the HF LLaMA directory ``path``."""
-    import transformers
-
-    return from_hf(transformers.LlamaForCausalLM.from_pretrained(path))
+def config_from_fields(fields: dict) -> LlamaConfig:
+    """``LlamaConfig`` for the fields of a LLaMA config.json."""
+    return config_from_hf(transformers_config("llama", fields))
 
 
 def plan_counts(config: LlamaConfig, mask_prob: float) -> PlanCounts:
@@ -218,7 +225,8 @@ SPEC = ModelSpec(
         model_type="llama",
         config_to_hf=config_to_hf,
         state_dict_to_hf=state_dict_to_hf,
-        load=load,
+        config_from_hf=config_from_fields,
+        state_dict_from_hf=state_dict_from_hf,
         size_keys=TRANSFORMERS_SIZE_KEYS,
     ),
     shape_fields=INTERMEDIATE_SIZE_SHAPE_FIELDS,

@@ -108,8 +108,11 @@ class HFMapping:
 
     ``config_to_hf(config)``: the HF config, ``architectures`` set when the HF class depends
     on the config; ``state_dict_to_hf(state_dict, config)``: HF names and layouts (tied
-    entries share a tensor); ``load(path, architectures)``: our model from an HF directory
-    whose config.json has this ``model_type``. ``size_keys``: the config.json keys of its
+    entries share a tensor). ``config_from_hf(fields)``: our config for the fields of a
+    config.json with this ``model_type`` (its ``architectures`` included), every field carried
+    over or a ValueError naming what ours cannot compute; ``state_dict_from_hf(state_dict,
+    config)``: that folder's tensors under our names (ValueError naming a missing or unused
+    one). ``size_keys``: the config.json keys of its
     (layers, width, heads, vocabulary, positions, inner width), which an HF directory read from
     outside is bounded by before anything is built (``train.eval.load.check_hf_config_size``).
     """
@@ -117,7 +120,8 @@ class HFMapping:
     model_type: str
     config_to_hf: Callable[[Any], Any]
     state_dict_to_hf: Callable[[dict, Any], dict]
-    load: Callable[[str, list[str]], nn.Module]
+    config_from_hf: Callable[[dict], Any]
+    state_dict_from_hf: Callable[[dict, Any], dict]
     size_keys: tuple[str, str, str, str, str, str]
 
 
