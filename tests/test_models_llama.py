@@ -254,12 +254,11 @@ def test_two_ranks_match_one_process(gpt_shards, llama_reference, tmp_path, layo
     assert llama_reference[5] < llama_reference[0] - 0.1  # it trains
 
 
-# The files outside the family's module and spec that may name it: the registry, the preset
-# list the preset tests check, and these tests.
+# The production files outside the family's module and spec that may name it: the registry.
+# (Tests may name any family: the preset list, these tests, and the checks every family goes
+# through, such as loading HF folders and the planner's counts.)
 ALLOWED_OUTSIDE = {
     "train/models/registry.py",
-    "tests/test_models_presets.py",
-    "tests/test_models_llama.py",
 }
 
 
@@ -268,9 +267,9 @@ ALLOWED_OUTSIDE = {
 FAMILY_REFERENCE = re.compile(r"models[./]llama|llama_spec|\bLlama\w*|[\"']llama[\w-]*[\"']")
 
 
-def test_the_family_touches_at_most_three_files_outside_its_module_and_spec() -> None:
-    """Every source file (Python, tools, BUILD, configs; not the docs) that names the family,
-    other than train/models/llama.py and llama_spec.py."""
+def test_no_production_file_but_the_registry_names_the_family() -> None:
+    """Every production source file (Python, tools, BUILD, configs; not the docs, not the
+    tests) that names the family, other than train/models/llama.py and llama_spec.py."""
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
         cwd=REPO, capture_output=True, text=True, check=True,
@@ -278,7 +277,7 @@ def test_the_family_touches_at_most_three_files_outside_its_module_and_spec() ->
     own = {"train/models/llama.py", "train/models/llama_spec.py"}
     touched = set()
     for path in listed:
-        if path in own or path.endswith((".md", ".txt", ".json", ".jsonl")):
+        if path in own or path.startswith("tests/") or path.endswith((".md", ".txt", ".json", ".jsonl")):
             continue
         try:
             text = (REPO / path).read_text(encoding="utf-8")
@@ -287,7 +286,6 @@ def test_the_family_touches_at_most_three_files_outside_its_module_and_spec() ->
         if FAMILY_REFERENCE.search(text):
             touched.add(path)
     assert touched <= ALLOWED_OUTSIDE, sorted(touched - ALLOWED_OUTSIDE)
-    assert len(touched) <= 3
 
 
 def test_shape_flags_resize_the_llama_family_and_bias_is_refused():
