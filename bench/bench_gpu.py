@@ -135,12 +135,12 @@ def ours(kind: str, config, device):
 
 
 def huggingface(kind: str, config, device):
-    from train.models import hf
+    from train.models import bert_spec, gpt_spec
 
     if kind == "gpt":
         import transformers
 
-        hf_config = hf.gpt_config_to_hf(config, attn_implementation="sdpa")
+        hf_config = gpt_spec.config_to_hf(config, attn_implementation="sdpa")
         model = transformers.GPT2LMHeadModel(hf_config).to(device)
 
         def loss_of(batch):
@@ -154,7 +154,7 @@ def huggingface(kind: str, config, device):
         return model, loss_of
     import transformers
 
-    hf_config = hf.bert_config_to_hf(config, attn_implementation="sdpa")
+    hf_config = bert_spec.config_to_hf(config, attn_implementation="sdpa")
     model = transformers.BertForPreTraining(hf_config).to(device)
 
     def loss_of(batch):

@@ -80,15 +80,17 @@ def tiny_model(wikitext_tokenizer):
 
 
 @pytest.fixture(scope="module")
-def hf_gpt2():
-    """A random-weight HF GPT-2 (real 50,257-token vocabulary) and ours converted from it."""
+def hf_gpt2(tmp_path_factory):
+    """A random-weight HF GPT-2 (real 50,257-token vocabulary) and ours loaded from its folder."""
     transformers = pytest.importorskip("transformers")
-    from train.models.hf import gpt_from_hf
+    from train.eval.load import load_weights_of
 
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=64)
     hf_model = transformers.GPT2LMHeadModel(config).eval()
-    return hf_model, gpt_from_hf(hf_model).eval()
+    folder = tmp_path_factory.mktemp("hf-gpt2")
+    hf_model.save_pretrained(folder)
+    return hf_model, load_weights_of(str(folder), torch.device("cpu")).model
 
 
 # -- WikiText ----------------------------------------------------------------------------------

@@ -12,20 +12,10 @@ import transformers
 
 from tests.model_fixtures import random_tokens as tokens
 from tests.model_fixtures import seeded_eval_model, tiny_bert_config, tiny_gpt_config
+from train.eval.load import LoadError, load_weights_of
+from train.models import bert_spec, gpt_spec
 from train.models.bert import Bert, BertConfig
 from train.models.gpt import GPT, GPTConfig
-from train.models.hf import (
-    bert_from_hf,
-    bert_state_dict_from_hf,
-    bert_state_dict_to_hf,
-    bert_to_hf,
-    gpt_config_from_hf,
-    gpt_config_to_hf,
-    gpt_from_hf,
-    gpt_state_dict_from_hf,
-    gpt_state_dict_to_hf,
-    gpt_to_hf,
-)
 from train.models.presets import pad_vocab_size
 
 EAGER = dict(attn_implementation="eager")
@@ -39,6 +29,27 @@ def gpt_config(**overrides) -> GPTConfig:
 
 def bert_config(**overrides) -> BertConfig:
     return tiny_bert_config(**{"vocab_size": 128, "max_position_embeddings": 20, **overrides})
+
+
+def gpt_to_hf(model: GPT, **overrides) -> transformers.GPT2LMHeadModel:
+    """The HF model an export of ``model`` is: its spec's config and tensors."""
+    hf = transformers.GPT2LMHeadModel(gpt_spec.config_to_hf(model.config, **overrides))
+    hf.load_state_dict(gpt_spec.state_dict_to_hf(model.state_dict(), model.config))
+    return hf.train(model.training)
+
+
+def bert_to_hf(model: Bert, **overrides):
+    """The HF model an export of ``model`` is: the class its spec's config names, its tensors."""
+    hf_config = bert_spec.config_to_hf(model.config, **overrides)
+    hf = getattr(transformers, hf_config.architectures[0])(hf_config)
+    hf.load_state_dict(bert_spec.state_dict_to_hf(model.state_dict(), model.config))
+    return hf.train(model.training)
+
+
+def from_hf(hf_model, folder):
+    """Ours, as evaluation and --init-from load the HF folder ``hf_model`` saves."""
+    hf_model.save_pretrained(folder)
+    return load_weights_of(str(folder), torch.device("cpu")).model
 
 
 def randomise_(model: torch.nn.Module) -> None:
@@ -75,15 +86,15 @@ def test_gpt_to_hf_gives_the_same_logits_and_loss(gpt: GPT) -> None:
     torch.testing.assert_close(theirs.loss, loss, **TOL)
 
 
-def test_gpt_round_trip_through_hf_is_exact(gpt: GPT) -> None:
-    back = gpt_from_hf(gpt_to_hf(gpt))
+def test_gpt_round_trip_through_hf_is_exact(gpt: GPT, tmp_path) -> None:
+    back = from_hf(gpt_to_hf(gpt), tmp_path)
     assert back.config == gpt.config
     assert back.lm_head.weight is back.wte.weight
     for (name, ours), theirs in zip(gpt.state_dict().items(), back.state_dict().values()):
         assert torch.equal(ours, theirs), name
 
 
-def test_hf_gpt2_built_from_config_converts_to_ours() -> None:
+def test_hf_gpt2_built_from_config_converts_to_ours(tmp_path) -> None:
     torch.manual_seed(0)
     hf_config = transformers.GPT2Config(
         vocab_size=120, n_positions=24, n_embd=48, n_layer=3, n_head=6,
@@ -92,7 +103,7 @@ def test_hf_gpt2_built_from_config_converts_to_ours() -> None:
     )  # fmt: skip
     hf = transformers.GPT2LMHeadModel(hf_config).eval()
     randomise_(hf)
-    ours = gpt_from_hf(hf)
+    ours = from_hf(hf, tmp_path)
     assert (ours.config.n_layer, ours.config.n_head, ours.config.block_size) == (3, 6, 24)
     x = tokens(120, seq_len=24, seed=2)
     with torch.no_grad():
@@ -111,18 +122,18 @@ def test_gpt_without_bias_exports_zero_biases() -> None:
     with torch.no_grad():
         torch.testing.assert_close(hf(x).logits, model(x)[0], **TOL)
     back = GPT(model.config)
-    back.load_state_dict(gpt_state_dict_from_hf(hf.state_dict(), model.config))
+    back.load_state_dict(gpt_spec.state_dict_from_hf(hf.state_dict(), model.config))
     torch.testing.assert_close(back(x)[0], model(x)[0], rtol=0, atol=0)
     # a bias-free config cannot take an HF model whose biases matter
     with torch.no_grad():
         hf.transformer.h[1].mlp.c_fc.bias[3] = 0.5
     with pytest.raises(ValueError, match=r"non-zero biases: transformer\.h\.1\.mlp\.c_fc\.bias"):
-        gpt_state_dict_from_hf(hf.state_dict(), model.config)
+        gpt_spec.state_dict_from_hf(hf.state_dict(), model.config)
 
 
 def test_gpt_state_dict_functions_layouts(gpt: GPT) -> None:
     config = gpt.config
-    sd = gpt_state_dict_to_hf(gpt.state_dict(), config)
+    sd = gpt_spec.state_dict_to_hf(gpt.state_dict(), config)
     d = config.n_embd
     assert sd["transformer.h.0.attn.c_attn.weight"].shape == (d, 3 * d)  # Conv1D: [in, out]
     assert torch.equal(
@@ -131,33 +142,33 @@ def test_gpt_state_dict_functions_layouts(gpt: GPT) -> None:
     )
     assert torch.equal(sd["transformer.h.1.mlp.c_fc.weight"], gpt.blocks[1].mlp.fc_in.weight.t())
     assert sd["lm_head.weight"] is sd["transformer.wte.weight"]
-    hf_keys = set(transformers.GPT2LMHeadModel(gpt_config_to_hf(config)).state_dict())
+    hf_keys = set(transformers.GPT2LMHeadModel(gpt_spec.config_to_hf(config)).state_dict())
     assert set(sd) == hf_keys
 
 
 def test_gpt_from_legacy_bare_gpt2model_state_dict(gpt: GPT) -> None:
     """Checkpoints of a bare GPT2Model (as the released GPT-2 files) have no "transformer."
     prefix and, from older transformers, causal-mask buffers; both are accepted."""
-    sd = gpt_state_dict_to_hf(gpt.state_dict(), gpt.config)
+    sd = gpt_spec.state_dict_to_hf(gpt.state_dict(), gpt.config)
     legacy = {k.removeprefix("transformer."): v for k, v in sd.items() if k != "lm_head.weight"}
     legacy["h.0.attn.bias"] = torch.tril(torch.ones(1, 1, 16, 16))
     legacy["h.0.attn.masked_bias"] = torch.tensor(-1e4)
     back = GPT(gpt.config).eval()
-    back.load_state_dict(gpt_state_dict_from_hf(legacy, gpt.config))
+    back.load_state_dict(gpt_spec.state_dict_from_hf(legacy, gpt.config))
     x = tokens(128, seed=4)
     torch.testing.assert_close(back(x)[0], gpt(x)[0], rtol=0, atol=0)
 
 
 def test_gpt_state_dict_errors(gpt: GPT) -> None:
-    sd = gpt_state_dict_to_hf(gpt.state_dict(), gpt.config)
+    sd = gpt_spec.state_dict_to_hf(gpt.state_dict(), gpt.config)
     missing = {k: v for k, v in sd.items() if k != "transformer.h.1.mlp.c_proj.weight"}
     with pytest.raises(ValueError, match=r"missing 1 key.*h\.1\.mlp\.c_proj\.weight"):
-        gpt_state_dict_from_hf(missing, gpt.config)
+        gpt_spec.state_dict_from_hf(missing, gpt.config)
     untied = dict(sd, **{"lm_head.weight": sd["lm_head.weight"] + 1})
     with pytest.raises(ValueError, match="untied lm_head"):
-        gpt_state_dict_from_hf(untied, gpt.config)
+        gpt_spec.state_dict_from_hf(untied, gpt.config)
     with pytest.raises(ValueError, match=r"unexpected 2 key"):
-        gpt_state_dict_to_hf(
+        gpt_spec.state_dict_to_hf(
             dict(gpt.state_dict(), extra=torch.zeros(1), other=torch.zeros(1)), gpt.config
         )
 
@@ -172,7 +183,7 @@ def test_unsupported_hf_gpt2_variants_are_rejected() -> None:
     ):
         config = transformers.GPT2Config(**base, **overrides)
         with pytest.raises(ValueError, match=message):
-            gpt_config_from_hf(config)
+            gpt_spec.config_from_hf(config)
 
 
 # ------------------------------------------------------------------------------------ BERT
@@ -222,7 +233,7 @@ def test_bert_to_hf_gives_the_same_outputs_with_padding(bert: Bert) -> None:
     torch.testing.assert_close(with_labels.loss, theirs.loss, **TOL)
 
 
-def test_hf_bert_built_from_config_converts_to_ours() -> None:
+def test_hf_bert_built_from_config_converts_to_ours(tmp_path) -> None:
     torch.manual_seed(0)
     hf_config = transformers.BertConfig(
         vocab_size=96, hidden_size=48, num_hidden_layers=3, num_attention_heads=6,
@@ -231,7 +242,7 @@ def test_hf_bert_built_from_config_converts_to_ours() -> None:
     )  # fmt: skip
     hf = transformers.BertForPreTraining(hf_config).eval()
     randomise_(hf)
-    ours = bert_from_hf(hf)
+    ours = from_hf(hf, tmp_path)
     assert ours.config.next_sentence and ours.config.n_head == 6
     x, types, mask, _, _ = bert_batch(vocab=96)
     out = ours(x, token_type_ids=types, attention_mask=mask)
@@ -242,14 +253,14 @@ def test_hf_bert_built_from_config_converts_to_ours() -> None:
     torch.testing.assert_close(out.nsp_logits, theirs.seq_relationship_logits, **TOL)
 
 
-def test_bert_round_trip_through_hf_is_exact(bert: Bert) -> None:
-    back = bert_from_hf(bert_to_hf(bert))
+def test_bert_round_trip_through_hf_is_exact(bert: Bert, tmp_path) -> None:
+    back = from_hf(bert_to_hf(bert), tmp_path)
     assert back.config == bert.config
     for (name, ours), theirs in zip(bert.state_dict().items(), back.state_dict().values()):
         assert torch.equal(ours, theirs), name
 
 
-def test_bert_without_nsp_exports_to_masked_lm() -> None:
+def test_bert_without_nsp_exports_to_masked_lm(tmp_path) -> None:
     torch.manual_seed(0)
     model = Bert(bert_config(next_sentence=False)).eval()
     randomise_(model)
@@ -260,7 +271,7 @@ def test_bert_without_nsp_exports_to_masked_lm() -> None:
         theirs = hf(input_ids=x, token_type_ids=types, attention_mask=mask).logits
     ours = model(x, token_type_ids=types, attention_mask=mask).mlm_logits
     torch.testing.assert_close(ours[mask.bool()], theirs[mask.bool()], **TOL)
-    back = bert_from_hf(hf)
+    back = from_hf(hf, tmp_path)
     assert not back.config.next_sentence
     torch.testing.assert_close(back(x).mlm_logits, model(x).mlm_logits, rtol=0, atol=0)
 
@@ -268,7 +279,7 @@ def test_bert_without_nsp_exports_to_masked_lm() -> None:
 def test_bert_from_legacy_state_dict_names(bert: Bert) -> None:
     """TF-converted checkpoints (bert-base-uncased's own files) say LayerNorm.gamma/beta and
     carry a position_ids buffer."""
-    sd = bert_state_dict_to_hf(bert.state_dict(), bert.config)
+    sd = bert_spec.state_dict_to_hf(bert.state_dict(), bert.config)
     legacy = {
         k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
         for k, v in sd.items()
@@ -277,21 +288,22 @@ def test_bert_from_legacy_state_dict_names(bert: Bert) -> None:
     legacy["bert.embeddings.position_ids"] = torch.arange(20).unsqueeze(0)
     assert "bert.encoder.layer.0.output.LayerNorm.gamma" in legacy
     back = Bert(bert.config).eval()
-    back.load_state_dict(bert_state_dict_from_hf(legacy, bert.config))
+    back.load_state_dict(bert_spec.state_dict_from_hf(legacy, bert.config))
     x = tokens(128, seed=6)
     torch.testing.assert_close(back(x).mlm_logits, bert(x).mlm_logits, rtol=0, atol=0)
 
 
-def test_bert_state_dict_errors(bert: Bert) -> None:
-    sd = bert_state_dict_to_hf(bert.state_dict(), bert.config)
+def test_bert_state_dict_errors(bert: Bert, tmp_path) -> None:
+    sd = bert_spec.state_dict_to_hf(bert.state_dict(), bert.config)
     untied = dict(sd)
     untied["cls.predictions.decoder.weight"] = sd["cls.predictions.decoder.weight"] * 2
     with pytest.raises(ValueError, match="untied MLM decoder"):
-        bert_state_dict_from_hf(untied, bert.config)
+        bert_spec.state_dict_from_hf(untied, bert.config)
     no_pooler = {k: v for k, v in sd.items() if not k.startswith("bert.pooler")}
     with pytest.raises(ValueError, match=r"missing 2 key.*bert\.pooler\.dense"):
-        bert_state_dict_from_hf(no_pooler, bert.config)
-    with pytest.raises(TypeError, match="BertForPreTraining or BertForMaskedLM"):
-        bert_from_hf(transformers.BertModel(transformers.BertConfig(
+        bert_spec.state_dict_from_hf(no_pooler, bert.config)
+    # a bare BertModel (no MLM head) is no model of ours
+    with pytest.raises(LoadError, match=r"do not fit config\.json.*missing"):
+        from_hf(transformers.BertModel(transformers.BertConfig(
             vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-            intermediate_size=16)))  # fmt: skip
+            intermediate_size=16)), tmp_path)  # fmt: skip

@@ -22,7 +22,7 @@ from tests.conftest import REPO
 from tests.shard_fixtures import gpt_documents
 from tests.test_train_distributed import PAD_FOR_TP, losses, max_difference, single, torchrun
 from train.config import parse_args
-from train.eval.load import load_model
+from train.eval.load import load_model, load_weights_of
 from train.generate import Sampling, generate_tokens
 from train.loop import main as train_main
 from train.models import llama_spec
@@ -68,7 +68,7 @@ def to_hf(model: Llama):
 
 
 @pytest.mark.parametrize("tied", [False, True])
-def test_llama_matches_hf_llama_both_ways(tied: bool) -> None:
+def test_llama_matches_hf_llama_both_ways(tied: bool, tmp_path) -> None:
     model = randomised(small_config(tie_embeddings=tied))
     ids = real_ids()
     hf = to_hf(model)
@@ -77,7 +77,8 @@ def test_llama_matches_hf_llama_both_ways(tied: bool) -> None:
         theirs = hf(ids, labels=ids)  # HF shifts the labels itself
         torch.testing.assert_close(theirs.logits[:, :-1], ours, **TOL)
         torch.testing.assert_close(theirs.loss, loss, **TOL)
-        back = llama_spec.from_hf(hf)
+        hf.save_pretrained(tmp_path)  # loaded back as evaluation and --init-from load it
+        back = load_weights_of(str(tmp_path), torch.device("cpu")).model
         torch.testing.assert_close(back(ids)[0], model(ids)[0], rtol=0, atol=0)
     assert (back.lm_head.weight is back.wte.weight) == tied
     assert model.num_params() == sum(p.numel() for p in hf.parameters())

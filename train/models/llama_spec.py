@@ -16,10 +16,10 @@ import torch
 
 from train.models import llama
 from train.models.hf import (
+    StateDict,
     check_keys,
     hf_fields,
     layer_names,
-    model_from_hf,
     our_fields,
     transformers_config,
 )
@@ -34,8 +34,6 @@ from train.models.spec import (
     PlanCounts,
     Preset,
 )
-
-StateDict = dict[str, torch.Tensor]
 
 PRESETS: dict[str, Preset] = {
     "llama-tiny": Preset(
@@ -173,11 +171,6 @@ def state_dict_from_hf(state_dict: StateDict, config: LlamaConfig) -> StateDict:
         raise ValueError("LLaMA state dict has no lm_head.weight and its embeddings are untied")
     out["lm_head.weight"] = head
     return out
-
-
-def from_hf(hf_model: Any) -> Llama:
-    """A ``Llama`` with the weights of an HF ``LlamaForCausalLM`` (same dtype, device, mode)."""
-    return model_from_hf(Llama, config_from_hf(hf_model.config), hf_model, state_dict_from_hf)
 
 
 def config_from_fields(fields: dict) -> LlamaConfig:
