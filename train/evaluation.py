@@ -136,8 +136,8 @@ def wikitext_eval_data(config: TrainConfig) -> tuple[list[int], int] | None:
         return None
     if get_spec(config.model).batch != CAUSAL_LM:
         fail(f"--eval-wikitext scores a causal language model; {config.model} is not one")
-    from train.eval.load import LoadError, run_tokenizer_path
     from train.eval.run import wikitext_ids
+    from train.run_record import LoadError, run_tokenizer_path
 
     tokenizer_path = run_tokenizer_path(config.to_dict())
     try:

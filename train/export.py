@@ -33,9 +33,9 @@ from common.cli import ArgumentParser
 from common.output_dir import OutputError, OutputFolder, claim_output_folder
 from train import checkpoint as ckpt
 from train.checkpoint_io import SafeFullLoadPlanner
-from train.model_check import ModelCheckError, check_fits, config_from_fields
-from train.models.registry import get_spec
+from train.model_check import ModelCheckError, check_fits
 from train.models.spec import CAUSAL_LM, ModelSpec
+from train.run_record import model_config_of
 
 
 def checkpoint_of(path: str) -> str:
@@ -65,22 +65,6 @@ def consolidated_state(checkpoint_dir: str) -> dict:
     if not isinstance(state.get("model"), dict) or not isinstance(state.get("optimizer"), dict):
         raise ckpt.CheckpointError(f"{checkpoint_dir}: holds no model and optimizer state")
     return {"model": state["model"], "optimizer": state["optimizer"], "trainer": trainer}
-
-
-def model_config_of(trainer_state: dict) -> tuple[ModelSpec, object]:
-    """The spec of the checkpoint's model family and its model config."""
-    family = trainer_state["config"].get("model")
-    fields = trainer_state.get("model_config")
-    if not isinstance(family, str) or not isinstance(fields, dict):
-        raise ckpt.CheckpointError("trainer.pt: no model family and model_config recorded")
-    try:
-        spec = get_spec(family)
-    except KeyError as e:
-        raise ckpt.CheckpointError(f"trainer.pt: {e.args[0]}") from None
-    try:
-        return spec, config_from_fields(spec, fields, "trainer.pt")
-    except ModelCheckError as e:
-        raise ckpt.CheckpointError(str(e)) from None
 
 
 def checked_model_config(checkpoint_dir: str, trainer_state: dict) -> tuple[ModelSpec, object]:

@@ -5,7 +5,7 @@ name.
 
 The tokenizer is the run's own (its --tokenizer file or its shard set's, or the one given
 to the exporter), checked against what the checkpoint records of it as evaluation checks it
-(train.eval.load.tokenizer_difference), and written as its ``tokenizer.json`` unchanged.
+(train.run_record.tokenizer_difference), and written as its ``tokenizer.json`` unchanged.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from common.output_dir import OutputFolder
-from train.eval.load import (
+from train.run_record import (
     LoadError,
     read_tokenizer,
     run_tokenizer_path,

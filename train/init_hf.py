@@ -117,13 +117,8 @@ def read_hf_init_state(
 def check_same_tokenizer(path: str, config: TrainConfig) -> bool:
     """One-line SystemExit when the HF directory's tokenizer and the data's map any token to
     another id; whether the directory holds a tokenizer (it may hold none)."""
-    from train.eval.load import (
-        LoadError,
-        hf_dir_tokenizer,
-        read_tokenizer,
-        run_tokenizer_path,
-        vocabulary_of,
-    )
+    from train.eval.load import LoadError, hf_dir_tokenizer
+    from train.run_record import read_tokenizer, run_tokenizer_path, vocabulary_of
 
     theirs, ours = hf_dir_tokenizer(path), run_tokenizer_path(config.to_dict())
     if theirs is None or ours is None:

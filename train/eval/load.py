@@ -23,10 +23,14 @@ from common.safe_io import (
     read_text_capped,
 )
 from train import checkpoint as ckpt
-
-
-class LoadError(Exception):
-    """A model or tokenizer that cannot be loaded; the message names the file and the fault."""
+from train.run_record import (
+    LoadError,
+    model_config_of,
+    read_tokenizer,
+    run_tokenizer_path,
+    tokenizer_difference,
+    tokenizer_sha256s,
+)
 
 
 @dataclass
@@ -68,7 +72,6 @@ def load_weights_of(path: str, device: torch.device, tokenizer: str | None = Non
 def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
     """The model of a checkpoint (or of a run's latest), read from its DCP shards: only the
     model's entries, whatever layout it was saved in (the optimizer state is never read)."""
-    from train.export import model_config_of
     from train.model_check import ModelCheckError, check_fits, checkpoint_model_shapes
 
     is_checkpoint = os.path.exists(os.path.join(path, "meta.json"))
@@ -102,21 +105,6 @@ def _load_run(path: str, tokenizer: str | None) -> LoadedModel:
         source=checkpoint,
         tokenizer_record=trainer_state.get("tokenizer") or None,
     )
-
-
-def run_tokenizer_path(config: dict) -> str | None:
-    """The tokenizer the run trained with: its --tokenizer file, else the first shard set's
-    (if it still exists)."""
-    from dataset_format import FormatError, ShardSet
-    from train.data import parse_data_spec
-
-    if isinstance(config.get("tokenizer"), str) and os.path.isfile(config["tokenizer"]):
-        return config["tokenizer"]
-    try:
-        sources = parse_data_spec(config.get("data") or [])
-        return ShardSet(sources[0][1]).tokenizer_path if sources else None
-    except (ValueError, FormatError, OSError):
-        return None
 
 
 def _load_hf(path: str, tokenizer: str | None) -> LoadedModel:
@@ -211,23 +199,6 @@ def _export_record(path: str) -> dict | None:
     return tokenizer if isinstance(tokenizer, dict) else None
 
 
-def read_tokenizer(path: str | None):
-    """The tokenizer at ``path`` in any format preprocess reads (a tokenizer.json, vocab.txt,
-    encoder.json + vocab.bpe, vocab.json + merges.txt, *.tiktoken, or a directory holding one),
-    by the one loader preprocess uses: a ``TextTokenizer``."""
-    from dataset_format.tokenizer import load_tokenizer as load_text_tokenizer
-
-    if path is None:
-        raise LoadError(
-            "no tokenizer: pass --tokenizer (tokenizer.json, vocab.txt, a directory...)"
-        )
-    try:
-        return load_text_tokenizer(path)
-    except (ValueError, OSError) as e:  # UnsafeInputError is a ValueError
-        message = ckpt._one_line(e)
-        raise LoadError(message if path in message else f"{path}: {message}") from None
-
-
 def check_vocabulary(loaded: LoadedModel, given: dict, sha256s: set, what: str) -> None:
     """LoadError (one line) unless the tokenizer ``given`` (its identity record; ``sha256s``:
     the checksums it goes by) that ``what`` names is the model's: no more ids than its
@@ -255,58 +226,6 @@ def check_tokenizer_file(loaded: LoadedModel, tokenizer, path: str) -> None:
         tokenizer, path, loaded.tokenizer_record or {}, loaded.trained_tokenizer
     )
     check_vocabulary(loaded, tokenizer.identity(), sha256s, f"--tokenizer {path}")
-
-
-def tokenizer_sha256s(tokenizer, path: str, record: dict, trained: str | None) -> set:
-    """The checksums the TextTokenizer read from ``path`` goes by: its JSON's, its file's,
-    and the ``record``ed one of the tokenizer a model trained with (at ``trained``) when the
-    two map every token to the same id: another file of the same vocabulary (GPT-2's
-    tiktoken ranks for a run's tokenizer.json) is the same tokenizer."""
-    sha256s = {tokenizer.identity()["sha256"], tokenizer_file_sha256(path)}
-    if record.get("sha256") not in sha256s and trained is not None and trained != path:
-        if vocabulary_of(tokenizer) == vocabulary_of(read_tokenizer(trained)):
-            sha256s.add(record["sha256"])
-    return sha256s
-
-
-def vocabulary_of(text_tokenizer) -> dict[str, int]:
-    """Every token of a TextTokenizer (added tokens too) -> its id."""
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_str(text_tokenizer.to_json()).get_vocab(with_added_tokens=True)
-
-
-def tokenizer_difference(trained: dict, given: dict, given_sha256s: set) -> str | None:
-    """The first of kind, vocab_size, special ids and checksum in which tokenizer record
-    ``given`` differs from ``trained`` (what a run records: TokenizerInfo.to_json() or
-    TextTokenizer.identity()), as "field: given vs trained"; None when they agree. A field
-    either record leaves empty is not compared (a --vocab-size run records no kind)."""
-
-    def kind(record: dict) -> str:
-        return str(record.get("kind") or "").replace("-", "_")
-
-    pairs = [
-        ("vocab_size", given.get("vocab_size"), trained.get("vocab_size")),
-        ("kind", kind(given), kind(trained) if kind(trained) != "unknown" else ""),
-        ("special ids", given.get("special_ids"), trained.get("special_ids")),
-    ]
-    for name, ours, theirs in pairs:
-        if ours and theirs and ours != theirs:
-            return f"{name}: {ours} vs {theirs}"
-    sha = trained.get("sha256")
-    # an export of ours writes the tokenizer.json its record also goes by (train/export.py)
-    known = {sha, trained.get("exported_sha256")}
-    if sha and not (given_sha256s - {"", None}) & known:
-        return f"sha256: {min(given_sha256s - {'', None}, default='?')[:12]}... vs {sha[:12]}..."
-    return None
-
-
-def tokenizer_file_sha256(path: str) -> str:
-    """The checksum of a tokenizer given as one file (a run given --tokenizer FILE records the
-    file's own); "" for a directory or a file pair."""
-    from dataset_format import file_sha256
-
-    return file_sha256(path) if os.path.isfile(path) else ""
 
 
 def read_hf_config(path: str) -> dict:
