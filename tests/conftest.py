@@ -48,3 +48,11 @@ def bert_shards(tmp_path_factory) -> str:
     from tests.shard_fixtures import make_bert_shards
 
     return make_bert_shards(tmp_path_factory.mktemp("train-bert-data"), 300)
+
+
+@pytest.fixture
+def gpt_checkpoint(tmp_path) -> str:
+    """A real one-process GPT checkpoint with the model config evaluation and export need."""
+    from tests.helpers.checkpoints import gpt_checkpoint_for_export
+
+    return gpt_checkpoint_for_export(tmp_path / "run")

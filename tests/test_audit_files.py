@@ -141,10 +141,10 @@ def test_no_audit_text_crosses_the_shuffle(tmp_path):
     WriteRejects' GroupByKey, encoded, holds none of the text of the records written."""
     from apache_beam import coders
 
-    from tests.test_dedup_no_text import _FindText, _snippets
+    from tests.helpers.text_in_shuffles import FindText, snippets_of
 
     records = dropped_records() + [parts_removed_audit("2701-0.txt")]
-    snippets = _snippets(records)
+    snippets = snippets_of(records)
     assert snippets
     pipeline = beam.Pipeline()
     source = pipeline | beam.Create(records)
@@ -161,7 +161,7 @@ def test_no_audit_text_crosses_the_shuffle(tmp_path):
     assert "WriteRejects/GroupByFile" in [label for label, _ in entering]
     for i, (stage, pcoll) in enumerate(entering):
         coder = coders.registry.get_coder(pcoll.element_type)
-        _ = pcoll | f"FindText{i}" >> beam.ParDo(_FindText(stage, coder, snippets))
+        _ = pcoll | f"FindText{i}" >> beam.ParDo(FindText(stage, coder, snippets))
     result = pipeline.run()
     result.wait_until_finish()
     counts = {

@@ -100,6 +100,15 @@ def test_every_test_file_has_a_py_test():
     assert tests == files
 
 
+def test_every_support_file_of_the_tests_is_in_test_support():
+    """What test files import from tests/ and tests/helpers/ is in :test_support, on which every
+    py_test depends; test files themselves are not."""
+    support = set(evaluate_build()["test_support"]["srcs"])
+    files = set(_glob(["tests/**/*.py"], exclude=["tests/**/test_*.py"]))
+    assert "tests/helpers/checkpoints.py" in files
+    assert support == files, (sorted(files - support), sorted(support - files))
+
+
 def test_imports_follow_declared_dependencies():
     targets = evaluate_build()
     libraries = {n: t for n, t in targets.items() if t["kind"] == "py_library" and n in FIRST_PARTY}

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import bz2
-import html
 import re
 from pathlib import Path
 
@@ -10,6 +8,7 @@ import pytest
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.clean.language import WINDOW_CHARS, identify_language, language_windows
 from pipelines.document import Document, Reject
+from tests.helpers.wikipedia_dumps import greek_wiki_paragraphs
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 BOOKS = CORPORA / "books"
@@ -17,34 +16,6 @@ BOOKS = CORPORA / "books"
 
 def _book(name: str) -> Document:
     return Document(f"books:{name}", "books", (BOOKS / name).read_text("utf-8"))
-
-
-def greek_wiki_paragraphs(count: int = 8) -> list[str]:
-    """Plain paragraphs of Greek Wikipedia articles, by simple means: the first few MB of the
-    elwiki dump head, <text> of main-namespace pages, templates/links/markup stripped, only
-    long prose lines kept."""
-    with bz2.open(CORPORA / "wikipedia" / "elwiki-pages-articles-head933.xml.bz2", "rt") as f:
-        xml = f.read(4_000_000)
-    paragraphs = []
-    for page in re.findall(r"<page>(.*?)</page>", xml, re.S):
-        if "<ns>0</ns>" not in page or "<redirect" in page:
-            continue
-        body = re.search(r"<text[^>]*>(.*?)</text>", page, re.S)
-        if not body:
-            continue
-        wiki = html.unescape(body.group(1))
-        wiki = re.sub(r"<ref[^>]*/>|<ref.*?</ref>|<[^>]+>", "", wiki, flags=re.S)
-        for _ in range(3):  # nested templates, innermost first
-            wiki = re.sub(r"\{\{[^{}]*\}\}", "", wiki)
-        wiki = re.sub(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]", r"\1", wiki)
-        wiki = wiki.replace("'''", "").replace("''", "")
-        for line in wiki.split("\n"):
-            line = line.strip()
-            if len(line) > 300 and not line.startswith(("{", "|", "!", "*", "#", "=", "[")):
-                paragraphs.append(line)
-                if len(paragraphs) == count:
-                    return paragraphs
-    return paragraphs
 
 
 def test_french_book_rejected_under_english_kept_under_french_or_any():

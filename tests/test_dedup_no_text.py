@@ -13,41 +13,14 @@ from apache_beam import coders
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.dedup import DedupConfig, Deduplicate
-from tests.test_dedup_pipeline import planted_corpus
-
-SNIPPET_CHARS = 40
-
-
-def _snippets(docs) -> list[bytes]:
-    """40 characters from the middle of every paragraph of every document, as UTF-8."""
-    out = []
-    for doc in docs:
-        for paragraph in doc.text.split("\n\n"):
-            middle = len(paragraph) // 2
-            if len(paragraph) >= 2 * SNIPPET_CHARS:
-                out.append(paragraph[middle : middle + SNIPPET_CHARS].encode("utf-8"))
-    return out
-
-
-class _FindText(beam.DoFn):
-    """Counts, per stage, the elements checked and those whose encoding holds a snippet."""
-
-    def __init__(self, stage: str, coder, snippets: list[bytes]) -> None:
-        self._checked = beam.metrics.Metrics.counter("no_text", f"{stage}:checked")
-        self._leaks = beam.metrics.Metrics.counter("no_text", f"{stage}:text")
-        self._coder, self._snippets = coder, snippets
-
-    def process(self, element):
-        encoded = self._coder.encode(element)
-        self._checked.inc()
-        if any(snippet in encoded for snippet in self._snippets):
-            self._leaks.inc()
+from tests.helpers.dedup_corpus import planted_corpus
+from tests.helpers.text_in_shuffles import FindText, snippets_of
 
 
 def _checked_run(docs, work_dir: str) -> dict[str, int]:
-    """Deduplicate(docs) with _FindText on the input of each of its shuffles;
+    """Deduplicate(docs) with FindText on the input of each of its shuffles;
     {"<stage>:checked" / "<stage>:text": count}."""
-    snippets = _snippets(docs)
+    snippets = snippets_of(docs)
     pipeline = beam.Pipeline(options=PipelineOptions(["--runner", "DirectRunner"]))
     source = pipeline | beam.Create(docs)
     _ = source | "Deduplicate" >> Deduplicate(DedupConfig(), work_dir)
@@ -66,7 +39,7 @@ def _checked_run(docs, work_dir: str) -> dict[str, int]:
     pipeline.visit(Inputs())
     for i, (stage, pcoll) in enumerate(entering):
         coder = coders.registry.get_coder(pcoll.element_type)
-        _ = pcoll | f"FindText{i}" >> beam.ParDo(_FindText(stage, coder, snippets))
+        _ = pcoll | f"FindText{i}" >> beam.ParDo(FindText(stage, coder, snippets))
     result = pipeline.run()
     result.wait_until_finish()
     return {

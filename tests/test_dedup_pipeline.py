@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import collections
-import dataclasses
 import errno
 import json
 import os
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -29,156 +27,15 @@ from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row, read_parqu
 from pipelines.document import Document
 from pipelines.stats import CPU_US, SHUFFLE_PREFIX, MergeCounts, build_stats
 from pipelines.write import DEDUP_OUTPUT, MARKER_NAME, claim_output
+from tests.helpers.dedup_corpus import (
+    PlantedCorpus,
+    edit_words,
+    paragraphs_of_book,
+    planted_corpus,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = REPO.parent / "shared" / "corpora"
-
-
-def _paragraphs(name: str) -> list[str]:
-    text = (CORPORA / "books" / name).read_text(encoding="utf-8-sig").replace("\r\n", "\n")
-    return [p.strip() for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 25]
-
-
-def _wikitext_articles(count: int) -> list[tuple[str, str]]:
-    """(title, prose) of the first WikiText-103 validation articles: real Wikipedia text."""
-    articles, title, body = [], None, []
-    for line in (CORPORA / "wikitext" / "wikitext-103" / "wiki.valid.tokens").open(
-        encoding="utf-8"
-    ):
-        heading = re.fullmatch(r" = ([^=].*[^=]) = \n", line)
-        if heading:
-            if title and body:
-                articles.append((title, "\n\n".join(body)))
-            title, body = heading.group(1), []
-        elif line.strip() and not line.strip().startswith("="):
-            text = line.strip().replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".")
-            body.append(re.sub(r" ([.,;:!?')])", r"\1", text))
-        if len(articles) == count:
-            break
-    return articles
-
-
-def _edit(text: str, fraction: float, seed: int) -> str:
-    """Replace a fraction of the words, leaving everything else as it was: a lightly edited copy."""
-    rng = random.Random(seed)
-    substitutes = ["indeed", "however", "quite", "also", "very", "said"]
-    return re.sub(
-        r"\w+", lambda m: rng.choice(substitutes) if rng.random() < fraction else m.group(0), text
-    )
-
-
-def _shuffle_paragraphs(text: str, seed: int) -> str:
-    paragraphs = text.split("\n\n")
-    random.Random(seed).shuffle(paragraphs)
-    return "\n\n".join(paragraphs)
-
-
-@dataclasses.dataclass
-class PlantedCorpus:
-    docs: list[Document]
-    removed: dict[str, tuple[str, str]]  # removed id -> (reason, kept id)
-
-
-def planted_corpus() -> PlantedCorpus:
-    moby, alice = _paragraphs("2701-0.txt"), _paragraphs("11-0.txt")
-    docs = [
-        Document(f"books:moby:{i:03d}", "books", "\n\n".join(moby[120 + 6 * i : 126 + 6 * i]))
-        for i in range(24)
-    ]
-    docs += [
-        Document(f"books:alice:{i:03d}", "books", "\n\n".join(alice[5 * i : 5 * i + 5]))
-        for i in range(10)
-    ]
-    webtext = sorted(
-        (CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"), key=lambda p: int(p.stem)
-    )
-    docs += [
-        Document(
-            f"webtext:{p.stem}",
-            "webtext",
-            p.read_text(encoding="utf-8"),
-            url=f"http://news.example.com/story/{p.stem}",
-        )
-        for p in webtext
-    ]
-    articles = _wikitext_articles(6)
-    docs += [
-        Document(f"wikipedia:enwiki:{i}", "wikipedia", body, title=title)
-        for i, (title, body) in enumerate(articles)
-    ]
-    by_id = {d.id: d for d in docs}
-    removed = {}
-
-    def plant(doc: Document, reason: str, kept: str) -> None:
-        docs.append(doc)
-        removed[doc.id] = (reason, kept)
-
-    # Exact copy: other case and whitespace, another URL.
-    text = by_id["webtext:4"].text
-    plant(
-        Document(
-            "webtext:4-mirror",
-            "webtext",
-            "  " + text.upper().replace(" ", "  ") + "\n",
-            url="http://mirror.example.net/4",
-        ),
-        "exact_duplicate",
-        "webtext:4",
-    )
-    # The same page crawled twice: same URL in another spelling, the text since edited.
-    page = by_id["webtext:6"]
-    plant(
-        Document(
-            "webtext:6-recrawl",
-            "webtext",
-            page.text.rsplit("\n", 2)[0] + "\nUpdated.",
-            url="https://www.news.example.com/story/6/?utm_source=rss",
-        ),
-        "url_duplicate",
-        "webtext:6",
-    )
-    # Light edits: 1% of the words replaced.
-    plant(
-        Document("books:moby:003-edited", "books", _edit(by_id["books:moby:003"].text, 0.01, 1)),
-        "near_duplicate",
-        "books:moby:003",
-    )
-    # Shuffled paragraphs.
-    plant(
-        Document(
-            "books:alice:002-shuffled",
-            "books",
-            _shuffle_paragraphs(by_id["books:alice:002"].text, 2),
-        ),
-        "near_duplicate",
-        "books:alice:002",
-    )
-    # A chain of edits: each copy is a near-duplicate of the previous one.
-    first = Document("books:moby:010-copy1", "books", _edit(by_id["books:moby:010"].text, 0.015, 3))
-    plant(first, "near_duplicate", "books:moby:010")
-    plant(
-        Document("books:moby:010-copy2", "books", _edit(first.text, 0.015, 4)),
-        "near_duplicate",
-        "books:moby:010",
-    )
-    # Wikipedia copied into web text, with the page's own header and footer around it.
-    wiki = by_id["wikipedia:enwiki:2"]
-    plant(
-        Document(
-            "webtext:wiki-copy",
-            "webtext",
-            f"{wiki.title} - Encyclopedia\n\n{wiki.text}\n\nShare this page.",
-            url="http://copies.example.org/wiki",
-        ),
-        "near_duplicate",
-        "webtext:wiki-copy",
-    )
-    removed["wikipedia:enwiki:2"] = removed.pop("webtext:wiki-copy")[0], "webtext:wiki-copy"
-    # Heavily edited (about half the shingles differ): similar, but not a duplicate.
-    docs.append(
-        Document("books:moby:020-rewritten", "books", _edit(by_id["books:moby:020"].text, 0.06, 5))
-    )
-    return PlantedCorpus(docs, removed)
 
 
 def _write_input(docs: list[Document], directory: Path) -> str:
@@ -440,7 +297,7 @@ def test_each_shuffle_counter_is_the_encoded_size_of_what_enters_its_shuffle(cor
 def test_a_hot_bucket_centre_sends_its_shingle_set_once():
     # A hot bucket chained to its smallest member: 30 edges (centre, leaf). The centre receives
     # every leaf's set; its own set is built and sent once, not once per edge.
-    paragraphs = _paragraphs("2701-0.txt")[:31]
+    paragraphs = paragraphs_of_book("2701-0.txt")[:31]
     docs = [Document(f"books:hot:{i:02d}", "books", p) for i, p in enumerate(paragraphs)]
     nodes = [(0, d.id) for d in docs]
     edges = [(nodes[0], leaf) for leaf in nodes[1:]]
@@ -489,10 +346,10 @@ def test_verification_pairs_each_receiver_with_its_senders_never_with_itself():
     for a sender's. A real paragraph receives from two edited copies of itself and from three
     other paragraphs; only the copies are similar, each pair is emitted once with its exact
     Jaccard, and no document is paired with itself."""
-    paragraphs = _paragraphs("2701-0.txt")
+    paragraphs = paragraphs_of_book("2701-0.txt")
     centre = next(p for p in paragraphs if len(p.split()) > 200)
     others = [p for p in paragraphs if p != centre][:3]
-    texts = [centre, _edit(centre, 0.01, 1), _edit(centre, 0.02, 2), *others]
+    texts = [centre, edit_words(centre, 0.01, 1), edit_words(centre, 0.02, 2), *others]
     docs = [Document(f"books:v:{i}", "books", t) for i, t in enumerate(texts)]
     nodes = [(0, d.id) for d in docs]
     roles, _ = verify.bucket_roles(_role_values([(nodes[0], leaf) for leaf in nodes[1:]]))
@@ -632,12 +489,12 @@ def test_a_full_disk_under_the_stash_fails_in_one_line(corpus, tmp_path, capsys,
 def test_too_few_component_rounds_fail_the_run_with_a_clear_message(tmp_path, capsys):
     # A chain of 16 successive light edits, ids in shuffled order: a long path in the
     # near-duplicate graph, which one large-star/small-star round cannot contract.
-    text = "\n\n".join(_paragraphs("2701-0.txt")[300:306])
+    text = "\n\n".join(paragraphs_of_book("2701-0.txt")[300:306])
     order = list(range(16))
     random.Random(7).shuffle(order)
     docs = []
     for step in range(16):
-        text = _edit(text, 0.012, step)
+        text = edit_words(text, 0.012, step)
         docs.append(Document(f"books:chain:{order[step]:02d}", "books", text))
     pattern = _write_input(docs, tmp_path / "input")
     code = main(["--input", pattern, "--output", str(tmp_path / "out"), "--dedup-cc-rounds", "1"])
@@ -654,7 +511,7 @@ def test_too_few_component_rounds_fail_the_run_with_a_clear_message(tmp_path, ca
 # -- OUTPUT is claimed by the ownership rule, and flags Beam does not know are refused -----------
 def _small_input(tmp_path: Path) -> str:
     docs = [Document(f"books:alice:{i:03d}", "books", text)
-            for i, text in enumerate(_paragraphs("11-0.txt")[40:46])]  # fmt: skip
+            for i, text in enumerate(paragraphs_of_book("11-0.txt")[40:46])]  # fmt: skip
     return _write_input(docs, tmp_path / "input")
 
 

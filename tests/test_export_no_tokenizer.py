@@ -8,20 +8,20 @@ import os
 
 import pytest
 
-from tests.test_train_checkpoint import _save, _state, _trained
+from tests.helpers.checkpoints import save_step, trained_gpt, trainer_state
 from train.export import main as export_main
 
 
 @pytest.fixture
 def run_whose_tokenizer_is_gone(tmp_path):
     """A real one-process GPT checkpoint that trained with a tokenizer file since deleted."""
-    model, optimizer = _trained()
+    model, optimizer = trained_gpt()
     gone = tmp_path / "gone" / "tokenizer.json"
     config = {"seed": 1, "model": "gpt", "tokenizer": str(gone)}
     record = {"kind": "byte_level_bpe", "vocab_size": model.config.vocab_size, "sha256": "0" * 64}
-    state = {**_state(1), "config": config, "model_config": dataclasses.asdict(model.config),
+    state = {**trainer_state(1), "config": config, "model_config": dataclasses.asdict(model.config),
              "tokenizer": record}
-    return _save(tmp_path / "run", 1, model, optimizer, state)
+    return save_step(tmp_path / "run", 1, model, optimizer, state)
 
 
 def test_no_tokenizer_exports_the_weights_of_a_run_whose_tokenizer_is_gone(

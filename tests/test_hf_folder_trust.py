@@ -20,8 +20,8 @@ import sys
 import pytest
 import torch
 
+from tests.helpers.checkpoints import rehash
 from tests.shard_fixtures import make_gpt_shards
-from tests.test_train_checkpoint_trust import _rehash
 from train import checkpoint as ckpt
 from train.config import parse_args
 from train.eval.load import LoadError, load_model
@@ -194,7 +194,7 @@ def _edit_model_config(path: str, family: str | None = None, **fields) -> None:
     if family:
         state["config"]["model"] = family
     torch.save(state, file)
-    _rehash(path, "trainer.pt")
+    rehash(path, "trainer.pt")
 
 
 @pytest.mark.parametrize(

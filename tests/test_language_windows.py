@@ -11,7 +11,7 @@ import pytest
 from pipelines.clean import CleanConfig, clean_document, language
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import Document
-from tests.test_clean_language import greek_wiki_paragraphs
+from tests.helpers.wikipedia_dumps import greek_wiki_paragraphs
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 BOOKS = CORPORA / "books"

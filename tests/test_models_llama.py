@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from tests.conftest import REPO
+from tests.helpers.train_runs import PAD_FOR_TP, losses, max_difference, single, torchrun
 from tests.shard_fixtures import gpt_documents
-from tests.test_train_distributed import PAD_FOR_TP, losses, max_difference, single, torchrun
 from train.config import parse_args
 from train.eval.load import load_model, load_weights_of
 from train.generate import Sampling, generate_tokens

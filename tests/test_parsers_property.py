@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from common.safe_io import UnsafeInputError
 from dataset_format import FormatError, IndexedDataset, Manifest
+from tests.helpers.checkpoints import save_step, trained_gpt, trainer_state
 from tests.shard_fixtures import make_gpt_shards
-from tests.test_train_checkpoint import _save, _trained
 from train import checkpoint as ckpt
 from train import checkpoint_io
 
@@ -43,8 +43,8 @@ def real(tmp_path_factory):
     """Real bytes of each format, and a scratch directory for the mutated copies."""
     root = tmp_path_factory.mktemp("real")
     directory = make_gpt_shards(root, 30, num_shards=1)
-    model, optimizer = _trained()
-    checkpoint = _save(root / "run", 1, model, optimizer)
+    model, optimizer = trained_gpt()
+    checkpoint = save_step(root / "run", 1, model, optimizer)
 
     def read(path):
         with open(path, "rb") as f:
@@ -273,14 +273,13 @@ def hf_dir(tmp_path_factory):
     import dataclasses
 
     pytest.importorskip("transformers")
-    from tests.test_train_checkpoint import _state
     from train.export import export_hf
 
     root = tmp_path_factory.mktemp("hf")
-    model, optimizer = _trained()
-    state = {**_state(1), "config": {"seed": 1, "model": "gpt"},
+    model, optimizer = trained_gpt()
+    state = {**trainer_state(1), "config": {"seed": 1, "model": "gpt"},
              "model_config": dataclasses.asdict(model.config)}
-    export_hf(_save(root / "run", 1, model, optimizer, state), str(root / "hf"))
+    export_hf(save_step(root / "run", 1, model, optimizer, state), str(root / "hf"))
     return root / "hf", json.loads((root / "hf" / "config.json").read_text())
 
 

@@ -13,30 +13,12 @@ import pytest
 import torch
 
 from dataset_format import file_sha256
+from tests.helpers.checkpoints import save_step as _save
+from tests.helpers.checkpoints import trained_gpt as _trained
+from tests.helpers.checkpoints import trainer_state as _state
 from train import checkpoint as ckpt
 from train.models.presets import build_model
 from train.optim import build_optimizer
-
-
-def _trained(seed: int = 0):
-    torch.manual_seed(seed)
-    model = build_model("gpt-tiny", vocab_size=128)
-    optimizer = build_optimizer(model, "adamw", 1e-3, 0.1, (0.9, 0.95), 1e-8)
-    ids = torch.randint(0, 128, (2, 16))
-    model(ids, ids)[1].backward()
-    optimizer.step()
-    optimizer.zero_grad()
-    return model, optimizer
-
-
-def _save(run_dir, step, model, optimizer, state=None, keep=2) -> str:
-    return ckpt.save_checkpoint(
-        str(run_dir), step, model, optimizer, state or _state(step), keep=keep
-    ).commit()
-
-
-def _state(step: int) -> dict:
-    return {"step": step, "consumed_samples": 8 * step, "config": {"seed": 1}, "counters": {"a": 1}}
 
 
 def test_round_trip_restores_weights_optimizer_and_rng(tmp_path):

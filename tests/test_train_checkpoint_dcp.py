@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO
-from tests.test_train_distributed import COMMON, TORCHRUN, env, launch, losses, torchrun
+from tests.helpers.train_runs import COMMON, TORCHRUN, env, launch, losses, torchrun
 from train import checkpoint as ckpt
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,6 @@ saves and loads print no torch warning."""
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import io
 import json
@@ -22,8 +21,10 @@ import torch
 from torch.distributed.checkpoint import filesystem as dcp_filesystem
 
 from common.safe_io import UnsafeInputError
-from dataset_format import file_sha256
-from tests.test_train_checkpoint import _save, _state, _trained
+from tests.helpers.checkpoints import load_path_errors as _every_load_path
+from tests.helpers.checkpoints import rehash as _rehash
+from tests.helpers.checkpoints import save_step as _save
+from tests.helpers.checkpoints import trained_gpt as _trained
 from train import checkpoint as ckpt
 from train import checkpoint_io
 from train.eval.load import LoadError, load_model
@@ -42,17 +43,6 @@ class _RunsCode:
         return (os.system, (f"touch {self.marker}",))
 
 
-def _rehash(path: str, name: str) -> None:
-    """Record a replaced file's size and sha256 in meta.json, as an attacker would."""
-    meta_path = os.path.join(path, "meta.json")
-    with open(meta_path) as f:
-        meta = json.load(f)
-    file_path = os.path.join(path, name)
-    meta["files"][name] = {"bytes": os.path.getsize(file_path), "sha256": file_sha256(file_path)}
-    with open(meta_path, "w") as f:
-        json.dump(meta, f)
-
-
 def _read_metadata(path: str):
     with open(os.path.join(path, ".metadata"), "rb") as f:
         return pickle.load(f)  # our own just-written test checkpoint
@@ -62,28 +52,6 @@ def _write_metadata(path: str, metadata) -> None:
     with open(os.path.join(path, ".metadata"), "wb") as f:
         pickle.dump(metadata, f)
     _rehash(path, ".metadata")
-
-
-@pytest.fixture
-def gpt_checkpoint(tmp_path):
-    """A real one-process GPT checkpoint with the model config evaluation and export need."""
-    model, optimizer = _trained()
-    fields = dataclasses.asdict(model.config)
-    state = {**_state(1), "config": {"seed": 1, "model": "gpt"}, "model_config": fields}
-    return _save(tmp_path / "run", 1, model, optimizer, state)
-
-
-def _every_load_path(path: str, tmp_path) -> list[str]:
-    """The one-line errors of resume (load_checkpoint), evaluation / tools/generate
-    (load_model) and export / tools/convert (export_main) on one checkpoint."""
-    messages = []
-    with pytest.raises(ckpt.CheckpointError) as caught:
-        ckpt.load_checkpoint(path, *_trained(seed=1))
-    messages.append(str(caught.value))
-    with pytest.raises(LoadError) as caught:
-        load_model(path, torch.device("cpu"))
-    messages.append(str(caught.value))
-    return messages
 
 
 def test_a_metadata_pickle_that_runs_code_is_refused_everywhere(gpt_checkpoint, tmp_path, capsys):

@@ -13,8 +13,7 @@ import pytest
 import torch
 
 from common.safe_io import UnsafeInputError
-from tests.test_train_checkpoint import _trained
-from tests.test_train_checkpoint_trust import _every_load_path, _rehash, gpt_checkpoint  # noqa: F401
+from tests.helpers.checkpoints import load_path_errors, rehash, trained_gpt
 from train import checkpoint as ckpt
 from train import checkpoint_io, metadata_pickle
 from train.export import main as export_main
@@ -52,7 +51,7 @@ def _layout_poison() -> bytes:
     return b"ctorch.serialization\n_get_layout\n" + state + pickle.BUILD + pickle.POP
 
 
-def test_real_metadata_is_read_within_every_budget(gpt_checkpoint):  # noqa: F811
+def test_real_metadata_is_read_within_every_budget(gpt_checkpoint):
     real = _real(gpt_checkpoint)
     unpickler = metadata_pickle.MetadataUnpickler(real)
     assert unpickler.load().state_dict_metadata
@@ -63,7 +62,7 @@ def test_real_metadata_is_read_within_every_budget(gpt_checkpoint):  # noqa: F81
 
 
 def test_a_setattr_on_an_allowed_function_is_refused_everywhere(
-    gpt_checkpoint, tmp_path, capsys  # noqa: F811
+    gpt_checkpoint, tmp_path, capsys
 ):
     """Issue 27.4: BUILD on torch.serialization._get_layout ahead of real metadata used to be
     accepted by resume, evaluation and export, and left _get_layout('torch.strided') returning
@@ -72,9 +71,9 @@ def test_a_setattr_on_an_allowed_function_is_refused_everywhere(
     poisoned = b"\x80\x04" + _layout_poison() + _opcodes_of(_real(gpt_checkpoint))
     with open(os.path.join(gpt_checkpoint, ".metadata"), "wb") as f:
         f.write(poisoned)
-    _rehash(gpt_checkpoint, ".metadata")
+    rehash(gpt_checkpoint, ".metadata")
     try:
-        for message in _every_load_path(gpt_checkpoint, tmp_path):
+        for message in load_path_errors(gpt_checkpoint, tmp_path):
             assert "sets attributes on a function" in message and "\n" not in message, message
         assert export_main(["torch", gpt_checkpoint, str(tmp_path / "out.pt")]) == 1
         err = capsys.readouterr().err
@@ -125,14 +124,14 @@ def test_a_flood_of_empty_lists_is_refused_within_its_memory_budget():
     assert peak < 1.5 * budget < 80 * len(flood)
 
 
-def test_the_opcode_budget_stops_a_long_pickle(gpt_checkpoint, monkeypatch):  # noqa: F811
+def test_the_opcode_budget_stops_a_long_pickle(gpt_checkpoint, monkeypatch):
     real = _real(gpt_checkpoint)
     checkpoint_io.parse_metadata(real, "m")
     monkeypatch.setattr(metadata_pickle, "MAX_OPCODES", 1000)
     assert "runs more than 1,000 opcodes" in _refused(real)
 
 
-def test_a_long_key_is_refused_and_the_error_line_stays_short(gpt_checkpoint):  # noqa: F811
+def test_a_long_key_is_refused_and_the_error_line_stays_short(gpt_checkpoint):
     """Issue 27.3: a 50 MB key used to give a 50 MB error line; a string past MAX_STRING is
     refused while unpickling, and a fault found after it is cut (here a 5,000-character key)."""
     real = _real(gpt_checkpoint)
@@ -150,10 +149,10 @@ def test_a_long_key_is_refused_and_the_error_line_stays_short(gpt_checkpoint):  
     assert len(str(caught.value)) <= 310 and "chunks are not a list" in str(caught.value)
 
 
-def test_the_file_cap_refuses_a_larger_metadata_before_reading_it(gpt_checkpoint):  # noqa: F811
+def test_the_file_cap_refuses_a_larger_metadata_before_reading_it(gpt_checkpoint):
     path = os.path.join(gpt_checkpoint, ".metadata")
     with open(path, "ab") as f:
         f.truncate(checkpoint_io.METADATA_CAP + 1)
-    _rehash(gpt_checkpoint, ".metadata")
+    rehash(gpt_checkpoint, ".metadata")
     with pytest.raises(ckpt.CheckpointError, match="checkpoint metadata"):
-        ckpt.load_checkpoint(gpt_checkpoint, *_trained(seed=1))
+        ckpt.load_checkpoint(gpt_checkpoint, *trained_gpt(seed=1))

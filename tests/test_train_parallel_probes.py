@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 
 def probe(check: str, tmp_path) -> dict:
-    from tests.test_train_distributed import TORCHRUN, launch
+    from tests.helpers.train_runs import TORCHRUN, launch
 
     result = tmp_path / "result.json"
     launch([*TORCHRUN, "--standalone", "--nproc_per_node=2", __file__, check, str(result)])
@@ -57,7 +57,7 @@ def _lamb(layout: str) -> dict:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor
 
-    from tests.test_train_optim import TINY_GPT, PerParameterLamb, run_lamb
+    from tests.helpers.lamb import TINY_GPT, PerParameterLamb, run_lamb
     from train.models.gpt import GPT
     from train.optim import Lamb
     from train.parallel import apply_fsdp, apply_tensor_parallel

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.test_train_distributed import TORCHRUN, launch
+from tests.helpers.train_runs import TORCHRUN, launch
 
 pytestmark = pytest.mark.slow
 

@@ -3,32 +3,18 @@ dump samples and on pages built here as ukwiki, bgwiki and jawiki write them."""
 
 from __future__ import annotations
 
-import bz2
-import html
 import re
-from pathlib import Path
 
 import pytest
 
 from pipelines.sources.wikipedia import wiki_blocks, wiki_sections
 from pipelines.sources.wikipedia import wikimarkup as wm
-
-WIKIPEDIA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "wikipedia"
-GREEK = wm.config_for_namespaces(file_names=("Αρχείο", "Μέσο"), category_names=("Κατηγορία",))
-_REDIRECT = re.compile(r"\s*#(?:REDIRECT|ΑΝΑΚΑΤΕΥΘΥΝΣΗ)", re.IGNORECASE)
-
-
-def _articles(name: str) -> dict[str, str]:
-    """Raw wikitext by title of the ns-0 non-redirect pages of a real dump sample."""
-    xml = bz2.open(WIKIPEDIA / name).read().decode("utf-8")
-    pages = re.findall(r"<title>(.*?)</title>\s*<ns>0</ns>.*?<text[^>]*>(.*?)</text>", xml, re.S)
-    texts = {html.unescape(title): html.unescape(text) for title, text in pages}
-    return {title: text for title, text in texts.items() if not _REDIRECT.match(text)}
+from tests.helpers.wikipedia_dumps import GREEK, dump_articles
 
 
 @pytest.fixture(scope="module")
 def elwiki() -> dict[str, str]:
-    return _articles("elwiki-pages-articles-head933.xml.bz2")
+    return dump_articles("elwiki-pages-articles-head933.xml.bz2")
 
 
 # --- closing sections ------------------------------------------------------------------------
@@ -108,7 +94,7 @@ def test_closing_sections_are_cut_by_structure_in_a_language_no_title_list_holds
     sections of references, link lists and citations are cut all the same, and what is kept
     is the text the English titles give."""
     assert "hy" not in wiki_sections.CLOSING_SECTIONS
-    articles = _articles("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+    articles = dump_articles("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
     renamed = same = left = 0
     for title, wikitext in articles.items():
         english = wm.convert_wikitext(wikitext)
@@ -204,7 +190,7 @@ def test_table_cells_over_lines_headers_and_empty_rows():
 def test_english_output_only_gains_table_lines(monkeypatch):
     """On the real enwiki sample, every article's text with tables kept holds every line of its
     text with tables dropped (what it was before), in order: tables only add lines."""
-    articles = _articles("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+    articles = dump_articles("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
     with_tables = {title: wm.wikitext_to_text(text) for title, text in articles.items()}
     monkeypatch.setattr(wiki_blocks, "render_table", lambda markup: "")
     gained = 0
@@ -251,7 +237,7 @@ def test_no_table_attribute_reaches_the_text_of_a_real_dump(dump):
     """Malformed attributes (`style="background:#03f;" color: black;"|`), attributes before an
     empty cell (`bgcolor="pink" | |`) and attribute-only cells (`colspan="2" ||`) in the real
     English and Greek samples: none reaches the text."""
-    texts = [wm.wikitext_to_text(text) for text in _articles(dump).values()]
+    texts = [wm.wikitext_to_text(text) for text in dump_articles(dump).values()]
     leaks = [m.group() for text in texts for m in TABLE_ATTRIBUTE.finditer(text)]
     assert leaks == []
     assert sum("\n" in text for text in texts) > 50  # rows and paragraphs are still there
@@ -260,7 +246,7 @@ def test_no_table_attribute_reaches_the_text_of_a_real_dump(dump):
 def test_a_table_of_numbers_is_dropped_and_a_table_of_text_is_kept():
     """Alabama's racial-composition table (percentages by census year) is data, not prose;
     the Ukrainian rivers table reads as a list of names and stays."""
-    articles = _articles("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+    articles = dump_articles("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
     alabama = wm.wikitext_to_text(articles["Alabama"])
     assert "Racial composition" in articles["Alabama"]
     assert "Black | 25.3% | 26.0% | 26.2%" not in alabama

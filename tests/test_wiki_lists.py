@@ -10,19 +10,19 @@ import pytest
 
 from pipelines.sources.wikipedia import wiki_back_matter
 from pipelines.sources.wikipedia import wikimarkup as wm
-from tests.test_wiki_blocks import GREEK, _articles
+from tests.helpers.wikipedia_dumps import GREEK, dump_articles
 
 ENWIKI = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
 @pytest.fixture(scope="module")
 def elwiki() -> dict[str, str]:
-    return _articles("elwiki-pages-articles-head933.xml.bz2")
+    return dump_articles("elwiki-pages-articles-head933.xml.bz2")
 
 
 @pytest.fixture(scope="module")
 def enwiki() -> dict[str, str]:
-    return _articles(ENWIKI)
+    return dump_articles(ENWIKI)
 
 
 def _blocks(text: str) -> list[str]:
