@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -103,16 +104,30 @@ def test_ctrl_c_to_a_dask_run_stops_the_cluster_it_started(tmp_path):
 
     temp = tmp_path / "temp"
     temp.mkdir()
-    books = REPO.parent / "shared" / "corpora" / "books"
+    shared = REPO.parent / "shared" / "corpora" / "books"
+    # eight copies of each shared book (links: another path is another input), so that the run
+    # is still going when the signal comes (the books once take ~2 s on the cluster)
+    books = tmp_path / "books"
+    books.mkdir()
+    for book in shared.glob("*.txt"):
+        for copy in range(8):
+            try:
+                os.link(book, books / f"{book.stem}-{copy}.txt")
+            except OSError:  # another filesystem
+                shutil.copyfile(book, books / f"{book.stem}-{copy}.txt")
     process = start(
         [sys.executable, "-m", "pipelines.preprocess", "--source=books", f"--input={books}/*.txt",
-         f"--output={tmp_path / 'out'}", f"--tokenizer={books.parent / 'vocab' / 'gpt2'}",
+         f"--output={tmp_path / 'out'}", f"--tokenizer={shared.parent / 'vocab' / 'gpt2'}",
          "--no-dedup", "--language=any", "--runner=DaskRunner"],
         env={**os.environ, "TMPDIR": str(temp)}, start_new_session=True,
     )  # fmt: skip
     try:
-        for line in process.stderr:  # the graph is built: the run starts on the cluster
-            if line.startswith("INFO pipelines.graph"):
+        # the cluster is up (the launcher ignores SIGINT while it spawns the cluster's
+        # processes, which keep that disposition) and the graph is built: the run starts on it
+        waiting = {"INFO pipelines.graph", "INFO pipelines.runner.dask_runner: dask: scheduler"}
+        for line in process.stderr:
+            waiting = {start for start in waiting if not line.startswith(start)}
+            if not waiting:
                 break
         workers = psutil.Process(process.pid).children(recursive=True)
         assert len(workers) >= 2

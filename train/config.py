@@ -260,9 +260,9 @@ class TrainConfig:
     )
     allow_config_change: bool = _run(
         False,
-        help="resume even though the schedule or the data differ from the checkpoint's: "
-        "--data, --split, --seq-len, --max-steps, --global-batch, --lr, --min-lr, "
-        "--warmup-steps, --decay, --decay-steps",
+        help="resume even though the schedule, the data or the seed differ from the "
+        "checkpoint's: --data, --split, --seq-len, --max-steps, --global-batch, --lr, --min-lr, "
+        "--warmup-steps, --decay, --decay-steps, --seed",
     )
     async_checkpoint: bool = _run(
         False,
