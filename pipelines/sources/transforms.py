@@ -90,6 +90,9 @@ class ReadDoFn(_SourceTaskDoFn):
         text_bytes, bound = 0, float("inf")
         task_bytes = task_input_bytes(task)
         self.counts.inc(INPUT_BYTES, task_bytes)
+        # the sidecar's input column, for every document of the task; a name that is not UTF-8
+        # as its escaped text (Parquet, JSON and Beam's coders refuse a lone surrogate)
+        input_name = printable_name(task.path)
         if self.max_expansion > 0:
             bound = expansion_bound(task_bytes, self.max_expansion)
         try:
@@ -119,15 +122,13 @@ class ReadDoFn(_SourceTaskDoFn):
                         self.progress.add(docs_read=1, bytes_read=size)
                     cut_text = record.meta.get(PARTS_REMOVED_TEXT, "")
                     meta = {k: v for k, v in record.meta.items() if k != PARTS_REMOVED_TEXT}
-                    # the sidecar's input column, for every source; a name that is not UTF-8 as
-                    # its escaped text (Parquet, JSON and Beam's coders refuse a lone surrogate)
-                    meta[INPUT_META] = printable_name(task.path)
+                    meta[INPUT_META] = input_name
                     record = record.with_meta(meta)
                     yield record
                     yield from self._parts_removed(record, cut_text)
                 else:
                     self.counts.inc("read_failures")
-                    self.counts.inc(file_failure_key(printable_name(task.path), record.reason))
+                    self.counts.inc(file_failure_key(input_name, record.reason))
                     for name, lost in input_loss_counts(record, task_bytes).items():
                         self.counts.inc(name, lost)
                     yield from self._fail(record, self.keep_failures)
