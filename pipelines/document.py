@@ -114,7 +114,7 @@ def carried_min_tokens(meta: Mapping[str, str]) -> int:
 def with_min_tokens(doc: Document, floor: int) -> Document:
     """`doc` carrying the floor its run keeps it with (the higher of `floor` and its own)."""
     carried = max(floor, carried_min_tokens(doc.meta))
-    return dataclasses.replace(doc, meta={**doc.meta, MIN_TOKENS_META: str(carried)})
+    return doc.with_meta({**doc.meta, MIN_TOKENS_META: str(carried)})
 
 
 @dataclasses.dataclass(frozen=True)
