@@ -89,9 +89,9 @@ _GOPHER_TOP_NGRAMS = ((2, 0.20), (3, 0.18), (4, 0.16))
 # Friday deals article whose product lines repeat 5-grams over 0.226 of its text, short news
 # items of 2-4 sentences, a WSJ article and an essay with several "..." lines, sports roundups
 # full of scores): each is set so that
-# no article of the set is dropped by it, but for a standings table of numbers (alpha words
-# 0.22), which is not prose. Gopher's duplicate n-gram fractions (0.15 for 5-grams down to
-# 0.10 for 10-grams) are raised by 0.10 each.
+# no article of the set is dropped by it (a standings table of numbers under 70 words of prose
+# is judged by its prose: filters.WordTable.alpha_word_fraction). Gopher's duplicate n-gram
+# fractions (0.15 for 5-grams down to 0.10 for 10-grams) are raised by 0.10 each.
 _DUPLICATE_NGRAMS = ((5, 0.25), (6, 0.24), (7, 0.23), (8, 0.22), (9, 0.21), (10, 0.20))
 _MIN_ALPHA_WORD_FRACTION = 0.7  # Gopher: 0.8
 _MAX_ELLIPSIS_LINE_FRACTION = 0.5  # Gopher: 0.3
@@ -381,7 +381,7 @@ def _word_reason(
         if not low <= mean <= high:
             return "gopher_mean_word_length", f"{mean:.2f} not in [{low}, {high}]"
     if config.min_alpha_word_fraction is not None and words.word_count:
-        fraction = words.alpha_word_count / words.word_count
+        fraction = words.alpha_word_fraction  # of the prose around a table (WordTable)
         if fraction < config.min_alpha_word_fraction:
             return "gopher_alpha_words", f"{fraction:.3f} < {config.min_alpha_word_fraction}"
     if config.min_stop_words is not None and language == "en":

@@ -76,6 +76,9 @@ _WORD = re.compile(f"[{_UNSPACED}][^\\s\\w]*|[^\\s{_UNSPACED}]+")
 _NO_SENTENCE_MARK = re.compile("[\u0e00-\u0eff]")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+# Gopher's least words for a page (its min_words, the web preset's): the prose around a table
+# that is a page by this measure is what the alpha-word rule judges (WordTable).
+TABLE_PROSE_MIN_WORDS = 50
 # An odd 64-bit multiplier for the polynomial n-gram hash (wrapping uint64 arithmetic):
 # collisions among a document's few hundred thousand n-grams are vanishingly unlikely, and the
 # value is fixed, so results are the same in every process.
@@ -88,7 +91,9 @@ class WordTable:
 
     `word_count` counts raw words (`split_words`), `unspaced_word_count` those that are one
     letter of a script written without spaces; `ids`/`lengths` describe the normalised words in
-    order (ids are dense, equal words share an id).
+    order (ids are dense, equal words share an id). `prose_word_count` and
+    `prose_alpha_word_count` count the words of the lines that are not table rows
+    (`is_table_row`), and of those the ones with a letter.
     """
 
     word_count: int
@@ -97,6 +102,21 @@ class WordTable:
     stop_word_count: int
     ids: np.ndarray  # int64, one per normalised word
     lengths: np.ndarray  # int64 characters of each normalised word
+    prose_word_count: int
+    prose_alpha_word_count: int
+
+    @property
+    def alpha_word_fraction(self) -> float:
+        """Gopher's share of words with a letter (it keeps 0.8). A table's cells are data,
+        numbers by nature (standings, prices, snap counts), so where a page has tables and
+        TABLE_PROSE_MIN_WORDS words of prose besides, the share is that of its prose: an
+        article with a table of numbers is judged by its sentences. A page short of that much
+        prose (a table under a heading, a list of figures) is measured over all its words."""
+        if self.prose_word_count < self.word_count and (
+            self.prose_word_count >= TABLE_PROSE_MIN_WORDS
+        ):
+            return self.prose_alpha_word_count / self.prose_word_count
+        return self.alpha_word_count / self.word_count if self.word_count else 1.0
 
 
 def word_table(text: str) -> WordTable:
@@ -127,14 +147,39 @@ def word_table(text: str) -> WordTable:
     unspaced = np.fromiter(
         (_UNSPACED_LETTER.match(t) is not None for t in distinct), dtype=bool, count=len(distinct)
     )
+    alpha_word_count = int(has_letter[token_index].sum())
+    prose_word_count, prose_alpha_word_count = len(tokens), alpha_word_count
+    prose = _prose(text)
+    if prose is not None:
+        prose_tokens = split_words(prose)
+        prose_word_count = len(prose_tokens)
+        prose_alpha_word_count = sum(_HAS_LETTER.search(t) is not None for t in prose_tokens)
     return WordTable(
         word_count=len(tokens),
         unspaced_word_count=int(unspaced[token_index].sum()),
-        alpha_word_count=int(has_letter[token_index].sum()),
+        alpha_word_count=alpha_word_count,
         stop_word_count=int(is_stop[token_index].sum()),
         ids=ids[keep],
         lengths=normalised_length[token_index][keep],
+        prose_word_count=prose_word_count,
+        prose_alpha_word_count=prose_alpha_word_count,
     )
+
+
+def is_table_row(line: str) -> bool:
+    """Whether `line` is a row of a table as an extractor writes one (trafilatura, Markdown):
+    cells between "|" marks, the first and the last character of the stripped line."""
+    line = line.strip()
+    return len(line) >= 2 and line[0] == "|" and line[-1] == "|"
+
+
+def _prose(text: str) -> str | None:
+    """The lines of `text` that are not table rows; None when it has no table row."""
+    if "|" not in text:
+        return None
+    lines = text.split("\n")
+    prose = [line for line in lines if not is_table_row(line)]
+    return "\n".join(prose) if len(prose) < len(lines) else None
 
 
 def has_unspaced_letters(text: str) -> bool:
