@@ -13,14 +13,19 @@ a clean article is miscalibrated.
   (`articleBody`: the clean text), then on our extraction of the page. The preset is
   `CleanConfig.for_source("webtext", language="any")`, so language identification plays no
   part.
-- End to end: bag-of-words F1 (bench_extract's measure) of trafilatura with its library
-  defaults (the extractor a user would pick instead), of our extraction alone, of our
-  extraction through the web preset's clean with `language="any"`, and of what reaches the
-  shards through the real command line (`python -m pipelines.preprocess --source webtext
-  --input '<set>/html/*.html.gz' --tokenizer ../shared/corpora/vocab/gpt2`, its defaults:
-  language en, the source's 128-token floor, dedup on; and the same with `--language any`),
-  decoded from the shard set; a dropped page scores 0. The last column takes the articles of
-  100 words or more (about the 128-token floor).
+- End to end: bag-of-words F1 (bench_extract's measure) of trafilatura alone (the extractor
+  a user would pick instead) at the project's extractor setting (`htmltext.TRAFILATURA_OPTIONS`
+  with favor_precision, the peer the targets name) and at its library defaults, of our
+  extraction alone, of our extraction through the web preset's clean with `language="any"`,
+  and of what reaches the shards through the real command line (`python -m
+  pipelines.preprocess --source webtext --input '<set>/html/*.html.gz' --tokenizer
+  ../shared/corpora/vocab/gpt2`, its defaults: language en, the source's 128-token floor,
+  dedup on; and the same with `--language any`), decoded from the shard set; a dropped page
+  scores 0. The last columns take the articles whose human-checked text is 128 GPT-2 tokens
+  or more (the web source's floor), all of them and the English ones (the pages the default
+  `--language en` asks for: their text identified as English by the clean stage's
+  identifier). Every such article where what reaches the shards scores below the peer is
+  listed with its cause.
 
 The peer runs in a venv of its own (`python3 -m venv /work/benchenv-text &&
 /work/benchenv-text/bin/pip install trafilatura lxml_html_clean`, then `--peer-python
@@ -46,9 +51,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import trafilatura  # noqa: E402
 
 from bench.bench_extract import bag_of_words_scores  # noqa: E402
+from dataset_format.tokenizer import load_tokenizer  # noqa: E402
 from pipelines.clean import CleanConfig, clean_document  # noqa: E402
+from pipelines.clean.language import identify_language  # noqa: E402
 from pipelines.document import Document, Reject  # noqa: E402
-from pipelines.sources.web import htmltext  # noqa: E402
+from pipelines.sources.web import htmltext, webtext  # noqa: E402
 
 WEB = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "web"
 SETS = ("html", "aeb-dev")
@@ -56,12 +63,23 @@ PRESET = CleanConfig.for_source("webtext", language="any")
 LIGHT = CleanConfig(language="any")
 # The preset's fields that are one rule each (the length floor is the light preset's).
 PEER_PYTHON = "/work/benchenv-text/bin/python"
-# Reads [html, ...] as JSON from the file argv[1], writes [[text, version], ...] to stdout.
+# Reads {"pages": [html, ...], "settings": {name: extract keywords}} as JSON from the file
+# argv[1], writes {"version": ..., "texts": {name: [text, ...]}} to stdout.
 PEER = """
 import json, sys, trafilatura
-pages = json.load(open(sys.argv[1], encoding="utf-8"))
-print(json.dumps([[trafilatura.extract(html) or "", trafilatura.__version__] for html in pages]))
+job = json.load(open(sys.argv[1], encoding="utf-8"))
+texts = {
+    name: [trafilatura.extract(html, **keywords) or "" for html in job["pages"]]
+    for name, keywords in job["settings"].items()
+}
+print(json.dumps({"version": trafilatura.__version__, "texts": texts}))
 """
+# trafilatura alone: at the project's extractor setting (the first page reading of
+# htmltext.main_text, without its recall fallback) and at its library defaults.
+PEER_SETTINGS = {
+    "project": {**htmltext.TRAFILATURA_OPTIONS, "favor_precision": True},
+    "defaults": {},
+}
 RULES = tuple(
     field.name
     for field in dataclasses.fields(CleanConfig)
@@ -86,18 +104,18 @@ def cleaned(text: str, config: CleanConfig, extractor: str) -> Document | Reject
     return clean_document(Document("webtext:page", "webtext", text, meta=meta), config)
 
 
-def peer_texts(htmls: list[str], python: str) -> tuple[list[str], str]:
-    """trafilatura's texts (library defaults) for `htmls`, and its version, run by `python`."""
-    if not python:
-        return [trafilatura.extract(h) or "" for h in htmls], trafilatura.__version__
-    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as pages:
-        json.dump(htmls, pages)
-        pages.flush()
+def peer_texts(htmls: list[str], python: str) -> tuple[dict[str, list[str]], str]:
+    """trafilatura's texts for `htmls` at each of PEER_SETTINGS, and its version, run by
+    `python` (this interpreter where it is "")."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as job:
+        json.dump({"pages": htmls, "settings": PEER_SETTINGS}, job)
+        job.flush()
         done = subprocess.run(
-            [python, "-c", PEER, pages.name], check=True, capture_output=True, text=True
-        )
-    results = json.loads(done.stdout)
-    return [text for text, _ in results], results[0][1] if results else "?"
+            [python or sys.executable, "-c", PEER, job.name],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+    result = json.loads(done.stdout)
+    return result["texts"], result["version"]
 
 
 VOCAB = WEB.parent / "vocab" / "gpt2"
@@ -151,13 +169,14 @@ def main() -> None:
     htmls = [htmltext.decode_html(data)[0] for _, _, data, _ in pages]
     peers, peer_version = peer_texts(htmls, args.peer_python)
     rows = []
-    for (name, page_id, _, truth), html, peer in zip(pages, htmls, peers):
+    for n, ((name, page_id, _, truth), html) in enumerate(zip(pages, htmls)):
         ours = htmltext.main_text(html, "trafilatura")
         kept = cleaned(ours, PRESET, "trafilatura")
         shard = kept.text if isinstance(kept, Document) else ""
         rows.append({
             "set": name, "id": page_id,
-            "f1_peer": bag_of_words_scores(peer, truth)[2],
+            "f1_peer": bag_of_words_scores(peers["project"][n], truth)[2],
+            "f1_peer_defaults": bag_of_words_scores(peers["defaults"][n], truth)[2],
             "f1_ours": bag_of_words_scores(ours, truth)[2],
             "f1_shard": bag_of_words_scores(shard, truth)[2],
             "dropped_by": "" if isinstance(kept, Document) else kept.reason,
@@ -175,17 +194,19 @@ def main() -> None:
         texts = cli_texts(flags)
         for row, (_, page_id, _, truth) in zip(rows, pages):
             row[label] = bag_of_words_scores(texts.get(page_id, ""), truth)[2]
-    for row, (_, _, _, truth) in zip(rows, pages):
-        row["truth_words"] = len(truth.split())
+    tokens = load_tokenizer(str(VOCAB)).encode_batch([truth for *_, truth in pages])
+    for row, (*_, truth), ids in zip(rows, pages, tokens):
+        row["truth_tokens"] = len(ids)
+        row["english"] = identify_language(truth)[0] == "en"
     report = _report(rows, peer_version, args.peer_python)
     print(report)
     if args.out:
         Path(args.out).write_text(report, encoding="utf-8")
 
 
-# The web source's documented floor is 128 tokens; an English article of 100 words is about
-# 128 GPT-2 tokens.
-LONG_WORDS = 100
+# The web source's documented floor (webtext.TRAITS.min_tokens), in GPT-2 tokens.
+FLOOR_TOKENS = webtext.TRAITS.min_tokens
+DEFAULTS_ROW = next(iter(CLI_RUNS))
 
 
 def _only(rule: str) -> CleanConfig:
@@ -208,6 +229,16 @@ def _report(rows: list[dict], peer_version: str, peer_python: str) -> str:
         f"(../shared/corpora/web/html: {sum(r['set'] == 'html' for r in rows)}, "
         f"web/aeb-dev: {sum(r['set'] == 'aeb-dev' for r in rows)}), every one an article.",
         "",
+        *_rule_table(rows),
+        *_f1_table(rows),
+        *_losses(rows),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _rule_table(rows: list[dict]) -> list[str]:
+    n = len(rows)
+    lines = [
         "### Each rule of the web preset on its own: share of the pages it drops",
         "",
         "| rule (CleanConfig field) | on the human-checked text | on our extraction |",
@@ -218,16 +249,36 @@ def _report(rows: list[dict], peer_version: str, peer_python: str) -> str:
         ours = sum(rule in r["ours_drops"] for r in rows)
         lines.append(f"| `{rule}` | {clean / n:.1%} ({clean}) | {ours / n:.1%} ({ours}) |")
     dropped = [r for r in rows if r["dropped_by"]]
-    lines += [
-        "",
+    lines += ["", f"Pages the preset drops: {len(dropped)} of {n} ({len(dropped) / n:.1%}).", ""]
+    for r in dropped:
+        lines.append(
+            f"- `{r['id'][:12]}` ({r['set']}): `{r['dropped_by']}` {r['detail']}, "
+            f"extraction F1 {r['f1_ours']:.2f}"
+        )
+    return lines + [""] if dropped else lines
+
+
+def _f1_table(rows: list[dict]) -> list[str]:
+    groups = {
+        f"all pages ({len(rows)})": lambda r: True,
+        **{
+            f"{s} ({sum(r['set'] == s for r in rows)})": (lambda r, s=s: r["set"] == s)
+            for s in SETS
+        },
+        f"articles of {FLOOR_TOKENS}+ tokens ({sum(_long(r) for r in rows)})": _long,
+        f"English ones ({sum(_long(r) and r['english'] for r in rows)})": (
+            lambda r: _long(r) and r["english"]
+        ),
+    }
+    lines = [
         "### End to end (bag-of-words F1 against the human-checked text, mean over pages)",
         "",
-        f"| | all pages | html (12) | aeb-dev (60) | articles of {LONG_WORDS}+ words "
-        f"({sum(r['truth_words'] >= LONG_WORDS for r in rows)}) |",
-        "|---|---:|---:|---:|---:|",
+        "| | " + " | ".join(groups) + " |",
+        "|---|" + "---:|" * len(groups),
     ]
     for label, key in (
-        ("trafilatura, library defaults (the peer)", "f1_peer"),
+        ("trafilatura alone, the project's extractor setting (the peer)", "f1_peer"),
+        ("trafilatura alone, library defaults", "f1_peer_defaults"),
         ("ours: extraction alone", "f1_ours"),
         (
             'ours: extraction + web preset with `language="any"` (a dropped page scores 0)',
@@ -235,20 +286,33 @@ def _report(rows: list[dict], peer_version: str, peer_python: str) -> str:
         ),
         *((label, label) for label in CLI_RUNS),
     ):
-        cells = [_mean([r[key] for r in rows if s in (None, r["set"])]) for s in (None, *SETS)]
-        long = _mean([r[key] for r in rows if r["truth_words"] >= LONG_WORDS])
-        lines.append(f"| {label} | " + " | ".join(f"{c:.3f}" for c in (*cells, long)) + " |")
-    lines += [
-        "",
-        f"Pages the preset drops: {len(dropped)} of {n} ({len(dropped) / n:.1%}).",
+        cells = [_mean([r[key] for r in rows if keep(r)]) for keep in groups.values()]
+        lines.append(f"| {label} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    return lines + [""]
+
+
+def _long(row: dict) -> bool:
+    return row["truth_tokens"] >= FLOOR_TOKENS
+
+
+def _losses(rows: list[dict]) -> list[str]:
+    """Each article past the floor where what reaches the shards scores below the peer."""
+    lines = [
+        f"Articles of {FLOOR_TOKENS}+ tokens where what reaches the shards scores below the peer:",
         "",
     ]
-    for r in dropped:
-        lines.append(
-            f"- `{r['id'][:12]}` ({r['set']}): `{r['dropped_by']}` {r['detail']}, "
-            f"extraction F1 {r['f1_ours']:.2f}"
-        )
-    return "\n".join(lines) + "\n"
+    for r in rows:
+        for label in CLI_RUNS:
+            if not _long(r) or r[label] >= r["f1_peer"] - 0.0005:
+                continue
+            if label == DEFAULTS_ROW and not r["english"] and r[label] == 0.0:
+                continue  # not English: dropped as the default --language en asks
+            cause = f"`{r['dropped_by']}` {r['detail']}" if r["dropped_by"] else "text differs"
+            lines.append(
+                f"- `{r['id'][:12]}` ({r['set']}), {label}: {r[label]:.3f} vs {r['f1_peer']:.3f};"
+                f" extraction alone {r['f1_ours']:.3f}, in-process preset {r['f1_shard']:.3f} ({cause})"
+            )
+    return lines if len(lines) > 2 else lines[:1] + ["", "- none"]
 
 
 if __name__ == "__main__":

@@ -66,6 +66,9 @@ SLIVER_WORDS = 50
 RECALL_MIN_WORDS = 128
 SLIVER_RATIO = 4
 TIME_BOUND_COUNTER = "webtext_extraction_time_bound"
+# trafilatura.extract's keyword arguments besides favor_<setting> (see _trafilatura): the
+# project's extractor setting is these with favor_precision.
+TRAFILATURA_OPTIONS = {"include_comments": False, "deduplicate": False}
 
 LOG = logging.getLogger(__name__)
 # Counted in _TIME_BOUND; logged a few times a process (a corpus of such pages would flood it).
@@ -188,10 +191,9 @@ def _trafilatura(html: str, favor: str) -> str | None:
     so a page's text would depend on which pages the same worker read before it, and shards
     would differ with the number of workers."""
     text = run_bounded(
-        lambda: trafilatura.extract(
-            html, include_comments=False, deduplicate=False, **{f"favor_{favor}": True}
-        )
-        or "",  # trafilatura's None is a page with no main text, not the bound
+        lambda: (
+            trafilatura.extract(html, **TRAFILATURA_OPTIONS, **{f"favor_{favor}": True}) or ""
+        ),  # trafilatura's None is a page with no main text, not the bound
         TIME_BOUND_S,
     )
     if text is None:
