@@ -36,6 +36,7 @@ one a user would install, not the project's pin; without one it runs in this int
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import gzip
 import json
@@ -52,7 +53,7 @@ import trafilatura  # noqa: E402
 
 from bench.bench_extract import bag_of_words_scores  # noqa: E402
 from dataset_format.tokenizer import load_tokenizer  # noqa: E402
-from pipelines.clean import CleanConfig, clean_document  # noqa: E402
+from pipelines.clean import CleanConfig, clean_document, filters  # noqa: E402
 from pipelines.clean.language import identify_language  # noqa: E402
 from pipelines.document import Document, Reject  # noqa: E402
 from pipelines.sources.web import htmltext, webtext  # noqa: E402
@@ -160,6 +161,66 @@ def cli_texts(flags: list[str]) -> dict[str, str]:
     return texts
 
 
+def _source_documents(pattern: str, extractor: str) -> list[Document]:
+    """The documents the webtext source reads from the files `pattern` names."""
+    docs: list[Document] = []
+    for task in webtext.plan(pattern, {htmltext.EXTRACTOR_OPTION: extractor}):
+        docs += [doc for doc in webtext.read(task) if isinstance(doc, Document)]
+    return docs
+
+
+def _junk_pages(extractions: list[str]) -> list[str]:
+    """Pages the filters are for, built from shared text: each article page's tables (4 rows
+    or more) under its first line, and under as much of its prose as stays below 50 words (a
+    table with a caption); lists of 100 of web/urls' Reddit links, bare and as table rows."""
+    pages = []
+    for text in extractions:
+        lines = text.split("\n")
+        rows = [line for line in lines if filters.is_table_row(line)]
+        if len(rows) < 4:
+            continue
+        caption: list[str] = []
+        for line in (line for line in lines if not filters.is_table_row(line)):
+            if len(" ".join([*caption, line]).split()) >= filters.TABLE_PROSE_MIN_WORDS:
+                break
+            caption.append(line)
+        pages += [lines[0] + "\n" + "\n".join(rows), "\n".join(caption + rows)]
+    urls = (WEB / "urls" / "RS_v2_2005-12.urls.txt").read_text(encoding="utf-8").split()
+    for start in range(0, 500, 100):
+        links = urls[start : start + 100]
+        pages += ["\n".join(links), "\n".join(f"| {n} | {url} |" for n, url in enumerate(links))]
+    return pages
+
+
+def other_web_text(extractions: list[str]) -> dict[str, collections.Counter]:
+    """What the web preset (language "any") does with the other shared web text: kept, or the
+    rule that drops it, counted per set."""
+    sets = {
+        "web/text/webtext_train_10 (OpenAI WebText sample)": _source_documents(
+            str(WEB / "text" / "webtext_train_10" / "*.txt"), "trafilatura"
+        ),
+        "web/warc (Common Crawl, warcio captures)": _source_documents(
+            str(WEB / "warc" / "*.warc*"), "trafilatura"
+        ),
+        "the 72 article pages, `extractor=resiliparse`": [
+            doc
+            for name in SETS
+            for doc in _source_documents(str(WEB / name / "html" / "*.html.gz"), "resiliparse")
+        ],
+        "junk built from shared text (tables under a caption, link lists)": [
+            Document("webtext:junk", "webtext", page, meta={"extractor": "trafilatura"})
+            for page in _junk_pages(extractions)
+        ],
+    }
+    return {
+        name: collections.Counter(
+            r.reason if isinstance(r, Reject) else "kept"
+            for r in (clean_document(doc, PRESET) for doc in docs)
+        )
+        for name, docs in sets.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="")
@@ -169,8 +230,8 @@ def main() -> None:
     htmls = [htmltext.decode_html(data)[0] for _, _, data, _ in pages]
     peers, peer_version = peer_texts(htmls, args.peer_python)
     rows = []
-    for n, ((name, page_id, _, truth), html) in enumerate(zip(pages, htmls)):
-        ours = htmltext.main_text(html, "trafilatura")
+    extractions = [htmltext.main_text(html, "trafilatura") for html in htmls]
+    for n, ((name, page_id, _, truth), ours) in enumerate(zip(pages, extractions)):
         kept = cleaned(ours, PRESET, "trafilatura")
         shard = kept.text if isinstance(kept, Document) else ""
         rows.append({
@@ -198,7 +259,7 @@ def main() -> None:
     for row, (*_, truth), ids in zip(rows, pages, tokens):
         row["truth_tokens"] = len(ids)
         row["english"] = identify_language(truth)[0] == "en"
-    report = _report(rows, peer_version, args.peer_python)
+    report = _report(rows, peer_version, args.peer_python, other_web_text(extractions))
     print(report)
     if args.out:
         Path(args.out).write_text(report, encoding="utf-8")
@@ -217,7 +278,9 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _report(rows: list[dict], peer_version: str, peer_python: str) -> str:
+def _report(
+    rows: list[dict], peer_version: str, peer_python: str, others: dict[str, collections.Counter]
+) -> str:
     n = len(rows)
     where = f"its own venv, {peer_python}" if peer_python else "this interpreter"
     lines = [
@@ -232,6 +295,17 @@ def _report(rows: list[dict], peer_version: str, peer_python: str) -> str:
         *_rule_table(rows),
         *_f1_table(rows),
         *_losses(rows),
+        "",
+        '### The other shared web text through the web preset (`language="any"`)',
+        "",
+        "| set | documents | kept | dropped, by rule |",
+        "|---|---:|---:|---|",
+        *(
+            f"| {name} | {sum(c.values())} | {c['kept']} | "
+            + (", ".join(f"`{r}` {k}" for r, k in sorted(c.items()) if r != "kept") or "none")
+            + " |"
+            for name, c in others.items()
+        ),
     ]
     return "\n".join(lines) + "\n"
 
