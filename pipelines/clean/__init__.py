@@ -89,7 +89,7 @@ _GOPHER_TOP_NGRAMS = ((2, 0.20), (3, 0.18), (4, 0.16))
 # Friday deals article whose product lines repeat 5-grams over 0.226 of its text, short news
 # items of 2-4 sentences, a WSJ article and an essay with several "..." lines, sports roundups
 # full of scores): each is set so that
-# no article of the set is dropped by it (a standings table of numbers under 70 words of prose
+# no article of the set is dropped by it (a standings table of numbers under 85 words of prose
 # is judged by its prose: filters.WordTable.alpha_word_fraction). Gopher's duplicate n-gram
 # fractions (0.15 for 5-grams down to 0.10 for 10-grams) are raised by 0.10 each.
 _DUPLICATE_NGRAMS = ((5, 0.25), (6, 0.24), (7, 0.23), (8, 0.22), (9, 0.21), (10, 0.20))
