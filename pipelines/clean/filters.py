@@ -89,15 +89,13 @@ _NGRAM_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 class WordTable:
     """A document's words as arrays: what every word-level measure is computed from.
 
-    `word_count` counts raw words (`split_words`), `unspaced_word_count` those that are one
-    letter of a script written without spaces; `ids`/`lengths` describe the normalised words in
+    `word_count` counts raw words (`split_words`); `ids`/`lengths` describe the normalised words in
     order (ids are dense, equal words share an id). `prose_word_count` and
     `prose_alpha_word_count` count the words of the lines that are not table rows
     (`is_table_row`), and of those the ones with a letter.
     """
 
     word_count: int
-    unspaced_word_count: int
     alpha_word_count: int
     stop_word_count: int
     ids: np.ndarray  # int64, one per normalised word
@@ -144,9 +142,6 @@ def word_table(text: str) -> WordTable:
     )
     ids = normalised_id[token_index]
     keep = ids >= 0
-    unspaced = np.fromiter(
-        (_UNSPACED_LETTER.match(t) is not None for t in distinct), dtype=bool, count=len(distinct)
-    )
     alpha_word_count = int(has_letter[token_index].sum())
     prose_word_count, prose_alpha_word_count = len(tokens), alpha_word_count
     prose = _prose(text)
@@ -156,7 +151,6 @@ def word_table(text: str) -> WordTable:
         prose_alpha_word_count = sum(_HAS_LETTER.search(t) is not None for t in prose_tokens)
     return WordTable(
         word_count=len(tokens),
-        unspaced_word_count=int(unspaced[token_index].sum()),
         alpha_word_count=alpha_word_count,
         stop_word_count=int(is_stop[token_index].sum()),
         ids=ids[keep],
