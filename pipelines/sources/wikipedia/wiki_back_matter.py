@@ -25,9 +25,11 @@ a group of items: a `;` term, a bold line) is one of:
   with at most _SENTENCE_WORDS words or a title in it ("* – a database of ...", "*  Reprinted
   in ''X''"): apparatus beside apparatus or when one or two of them are all the section
   holds, content in a list of them (a day's holidays after the flags templates wrote);
-- content: anything else, prose, a sentence, a date with its event, a name with its
-  description after a comma or a bracket ("* [[Mercator]] (Gerardus Mercator),
-  cartographer", "* [[Hokkaido]], Japan (1980)").
+- content: a list item that opens on a work's italic title and names its year, with no link
+  out, whatever edition's ISBN it gives (a list of the subject's works: "* ''[[On Vision and
+  Colors]]'' (...), 1816 ISBN ..."); anything else not above: prose, a sentence, a date with
+  its event, a name with its description after a comma or a bracket ("* [[Mercator]]
+  (Gerardus Mercator), cartographer", "* [[Hokkaido]], Japan (1980)").
 
 A section is back matter when the words of its content are at most _CONTENT_SHARE of all its
 words (a list of links under one sentence of prose), or when it has no words at all; and, when
@@ -71,6 +73,8 @@ _BRACKETED = re.compile(r"\([^()]*\)[.;,]?")
 # What separates a citation's parts after its author: "Title. — М.: Наука", "(1991). Title".
 _PUBLICATION_SEPARATOR = re.compile(r"(?:[^\W\d_]{2,}|\))[.:]\s|\s[—–]\s")
 _CONTENT, _APPARATUS, _NAVIGATION, _NOTE = "content", "apparatus", "navigation", "note"
+# A link out: what makes an item a pointer elsewhere rather than an entry of a list of works.
+_LINK_OUT = re.compile(r"https?://|www\.|\[//", re.IGNORECASE)
 
 
 def _visible(line: str) -> str:
@@ -90,6 +94,19 @@ def _cites(item: str) -> bool:
     if "''" in item or '"' in item or "«" in item:
         return True
     return bool(_YEAR.search(item)) and bool(_PUBLICATION_SEPARATOR.search(_visible(item)))
+
+
+def _is_work_entry(line: str) -> bool:
+    """A list item that opens on a work's italic title and names its year, with no link out: an
+    entry of a list of the subject's works ("* ''[[On Vision and Colors]]'' (''Ueber das Sehn
+    und die Farben''), 1816 ISBN 978-0-85496-988-3"), content whatever edition's ISBN it gives.
+    A citation opens on its author; a link out is a pointer elsewhere."""
+    if line[:1] not in "*#":
+        return False
+    item = line.lstrip("*#: ")
+    if not item.startswith("''") or _LINK_OUT.search(item):
+        return False
+    return bool(_YEAR.search(item))
 
 
 def _is_bare_link(item: str) -> bool:
@@ -117,6 +134,8 @@ def _line_words(line: str) -> tuple[int, str]:
     links out (see `_section_words`)."""
     line = _NAMESPACE_LINK.sub("", line).strip()
     words = len(_WORD.findall(_visible(line).replace("'", " ")))
+    if _is_work_entry(line):
+        return words, _CONTENT
     if not _WORD.search(line) or _CITATION.search(line):
         return words, _APPARATUS
     if line[0] == ";" or (line.startswith("'''") and line.endswith("'''")):
