@@ -15,7 +15,8 @@ of its own:
   like "formula_7" teaches the model nothing), `<syntaxhighlight>`/`<source>` code, HTML
   `<table>`s and a few other non-prose extension tags are dropped with their content; every
   other HTML tag is stripped and its content kept. `<nowiki>` and `<pre>` content is kept
-  verbatim (its markup characters are not interpreted).
+  verbatim (its markup characters are not interpreted), two apostrophes in `<nowiki>` (a
+  typewriter quotation mark MediaWiki shows) written as one `"`.
 - Links: `[[target|label]]` -> label, `[[target]]` -> target; links into the File/Image/Media
   and Category namespaces (canonical English names plus the wiki's own names from siteinfo),
   links to a media file by any namespace name (`[[画像:x.jpg|thumb|...]]`: a localized alias
@@ -125,6 +126,8 @@ _CLOSE_TAG = {
     for name in DROPPED_ELEMENTS + _VERBATIM_ELEMENTS
 }
 _MARKUP_CHAR = re.compile(r"[^\w\s&]")
+# `<nowiki>''</nowiki>βίος`: a typewriter quotation mark MediaWiki shows, written as one.
+_TYPEWRITER_QUOTE = re.compile(r"(?<!')''(?!')")
 
 
 def _escape_markup(text: str) -> str:
@@ -155,7 +158,9 @@ def _replace_elements(text: str, opener: re.Pattern[str], keep_content: bool) ->
             pos = match.end()
             continue
         if keep_content:
-            pieces.append(_escape_markup(text[match.end() : close.start()]))
+            content = text[match.end() : close.start()]
+            quote = name == "nowiki"
+            pieces.append(_escape_markup(_TYPEWRITER_QUOTE.sub('"', content) if quote else content))
         pos = close.end()
     pieces.append(text[pos:])
     return "".join(pieces)
