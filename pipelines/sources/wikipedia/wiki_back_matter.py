@@ -32,10 +32,16 @@ a group of items: a `;` term, a bold line) is one of:
   (Gerardus Mercator), cartographer", "* [[Hokkaido]], Japan (1980)").
 
 A section is back matter when the words of its content are at most _CONTENT_SHARE of all its
-words (a list of links under one sentence of prose), or when it has no words at all; and, when
+words (a list of links under one sentence of prose), or when it has no words at all; a list
+with no prose whose bare links outnumber its content items is navigation, its glossed links
+too (a "See also": "* [[Antinatalism]], a position advocated by ..." among bare links); and, when
 it holds navigation, only while the navigation of the sections found so far has fewer words
 than the content before them: links an article is mostly made of (a list article, a century's
 events, a disambiguation page's places) are its content.
+
+The section that holds the page's `<references/>` (`reference_list_sections`, found before
+elements are gone) is back matter like one a closing-section title names, whatever note stands
+beside the footnotes.
 
 A category line counts for nothing either way: it follows the last section whatever that is.
 """
@@ -162,7 +168,8 @@ def _section_words(body: list[str]) -> tuple[int, int, int]:
     them (what a citation template left), as content in a list of them (a day's holidays whose
     flags templates wrote)."""
     total = content = navigation = notes = note_items = 0
-    has_apparatus = False
+    has_apparatus = has_prose = False
+    items = {_CONTENT: 0, _NAVIGATION: 0}
     for line in body:
         if not line.strip() or _heading(line):
             continue
@@ -173,8 +180,14 @@ def _section_words(body: list[str]) -> tuple[int, int, int]:
         notes += words if kind == _NOTE else 0
         note_items += kind == _NOTE
         has_apparatus = has_apparatus or (kind == _APPARATUS and words > 0)
+        has_prose = has_prose or (kind == _CONTENT and line.lstrip()[:1] not in "*#:;")
+        items[kind] = items.get(kind, 0) + 1
     if not has_apparatus and note_items >= _NOTE_LIST_ITEMS:
         content += notes
+    if not has_prose and items[_NAVIGATION] > items[_CONTENT]:
+        # Links with a gloss among more bare links ("* [[Antinatalism]], a position ..." in a
+        # "See also"): a list of links, the glossed ones too.
+        navigation, content = navigation + content, 0
     return total, content, navigation
 
 
@@ -202,6 +215,28 @@ def _heading(line: str) -> tuple[int, str] | None:
     trail = len(line) - len(line.rstrip("="))
     title = line.strip("=").strip()
     return (min(lead, trail), title) if title else None
+
+
+_REFERENCE_LIST = re.compile(r"<references\b", re.IGNORECASE)
+
+
+def reference_list_sections(wikitext: str) -> frozenset[str]:
+    """The casefolded titles of the top-level sections of `wikitext` (before its elements are
+    gone) that hold the page's list of footnotes, MediaWiki's `<references/>` tag: the
+    references section in every language, whatever note beside it says where the text comes
+    from ("This article comes from the CIA World Factbook 2003.")."""
+    if not _REFERENCE_LIST.search(wikitext):
+        return frozenset()
+    lines = wikitext.split("\n")
+    headings = {i: h for i, line in enumerate(lines) if line[:1] == "=" and (h := _heading(line))}
+    top = min((level for level, _ in headings.values()), default=0)
+    found, title = set(), None
+    for i, line in enumerate(lines):
+        if i in headings and headings[i][0] == top:
+            title = _title(headings[i][1])
+        elif title is not None and _REFERENCE_LIST.search(line):
+            found.add(title)
+    return frozenset(found)
 
 
 def trailing_back_matter(wikitext: str, known: frozenset[str] = frozenset()) -> frozenset[str]:

@@ -586,9 +586,9 @@ def convert_wikitext(wikitext: str, config: MarkupConfig = DEFAULT_CONFIG) -> wi
     if wiki_blocks.ROW_MARK in text:
         text = text.replace(wiki_blocks.ROW_MARK, "")
     text = strip_comments(text)
-    text = strip_elements(text)
-    text = strip_templates_and_tables(text)
-    back_matter = wiki_back_matter.trailing_back_matter(text, config.dropped_sections)
+    closing = config.dropped_sections | wiki_back_matter.reference_list_sections(text)
+    text = strip_templates_and_tables(strip_elements(text))
+    back_matter = wiki_back_matter.trailing_back_matter(text, closing)
     text = replace_links(text, config)
     text = replace_external_links(text)
     text = strip_emphasis(text)
