@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.sources.wikipedia import wiki_sections
 from pipelines.sources.wikipedia import wikimarkup as wm
-from tests.helpers.wikipedia_dumps import dump_articles
+from tests.helpers.wikipedia_dumps import GREEK, dump_articles
 
 SEE_ALSO, REFERENCES = "Տես նաև", "Ծանոթագրություններ"
 
@@ -52,3 +52,23 @@ def test_a_see_also_of_mostly_bare_links_is_cut_with_its_glosses(enwiki, title, 
     assert SEE_ALSO not in text.split("\n")
     assert glossed not in text
     assert text == wm.wikitext_to_text(enwiki[title])  # as its English titles give
+
+
+@pytest.fixture(scope="module")
+def elwiki() -> dict[str, str]:
+    return dump_articles("elwiki-pages-articles-head933.xml.bz2")
+
+
+def test_a_see_also_hatnote_over_bare_links_goes_with_its_links(elwiki):
+    """2007's events open on `:''Δείτε επίσης:` over twelve links to the months' pages: a
+    "See also" inside the section, cut; the events under it stay. Over a list that holds
+    content, the label and the list stay."""
+    lines = wm.wikitext_to_text(elwiki["2007"], GREEK).split("\n")
+    assert "Δείτε επίσης:" not in lines and "Γεγονότα Ιανουαρίου 2007" not in lines
+    assert "Γεγονότα" in lines
+    assert any(line.startswith("1 Ιανουαρίου - Η Βουλγαρία και η Ρουμανία") for line in lines)
+    page = elwiki["2007"].replace(
+        "* [[Γεγονότα Μαρτίου 2007]]", "* [[Γεγονότα Μαρτίου 2007]], ο μήνας των εκλογών", 1
+    )
+    lines = wm.wikitext_to_text(page, GREEK).split("\n")
+    assert "Δείτε επίσης:" in lines and "Γεγονότα Ιανουαρίου 2007" in lines

@@ -43,6 +43,9 @@ The section that holds the page's `<references/>` (`reference_list_sections`, fo
 elements are gone) is back matter like one a closing-section title names, whatever note stands
 beside the footnotes.
 
+Inside a section, a line that names a closing section (`:''See also:`, a hatnote) over a list
+of bare links and nothing else is dropped with its links (`drop_see_also_lists`).
+
 A category line counts for nothing either way: it follows the last section whatever that is.
 """
 
@@ -215,6 +218,32 @@ def _heading(line: str) -> tuple[int, str] | None:
     trail = len(line) - len(line.rstrip("="))
     title = line.strip("=").strip()
     return (min(lead, trail), title) if title else None
+
+
+def drop_see_also_lists(wikitext: str, known: frozenset[str]) -> str:
+    """`wikitext` without the lists of bare links that a line naming a closing section opens
+    inside a section (`:''Δείτε επίσης:` over "* [[Γεγονότα Ιανουαρίου 2007]]", ...: a "See
+    also" hatnote), label and links; a label over anything else is left as it is."""
+    lines = wikitext.split("\n")
+    kept, i = [], 0
+    while i < len(lines):
+        end = i + 1
+        if lines[i].startswith((":", ";", "'")) and _names(lines[i], known):
+            while end < len(lines) and lines[end].startswith(("*", "#")):
+                if not _is_bare_link(lines[end].lstrip("*#: ")):
+                    break
+                end += 1
+        if end > i + 1 and not (end < len(lines) and lines[end].startswith(("*", "#"))):
+            i = end  # a label over bare links and nothing else of its list: dropped
+            continue
+        kept.append(lines[i])
+        i += 1
+    return "\n".join(kept)
+
+
+def _names(label: str, known: frozenset[str]) -> bool:
+    """Whether a label line (`:''See also:`, `;See also`) is a closing section's title."""
+    return _title(label.lstrip(":; ")).rstrip(":").strip() in known
 
 
 _REFERENCE_LIST = re.compile(r"<references\b", re.IGNORECASE)

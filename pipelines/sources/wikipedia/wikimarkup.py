@@ -14,9 +14,8 @@ of its own:
 - `<ref>`, `<gallery>`, `<math>` (no placeholder: a formula's TeX is not prose, and a fake token
   like "formula_7" teaches the model nothing), `<syntaxhighlight>`/`<source>` code, HTML
   `<table>`s and a few other non-prose extension tags are dropped with their content; every
-  other HTML tag is stripped and its content kept. `<nowiki>` and `<pre>` content is kept
-  verbatim (its markup characters are not interpreted), two apostrophes in `<nowiki>` (a
-  typewriter quotation mark MediaWiki shows) written as one `"`.
+  other HTML tag is stripped and its content kept. `<nowiki>`/`<pre>` content is kept verbatim
+  (markup uninterpreted), two apostrophes in `<nowiki>` (a typewriter quote) written as `"`.
 - Links: `[[target|label]]` -> label, `[[target]]` -> target; links into the File/Image/Media
   and Category namespaces (canonical English names plus the wiki's own names from siteinfo),
   links to a media file by any namespace name (`[[画像:x.jpg|thumb|...]]`: a localized alias
@@ -588,6 +587,7 @@ def convert_wikitext(wikitext: str, config: MarkupConfig = DEFAULT_CONFIG) -> wi
     text = strip_comments(text)
     closing = config.dropped_sections | wiki_back_matter.reference_list_sections(text)
     text = strip_templates_and_tables(strip_elements(text))
+    text = wiki_back_matter.drop_see_also_lists(text, config.dropped_sections)
     back_matter = wiki_back_matter.trailing_back_matter(text, closing)
     text = replace_links(text, config)
     text = replace_external_links(text)
