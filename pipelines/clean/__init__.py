@@ -134,7 +134,10 @@ class CleanConfig:
     `language_threshold`. With `language_from_source`, a document that carries its input's own
     language (meta[SOURCE_LANGUAGE_META], set by a source with `SourceTraits.input_language`: a
     Wikipedia dump's) is held to that one instead, or to none where the identifier does not
-    know that language (a known language it cannot check is not a reason to drop).
+    know that language (a known language it cannot check is not a reason to drop). A declared
+    language is the document's unless the identifier names another with at least
+    `language_threshold` (`filters.language_reason`): a list of names scores low for any
+    language and is still its dump's.
     `min_stop_words` (English stop words) only applies to documents identified as English. `max_top_ngram_char_fraction` and `max_duplicate_ngram_char_fraction`
     are ((n, max_fraction), ...) pairs.
     """
@@ -418,6 +421,13 @@ def _wanted_languages(doc: Document, config: CleanConfig) -> str | tuple[str, ..
     return (own,) if own in supported_languages() else "any"
 
 
+def _declared_language(doc: Document) -> str | None:
+    """The language `doc`'s input declares (meta[SOURCE_LANGUAGE_META]) where the identifier
+    knows it: evidence the identifier overrides only when sure (filters.language_reason)."""
+    own = doc.meta.get(SOURCE_LANGUAGE_META)
+    return own if own in supported_languages() else None
+
+
 def language_seen(result: Document | Reject) -> str | None:
     """The language identified in a result of clean_document (None where none was)."""
     if isinstance(result, Reject):
@@ -446,12 +456,15 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
     language, confidence = None, 0.0
     wanted = _wanted_languages(doc, config)
     if wanted != "any":
+        declared = _declared_language(doc)
         language, confidence = identify_language(text, config.language_threshold)
-        if language not in wanted:
-            return reject(("language", f"{language} p={confidence:.3f}, not {','.join(wanted)}"))
-        if confidence < config.language_threshold:
-            threshold = config.language_threshold
-            return reject(("language", f"{language} p={confidence:.3f} < {threshold}"))
+        reason = filters.language_reason(
+            language, confidence, wanted, config.language_threshold, declared
+        )
+        if reason:
+            return reject(reason)
+        if declared and language != declared:  # labelled by its input, not the identifier
+            language, confidence = declared, None
 
     vetted = doc.meta.get(EXTRACTOR_META) in VETTED_LINE_EXTRACTORS
     reason = _repetition_reason(measures, config, vetted)
@@ -501,7 +514,8 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
     meta = dict(doc.meta)
     if language is not None:
         meta[LANGUAGE_META] = language
-        meta[LANGUAGE_SCORE_META] = f"{confidence:.4f}"
+        if confidence is not None:
+            meta[LANGUAGE_SCORE_META] = f"{confidence:.4f}"
     if skipped:
         meta["rules_skipped"] = ",".join(skipped)
     return dataclasses.replace(doc, text=text, meta=meta)

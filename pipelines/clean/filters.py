@@ -212,6 +212,30 @@ def unspaced_word_fractions(text: str) -> tuple[float, float]:
     return unspaced / len(words), unmarked / len(words)
 
 
+def language_reason(
+    identified: str,
+    probability: float,
+    wanted: tuple[str, ...],
+    threshold: float,
+    declared: str | None = None,
+) -> tuple[str, str] | None:
+    """Why a document the identifier labels `identified` (with `probability`) is not kept in
+    the languages `wanted`; None: it is kept. A language the document's input declares
+    (`declared`: a Wikipedia dump's <siteinfo>) is the document's unless the identifier names
+    another with at least `threshold`: a list of names or titles scores low for any language
+    (the English dump's "List of anthropologists": pcm p=0.355) and is still the dump's."""
+    if declared is not None and identified != declared and probability < threshold:
+        if declared in wanted:
+            return None
+        return ("language", f"{declared} declared, {identified} p={probability:.3f}, "
+                f"not {','.join(wanted)}")  # fmt: skip
+    if identified not in wanted:
+        return ("language", f"{identified} p={probability:.3f}, not {','.join(wanted)}")
+    if probability < threshold and identified != declared:
+        return ("language", f"{identified} p={probability:.3f} < {threshold}")
+    return None
+
+
 def ends_like_a_sentence(line: str) -> bool:
     """C4's test for a kept line: it ends in terminal punctuation, not an ellipsis. A line
     ending in a Thai or Lao letter passes: those scripts end a sentence with a space."""

@@ -25,15 +25,26 @@ a group of items: a `;` term, a bold line) is one of:
   with at most _SENTENCE_WORDS words or a title in it ("* – a database of ...", "*  Reprinted
   in ''X''"): apparatus beside apparatus or when one or two of them are all the section
   holds, content in a list of them (a day's holidays after the flags templates wrote);
-- content: anything else, prose, a sentence, a date with its event, a name with its
-  description after a comma or a bracket ("* [[Mercator]] (Gerardus Mercator),
-  cartographer", "* [[Hokkaido]], Japan (1980)").
+- content: a list item that opens on a work's italic title and names its year, with no link
+  out, whatever edition's ISBN it gives (a list of the subject's works: "* ''[[On Vision and
+  Colors]]'' (...), 1816 ISBN ..."); anything else not above: prose, a sentence, a date with
+  its event, a name with its description after a comma or a bracket ("* [[Mercator]]
+  (Gerardus Mercator), cartographer", "* [[Hokkaido]], Japan (1980)").
 
 A section is back matter when the words of its content are at most _CONTENT_SHARE of all its
-words (a list of links under one sentence of prose), or when it has no words at all; and, when
+words (a list of links under one sentence of prose), or when it has no words at all; a list
+with no prose whose bare links outnumber its content items is navigation, its glossed links
+too (a "See also": "* [[Antinatalism]], a position advocated by ..." among bare links); and, when
 it holds navigation, only while the navigation of the sections found so far has fewer words
 than the content before them: links an article is mostly made of (a list article, a century's
 events, a disambiguation page's places) are its content.
+
+The section that holds the page's `<references/>` (`reference_list_sections`, found before
+elements are gone) is back matter like one a closing-section title names, whatever note stands
+beside the footnotes.
+
+Inside a section, a line that names a closing section (`:''See also:`, a hatnote) over a list
+of bare links and nothing else is dropped with its links (`drop_see_also_lists`).
 
 A category line counts for nothing either way: it follows the last section whatever that is.
 """
@@ -71,6 +82,8 @@ _BRACKETED = re.compile(r"\([^()]*\)[.;,]?")
 # What separates a citation's parts after its author: "Title. — М.: Наука", "(1991). Title".
 _PUBLICATION_SEPARATOR = re.compile(r"(?:[^\W\d_]{2,}|\))[.:]\s|\s[—–]\s")
 _CONTENT, _APPARATUS, _NAVIGATION, _NOTE = "content", "apparatus", "navigation", "note"
+# A link out: what makes an item a pointer elsewhere rather than an entry of a list of works.
+_LINK_OUT = re.compile(r"https?://|www\.|\[//", re.IGNORECASE)
 
 
 def _visible(line: str) -> str:
@@ -90,6 +103,19 @@ def _cites(item: str) -> bool:
     if "''" in item or '"' in item or "«" in item:
         return True
     return bool(_YEAR.search(item)) and bool(_PUBLICATION_SEPARATOR.search(_visible(item)))
+
+
+def _is_work_entry(line: str) -> bool:
+    """A list item that opens on a work's italic title and names its year, with no link out: an
+    entry of a list of the subject's works ("* ''[[On Vision and Colors]]'' (''Ueber das Sehn
+    und die Farben''), 1816 ISBN 978-0-85496-988-3"), content whatever edition's ISBN it gives.
+    A citation opens on its author; a link out is a pointer elsewhere."""
+    if line[:1] not in "*#":
+        return False
+    item = line.lstrip("*#: ")
+    if not item.startswith("''") or _LINK_OUT.search(item):
+        return False
+    return bool(_YEAR.search(item))
 
 
 def _is_bare_link(item: str) -> bool:
@@ -117,6 +143,8 @@ def _line_words(line: str) -> tuple[int, str]:
     links out (see `_section_words`)."""
     line = _NAMESPACE_LINK.sub("", line).strip()
     words = len(_WORD.findall(_visible(line).replace("'", " ")))
+    if _is_work_entry(line):
+        return words, _CONTENT
     if not _WORD.search(line) or _CITATION.search(line):
         return words, _APPARATUS
     if line[0] == ";" or (line.startswith("'''") and line.endswith("'''")):
@@ -143,7 +171,8 @@ def _section_words(body: list[str]) -> tuple[int, int, int]:
     them (what a citation template left), as content in a list of them (a day's holidays whose
     flags templates wrote)."""
     total = content = navigation = notes = note_items = 0
-    has_apparatus = False
+    has_apparatus = has_prose = False
+    items = {_CONTENT: 0, _NAVIGATION: 0}
     for line in body:
         if not line.strip() or _heading(line):
             continue
@@ -154,8 +183,14 @@ def _section_words(body: list[str]) -> tuple[int, int, int]:
         notes += words if kind == _NOTE else 0
         note_items += kind == _NOTE
         has_apparatus = has_apparatus or (kind == _APPARATUS and words > 0)
+        has_prose = has_prose or (kind == _CONTENT and line.lstrip()[:1] not in "*#:;")
+        items[kind] = items.get(kind, 0) + 1
     if not has_apparatus and note_items >= _NOTE_LIST_ITEMS:
         content += notes
+    if not has_prose and items[_NAVIGATION] > items[_CONTENT]:
+        # Links with a gloss among more bare links ("* [[Antinatalism]], a position ..." in a
+        # "See also"): a list of links, the glossed ones too.
+        navigation, content = navigation + content, 0
     return total, content, navigation
 
 
@@ -183,6 +218,54 @@ def _heading(line: str) -> tuple[int, str] | None:
     trail = len(line) - len(line.rstrip("="))
     title = line.strip("=").strip()
     return (min(lead, trail), title) if title else None
+
+
+def drop_see_also_lists(wikitext: str, known: frozenset[str]) -> str:
+    """`wikitext` without the lists of bare links that a line naming a closing section opens
+    inside a section (`:''Δείτε επίσης:` over "* [[Γεγονότα Ιανουαρίου 2007]]", ...: a "See
+    also" hatnote), label and links; a label over anything else is left as it is."""
+    lines = wikitext.split("\n")
+    kept, i = [], 0
+    while i < len(lines):
+        end = i + 1
+        if lines[i].startswith((":", ";", "'")) and _names(lines[i], known):
+            while end < len(lines) and lines[end].startswith(("*", "#")):
+                if not _is_bare_link(lines[end].lstrip("*#: ")):
+                    break
+                end += 1
+        if end > i + 1 and not (end < len(lines) and lines[end].startswith(("*", "#"))):
+            i = end  # a label over bare links and nothing else of its list: dropped
+            continue
+        kept.append(lines[i])
+        i += 1
+    return "\n".join(kept)
+
+
+def _names(label: str, known: frozenset[str]) -> bool:
+    """Whether a label line (`:''See also:`, `;See also`) is a closing section's title."""
+    return _title(label.lstrip(":; ")).rstrip(":").strip() in known
+
+
+_REFERENCE_LIST = re.compile(r"<references\b", re.IGNORECASE)
+
+
+def reference_list_sections(wikitext: str) -> frozenset[str]:
+    """The casefolded titles of the top-level sections of `wikitext` (before its elements are
+    gone) that hold the page's list of footnotes, MediaWiki's `<references/>` tag: the
+    references section in every language, whatever note beside it says where the text comes
+    from ("This article comes from the CIA World Factbook 2003.")."""
+    if not _REFERENCE_LIST.search(wikitext):
+        return frozenset()
+    lines = wikitext.split("\n")
+    headings = {i: h for i, line in enumerate(lines) if line[:1] == "=" and (h := _heading(line))}
+    top = min((level for level, _ in headings.values()), default=0)
+    found, title = set(), None
+    for i, line in enumerate(lines):
+        if i in headings and headings[i][0] == top:
+            title = _title(headings[i][1])
+        elif title is not None and _REFERENCE_LIST.search(line):
+            found.add(title)
+    return frozenset(found)
 
 
 def trailing_back_matter(wikitext: str, known: frozenset[str] = frozenset()) -> frozenset[str]:

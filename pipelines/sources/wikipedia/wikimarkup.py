@@ -14,8 +14,8 @@ of its own:
 - `<ref>`, `<gallery>`, `<math>` (no placeholder: a formula's TeX is not prose, and a fake token
   like "formula_7" teaches the model nothing), `<syntaxhighlight>`/`<source>` code, HTML
   `<table>`s and a few other non-prose extension tags are dropped with their content; every
-  other HTML tag is stripped and its content kept. `<nowiki>` and `<pre>` content is kept
-  verbatim (its markup characters are not interpreted).
+  other HTML tag is stripped and its content kept. `<nowiki>`/`<pre>` content is kept verbatim
+  (markup uninterpreted), two apostrophes in `<nowiki>` (a typewriter quote) written as `"`.
 - Links: `[[target|label]]` -> label, `[[target]]` -> target; links into the File/Image/Media
   and Category namespaces (canonical English names plus the wiki's own names from siteinfo),
   links to a media file by any namespace name (`[[画像:x.jpg|thumb|...]]`: a localized alias
@@ -125,6 +125,8 @@ _CLOSE_TAG = {
     for name in DROPPED_ELEMENTS + _VERBATIM_ELEMENTS
 }
 _MARKUP_CHAR = re.compile(r"[^\w\s&]")
+# `<nowiki>''</nowiki>βίος`: a typewriter quotation mark MediaWiki shows, written as one.
+_TYPEWRITER_QUOTE = re.compile(r"(?<!')''(?!')")
 
 
 def _escape_markup(text: str) -> str:
@@ -155,7 +157,9 @@ def _replace_elements(text: str, opener: re.Pattern[str], keep_content: bool) ->
             pos = match.end()
             continue
         if keep_content:
-            pieces.append(_escape_markup(text[match.end() : close.start()]))
+            content = text[match.end() : close.start()]
+            quote = name == "nowiki"
+            pieces.append(_escape_markup(_TYPEWRITER_QUOTE.sub('"', content) if quote else content))
         pos = close.end()
     pieces.append(text[pos:])
     return "".join(pieces)
@@ -581,9 +585,10 @@ def convert_wikitext(wikitext: str, config: MarkupConfig = DEFAULT_CONFIG) -> wi
     if wiki_blocks.ROW_MARK in text:
         text = text.replace(wiki_blocks.ROW_MARK, "")
     text = strip_comments(text)
-    text = strip_elements(text)
-    text = strip_templates_and_tables(text)
-    back_matter = wiki_back_matter.trailing_back_matter(text, config.dropped_sections)
+    closing = config.dropped_sections | wiki_back_matter.reference_list_sections(text)
+    text = strip_templates_and_tables(strip_elements(text))
+    text = wiki_back_matter.drop_see_also_lists(text, config.dropped_sections)
+    back_matter = wiki_back_matter.trailing_back_matter(text, closing)
     text = replace_links(text, config)
     text = replace_external_links(text)
     text = strip_emphasis(text)
