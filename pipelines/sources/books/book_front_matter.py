@@ -44,7 +44,7 @@ import re
 # Classes in the order they are reported.
 CLASSES = (
     "title_page", "imprint", "contents", "illustrations", "notes", "page_markers",
-    "transcriber_notes", "advertisements", "figures", "layout_markup",
+    "transcriber_notes", "advertisements", "figures", "layout_markup", "editor_notes",
 )  # fmt: skip
 
 # A page number of the printed edition: "{15}", "{xv}", "{XV}", or "[Pg 15]" as Gutenberg's
@@ -268,7 +268,7 @@ def _classify(text: str, spans: list[tuple[int, int]], end: int) -> dict[int, st
                 and not _is_section_heading(text[spans[i][0] : spans[i][1]])
             ):
                 entry = text[spans[i][0] : spans[i][1]]
-                if _is_chapter_heading(entry) and _starts_prose(text, spans, i) is not None:
+                if is_chapter_heading(entry) and _starts_prose(text, spans, i) is not None:
                     break  # the first chapter itself, right after its contents
                 classes[i] = heading
                 i += 1
@@ -309,7 +309,7 @@ def _starts_prose(text: str, spans: list[tuple[int, int]], index: int) -> int | 
     return None
 
 
-def _is_chapter_heading(paragraph: str) -> bool:
+def is_chapter_heading(paragraph: str) -> bool:
     """A heading paragraph (a few short lines) naming a first chapter: "CHAPTER I.\nDown the
     Rabbit-Hole", "BOOK ONE\nCHAPTER 1", "I."."""
     lines = [line for line in paragraph.split("\n") if line.strip()]
@@ -469,10 +469,10 @@ def _work_start(text: str, spans: list[tuple[int, int]], classes: dict[int, str]
             break
         if _BYLINE.match(above) or _YEAR_LINE.match(above.strip()):
             break
-        if start - 1 == 0 and not (_is_chapter_heading(above) or _SENTENCE_END.search(above)):
+        if start - 1 == 0 and not (is_chapter_heading(above) or _SENTENCE_END.search(above)):
             break  # a book's first line is its title, unless it is a heading or a sentence
         start -= 1
-        if _is_chapter_heading(above):
+        if is_chapter_heading(above):
             break
     return start
 

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from pipelines.document import PARTS_REMOVED, PARTS_REMOVED_TEXT, Document, Failure, ReadTask
+from pipelines.sources.books.book_annotations import strip_annotations
 from pipelines.sources.books.book_apparatus import strip_apparatus
 from pipelines.sources.books.book_back_matter import TRANSCRIBER_NOTE, strip_back_matter
 from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
@@ -289,7 +290,9 @@ def book_document(data: bytes, name: str, location: str) -> Iterator[Document | 
     if not body.strip():
         yield failure(location, "no_book_text", "nothing left after removing Gutenberg boilerplate")
         return
-    front = strip_apparatus(strip_back_matter(strip_front_matter(body)))
+    title = _title_from_header(header)
+    front = strip_back_matter(strip_front_matter(body))
+    front = strip_annotations(strip_apparatus(front, title))
     meta = {"encoding": decoded.encoding}
     if front.removed:
         meta[PARTS_REMOVED] = front.summary()
@@ -298,7 +301,7 @@ def book_document(data: bytes, name: str, location: str) -> Iterator[Document | 
         id=f"{NAME}:{name}",
         source=NAME,
         text=front.text,
-        title=_title_from_header(header),
+        title=title,
         meta=meta,
     )
 
