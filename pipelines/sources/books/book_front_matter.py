@@ -45,6 +45,7 @@ import re
 CLASSES = (
     "title_page", "imprint", "contents", "illustrations", "notes", "page_markers",
     "transcriber_notes", "advertisements", "figures", "layout_markup", "editor_notes",
+    "bibliography",
 )  # fmt: skip
 
 # A page number of the printed edition: "{15}", "{xv}", "{XV}", or "[Pg 15]" as Gutenberg's
