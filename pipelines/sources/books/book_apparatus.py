@@ -19,6 +19,10 @@ text `book_back_matter.strip_back_matter` leaves, cut and counted by kind on top
   between one mark and the next and after the last;
 - figures: a drawing made of characters (an ASCII floor plan, a box diagram): a paragraph of
   _FIGURE_MIN_LINES lines or more, most of whose characters are box or punctuation marks;
+- illustrations: a plate's label or credit standing as a paragraph of its own, set in italics
+  or in brackets ("_Frontispiece_", "_Plate IV. The Harbour_", "[_From a photograph by
+  Elliott & Fry._]", "_Drawn by Hugh Thomson_"): one or two short lines that open on such a
+  label (an unmarked line, "Drawn by the noise, he came down.", is the work);
 - imprint: a printer's colophon wherever it stands ("_Printed in Great Britain by Hazell,
   Watson & Viney, Ld., London_" above the author's footnotes): a paragraph of a few lines that
   opens on "Printed in/by/at";
@@ -81,6 +85,15 @@ _FIGURE_CHARACTERS = frozenset("-|+=_*#/\\<>[](){}.:;,'`~^oO" + "─│┌┐└
 _FIGURE_MIN_LINES = 3
 _FIGURE_SHARE = 0.6
 _WORDS = re.compile(r"\w+")
+# A paragraph wholly in italics or in brackets, and the plate label or credit it opens on.
+_SET_APART = re.compile(r"^[ \t]*(?:_([^_]+)_|\[_?([^\[\]_]+)_?\])\.?[ \t]*$")
+_CAPTION_WORDS = re.compile(
+    r"^\W*(?:frontispiece|plate\s+[ivxlc\d]+|fig(?:ure|\.)\s*\d+|vignette|tailpiece|headpiece"
+    r"|(?:from|after)\s+(?:a|an|the)\s+(?:photograph|painting|drawing|engraving|portrait|sketch"
+    r"|etching|print|miniature)|(?:photo(?:graph)?|engraved|drawn|painted|etched)\s+by)\b",
+    re.IGNORECASE,
+)
+_CAPTION_LINES = 2
 # A half-title names at least this many of the title's first words ("The German Fury").
 _HALF_TITLE_MIN_WORDS = 2
 
@@ -190,6 +203,16 @@ def is_figure(paragraph: str) -> bool:
     return marks >= _FIGURE_SHARE * len(characters)
 
 
+def is_caption(paragraph: str) -> bool:
+    """A plate's label or credit set apart: one or two short lines, wholly in italics or in
+    brackets, opening on a label ("Frontispiece", "Plate IV") or a credit ("From a photograph
+    by", "Drawn by")."""
+    set_apart = _SET_APART.match(paragraph)
+    if not set_apart or paragraph.strip().count("\n") >= _CAPTION_LINES:
+        return False
+    return bool(_CAPTION_WORDS.match(set_apart.group(1) or set_apart.group(2)))
+
+
 def is_colophon(paragraph: str) -> bool:
     """A printer's colophon: a few lines opening on "Printed in", "Printed by", "Printed at"."""
     return bool(_COLOPHON.match(paragraph)) and paragraph.count("\n") < _COLOPHON_LINES
@@ -234,6 +257,8 @@ def strip_apparatus(front: FrontMatter, title: str = "") -> FrontMatter:
             dropped[i] = "figures"
         elif i not in dropped and is_colophon(text[start:stop]):
             dropped[i] = "imprint"
+        elif i not in dropped and is_caption(text[start:stop]):
+            dropped[i] = "illustrations"
     half_title = _half_title(text, spans, title) if title else None
     if half_title is not None:
         dropped[half_title] = "title_page"

@@ -57,11 +57,13 @@ _PAGE_MARKER_LINE = re.compile(rf"^[ \t]*{_PAGE}[ \t]*\n", re.MULTILINE)
 # is one (the anchor of an HTML edition, set against the word before it).
 _PAGE_MARKER = re.compile(rf"[ \t]*(?<![\^_{{}}\\$]){_PAGE}")
 _TEX_COMMAND = re.compile(r"\\[A-Za-z]+$")
-# "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]".
-# A bracketed credit line under a plate ("[_Copyright 1894 by George Allen._]") goes with them,
-# inside the caption's brackets (over a line break too) or after them.
+# "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]", "[Picture:
+# ...]", "[Ilustración: ...]". A bracketed credit line under a plate ("[_Copyright 1894 by
+# George Allen._]") goes with them, inside the caption's brackets (over a line break too) or after.
 _ILLUSTRATION = re.compile(
-    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b(?:[^\[\]]|\[[^\[\]]{0,200}\]){0,2000}?\]"
+    r"\[_?(?:Illustrations?|Frontispiece|Decoration|Ornament|Picture|Image|Plate|Portrait|Map"
+    r"|Facsimile|Photograph|Vignette|Ilustraci[óo]n|Illustrazione|Gravure|Abbildung)\b"
+    r"(?:[^\[\]]|\[[^\[\]]{0,200}\]){0,2000}?\]"
     r"|\[_?(?:Copyright|Copyrighted)\b[^\[\]\n]{0,200}\]",
     re.IGNORECASE,
 )
