@@ -125,3 +125,20 @@ def test_a_half_title_above_the_first_chapter_goes():
         b"THE GERMAN FURY IN BELGIUM", b"PART ONE: THE INVASION")))  # fmt: skip
     assert "\nPART ONE: THE INVASION\n\n\nCHAPTER I\n" in part.text
     assert _count(part, "title_page") == 1
+
+
+def test_a_bracketed_passage_of_the_work_that_names_a_version_stays():
+    """A stage direction set in brackets over lines is the work, whatever words it uses; only
+    a bracket that opens on editions ("later editions", "the first edition") is the editor's."""
+    from pipelines.sources.books.book_annotations import strip_annotations
+
+    alice = _document(BOOKS / "11-0.txt").text
+    direction = "[Enter the King, with a version of the letter\nin his hand, and Lords.]"
+    page = alice.replace("THE END", f"{direction}\n\nTHE END")
+    assert strip_annotations(FrontMatter(page)).text == page
+    first = page.replace(
+        direction, direction.replace("Enter the King, with", "In the first edition:")
+    )
+    assert strip_annotations(FrontMatter(first)).text == page.replace(
+        direction, "in his hand, and Lords."
+    )

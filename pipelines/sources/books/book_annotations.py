@@ -44,10 +44,13 @@ _SIGNATURE = re.compile(
 _INITIAL_CASE = re.compile(r"[A-Z]")
 # The dash that sets off an editor's addition to a note, after the note's last sentence.
 _ADDITION = re.compile(r"(?<=[.!?»”)])[ \t\n]*(?:--|—)[ \t]*(?=\S)")
-# "[later editions continued as follows\n<the passage>]": a line opening a bracket that talks
-# about editions or versions, left open until the passage's last line closes it.
+# "[later editions continued as follows\n<the passage>]": a line opening a bracket on which
+# editions ("later editions", "the first edition", "dans les éditions suivantes", "in späteren
+# Ausgaben"), left open until the passage's last line closes it.
 _INTERPOLATION = re.compile(
-    r"^[ \t]*\[([^\[\]\n]*\b(?:editions?|versions?|manuscripts?|éditions?|ausgaben?)\b"
+    r"^[ \t]*\[((?:in|dans|en|from)?\s*(?:the|les|la|l[’']|den)?\s*(?:later|earlier|first|second"
+    r"|other|some|all|original|subsequent|suivantes?|premières?|autres|späteren|früheren"
+    r"|ersten)?\s*(?:editions?|versions?|manuscripts?|éditions?|ausgaben?)\b"
     r"[^\[\]\n]*)\n((?:[^\[\]\n]+\n)*?[^\[\]\n]+)\][ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )
