@@ -109,7 +109,7 @@ def _addition_start(text: str, start: int, stop: int) -> int:
     previous = start
     for end in ends:
         if is_signed(text[previous:end]):
-            return start if previous == start else previous
+            return previous
         previous = end
     return start
 
