@@ -8,9 +8,12 @@ shards through the real command line (`python -m pipelines.preprocess --source b
 '<folder>/*.txt' --tokenizer ../shared/corpora/vocab/gpt2 --language any`, decoded from the
 shard set; which books the defaults write is reported beside), and the table counts:
 
-- prose paragraphs lost: paragraphs of the Gutenberg text that `is_prose` calls running text and
-  that the kept text does not hold (the editor's preface of Candide and the subtitle of A
-  Modest Proposal are apparatus and count here too, so they show);
+- prose paragraphs lost: paragraphs of the Gutenberg text that `is_prose` calls running text
+  and a line of which the kept text does not hold (lines compared stripped, without the
+  reference marks "[1]" that go with a cut note and without a passage's brackets; chars: of
+  those lines), and how many of them have all those lines in the source's audit (cut as
+  apparatus: Candide's editor's preface, captions, advertisements' blurbs count here too, so
+  they show); each is listed, first words, under the table, to be read;
 - apparatus left in the kept text: `[Illustration` blocks, `{15}` page markers, lines of a
   table of contents (lines of the first 300 that also stand later as a line of their own,
   such as "CHAPTER 1. Loomings." before chapter 1), transcriber's note headings, page-numbered
@@ -39,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"
 BOOKS = [CORPORA / "books", CORPORA / "books-apparatus"]
 
-# Writes {book: {"kept": text, "removed": summary, "body": Gutenberg text}} for the checkout.
+# Writes {book: {"kept": text, "removed": summary, "audit": the cut text, "body": Gutenberg
+# text}} for the checkout.
 RUN = """
 import json, sys
 sys.path.insert(0, {root!r})
@@ -51,7 +55,7 @@ for path in sorted(p for folder in {books!r} for p in Path(folder).glob("*.txt")
     (doc,) = book_document(data, path.name, str(path))
     body = strip_gutenberg(data.decode("utf-8-sig"))
     out[path.name] = {{"kept": doc.text, "removed": doc.meta.get("parts_removed", ""),
-                       "body": body}}
+                       "audit": doc.meta.get("parts_removed_text", ""), "body": body}}
 print(json.dumps(out))
 """
 _PAGE_MARKER = re.compile(r"(?<![\w^_{{}}\\$])\{(?:\d{1,4}|[ivxlcdm]{1,8})\}")
@@ -65,6 +69,14 @@ _ENTRY_LEFT = re.compile(
 _ADVERT_LEFT = re.compile(
     r"\b\d+\s*s\.\s*(?:\d+\s*d\.\s*)?net\b|\b\d+/-\s*net\b|^\s*HODDER AND"
     r"|^\s*by the same author",
+    re.IGNORECASE | re.MULTILINE,
+)
+# Editors' notes: a footnote whose last line ends in an initial set apart ("...  B."), or a
+# "(Note de ...)"; a bracket opened on a line about other editions.
+_EDITOR_NOTES_LEFT = re.compile(
+    r"^[ \t]*\[\w{1,3}\][ \t]+\S(?:[^\n]*\n[ \t]+\S)*[^\n]*(?:[.!?_)][ \t]{2,}|\n[ \t]*)[A-Z][.,]$"
+    r"|\((?:note|n\.)\s+(?:de|of|by)\s+(?!l'auteur|the author)[^()\n]{1,60}\)\.?$"
+    r"|^\[[^\]\n]*\beditions?\b[^\]\n]*$",
     re.IGNORECASE | re.MULTILINE,
 )
 _MARKS_LEFT = re.compile(r"/\*|\*/|(?<=\n\n)[\W_]*printed\s+(?:in|by)\b", re.IGNORECASE)
@@ -102,15 +114,33 @@ def cli_texts(root: str, flags: list[str]) -> dict[str, str]:
     return texts
 
 
+# A note's reference mark set against a word ("Pangloss[1]"): the source cuts it with its note.
+_REFERENCE_MARK = re.compile(r"(?<=\S)\[\w{1,3}\]")
+
+
+def _normalised(text: str) -> str:
+    """`text` as compared: without reference marks, each line without its end spaces."""
+    return "\n".join(line.rstrip() for line in _REFERENCE_MARK.sub("", text).split("\n"))
+
+
+def _line_keys(paragraph: str) -> list[str]:
+    """A paragraph's lines as looked for in the kept text: stripped, without reference marks
+    and the brackets that open or close a passage."""
+    lines = (line.strip().strip("[]").strip() for line in _normalised(paragraph).split("\n"))
+    return [line for line in lines if line]
+
+
 def measures(book: dict[str, str]) -> dict[str, object]:
     sys.path.insert(0, str(ROOT))
     from pipelines.sources.books.book_front_matter import is_prose, paragraphs
 
     body, kept = book["body"], book["kept"]
-    lost = [
-        body[a:b] for a, b in paragraphs(body)
-        if is_prose(body[a:b]) and body[a:b] not in kept
-    ]  # fmt: skip
+    found, audit = _normalised(kept), _normalised(book["audit"])
+    lost = []
+    for a, b in paragraphs(body):
+        missing = [line for line in _line_keys(body[a:b]) if line not in found]
+        if missing and is_prose(body[a:b]):
+            lost.append((body[a:b], all(line in audit for line in missing), missing))
     lines = [line.strip() for line in kept.split("\n")]
     standalone = [line for i, line in enumerate(lines) if line and i > 0 and not lines[i - 1]]
     later = set(standalone[1:])
@@ -120,7 +150,8 @@ def measures(book: dict[str, str]) -> dict[str, object]:
         if line in later and head.count(line) == 1 and lines.count(line) > 1
     )  # fmt: skip
     return {
-        "lost": f"{len(lost)} ({sum(len(p) for p in lost):,} chars)" if lost else "0",
+        "lost": f"{len(lost)} ({sum(len(x) for p in lost for x in p[2]):,} chars)" if lost else "0",
+        "in the audit": sum(audited for _, audited, _ in lost),
         "illustrations": kept.count("[Illustration"),
         "page markers": len(_PAGE_MARKER.findall(kept)),
         "contents lines": contents,
@@ -128,8 +159,19 @@ def measures(book: dict[str, str]) -> dict[str, object]:
         "entry lines": len(_ENTRY_LEFT.findall(kept)),
         "advert lines": len(_ADVERT_LEFT.findall(kept)),
         "layout marks, colophons": len(_MARKS_LEFT.findall(kept)),
+        "editors' notes": len(_EDITOR_NOTES_LEFT.findall(kept)),
         "cut": book["removed"] or "-",
+        "lost paragraphs": [(paragraph, audited) for paragraph, audited, _ in lost],
     }
+
+
+def _lost_list(name: str, lost: list[tuple[str, bool]]) -> list[str]:
+    """One line for a book's lost paragraphs: their first words, "*" before one that the
+    source's audit does not hold."""
+    if not lost:
+        return []
+    words = [("" if audited else "*") + " ".join(p.split()[:7]) + " ..." for p, audited in lost]
+    return [f"- `{name}`: " + "; ".join(f"“{w}”" for w in words)]
 
 
 def main() -> None:
@@ -148,17 +190,20 @@ def main() -> None:
         at_defaults[label] = sorted(cli_texts(root, []))
     labels = list(columns)
     keys = (
-        "lost", "illustrations", "page markers", "contents lines", "transcriber notes",
-        "entry lines", "advert lines", "layout marks, colophons", "cut",
+        "lost", "in the audit", "illustrations", "page markers", "contents lines",
+        "transcriber notes", "entry lines", "advert lines", "layout marks, colophons",
+        "editors' notes", "cut",
     )  # fmt: skip
     rows = [
         "| book | " + " | ".join(keys) + " |",
         "|---|" + "---:|" * (len(keys) - 1) + "---|",
     ]
+    lost_lists = []
     for name in sorted(columns["ours"]):
         results = {label: measures(columns[label][name]) for label in labels}
         cells = [" / ".join(str(results[label][key]) for label in labels) for key in keys]
         rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+        lost_lists += _lost_list(name, results["ours"]["lost paragraphs"])
     report = "\n".join(
         [
             "# Books: the work kept, the apparatus cut",
@@ -170,12 +215,18 @@ def main() -> None:
             + ". The kept text is what reaches the shards through the real command line,"
             " `python -m pipelines.preprocess --source books --input '<folder>/*.txt'"
             " --tokenizer ../shared/corpora/vocab/gpt2 --language any` (its defaults but the"
-            " language), read back from the shard set. lost: prose paragraphs of the book not"
-            " in the kept text; illustrations, page markers, contents lines, transcriber"
-            " notes, entry lines, advert lines, layout marks and colophons: apparatus left in"
-            " it; cut: what the source's `meta.parts_removed` reports.",
+            " language), read back from the shard set. lost: prose paragraphs of the book a"
+            " line of which the kept text does not hold (chars: of those lines); in the audit:"
+            " how many of those the source's audit of cut apparatus holds; illustrations, page"
+            " markers, contents lines, transcriber notes, entry lines, advert lines, layout"
+            " marks and colophons, editors' notes: apparatus left in it; cut: what the"
+            " source's `meta.parts_removed` reports.",
             "",
             *rows,
+            "",
+            "Prose paragraphs lost (ours), each by its first words; * = not in the audit:",
+            "",
+            *lost_lists,
             "",
             *(
                 f"At the defaults (`--language` en), {label} writes {len(names)} of "

@@ -14,6 +14,10 @@ import pytest
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.sources.books import books
+from pipelines.sources.books.book_annotations import strip_annotations
+from pipelines.sources.books.book_apparatus import strip_apparatus
+from pipelines.sources.books.book_back_matter import strip_back_matter
+from pipelines.sources.books.book_editorial import strip_editorial
 from pipelines.sources.books.book_front_matter import strip_front_matter
 from pipelines.sources.books.books import gutenberg_title, strip_gutenberg
 
@@ -52,8 +56,10 @@ def _text(name: str) -> str:
 
 def _book(name: str) -> str:
     """The text the books source gives for a corpus book: without Gutenberg's boilerplate and
-    without the book's front matter."""
-    return strip_front_matter(strip_gutenberg(_text(name))).text
+    without the book's apparatus (front and back matter, editors' notes)."""
+    front = strip_back_matter(strip_front_matter(strip_gutenberg(_text(name))))
+    front = strip_annotations(strip_apparatus(front, gutenberg_title(_text(name))))
+    return strip_editorial(front).text
 
 
 def test_every_corpus_book_has_an_expectation() -> None:

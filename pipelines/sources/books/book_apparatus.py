@@ -19,9 +19,17 @@ text `book_back_matter.strip_back_matter` leaves, cut and counted by kind on top
   between one mark and the next and after the last;
 - figures: a drawing made of characters (an ASCII floor plan, a box diagram): a paragraph of
   _FIGURE_MIN_LINES lines or more, most of whose characters are box or punctuation marks;
+- illustrations: a plate's label or credit standing as a paragraph of its own, set in italics
+  or in brackets ("_Frontispiece_", "_Plate IV. The Harbour_", "[_From a photograph by
+  Elliott & Fry._]", "_Drawn by Hugh Thomson_"): one or two short lines that open on such a
+  label (an unmarked line, "Drawn by the noise, he came down.", is the work);
 - imprint: a printer's colophon wherever it stands ("_Printed in Great Britain by Hazell,
   Watson & Viney, Ld., London_" above the author's footnotes): a paragraph of a few lines that
   opens on "Printed in/by/at";
+- title_page: a half-title, the book's title set again on a line of its own right above its
+  first chapter ("THE GERMAN FURY IN BELGIUM" over "CHAPTER I", after the preface and the
+  introduction), when the book names its title (the Project Gutenberg `Title:` field, of
+  which the line is the whole or the first words);
 - layout_markup: the transcriber's layout marks around a line of the work ("/* NIND “My dear
   friend, */", "/* RIGHT “Hunsford, ... _15th October_. */"): the marks go, the line stays.
 
@@ -33,7 +41,13 @@ from __future__ import annotations
 
 import re
 
-from pipelines.sources.books.book_front_matter import FrontMatter, is_imprint, is_prose, paragraphs
+from pipelines.sources.books.book_front_matter import (
+    FrontMatter,
+    is_chapter_heading,
+    is_imprint,
+    is_prose,
+    paragraphs,
+)
 
 # An entry line: its title, then dot leaders or a run of spaces, then a page number.
 _ENTRY_LINE = re.compile(r"^\s*(\S.*?\w.*?)(?:\s*\.{2,}\s*|\s{2,})(\d{1,4}|[ivxlc]{1,7})\s*$")
@@ -70,6 +84,18 @@ _LAYOUT_MARK = re.compile(
 _FIGURE_CHARACTERS = frozenset("-|+=_*#/\\<>[](){}.:;,'`~^oO" + "─│┌┐└┘├┤┬┴┼═║")
 _FIGURE_MIN_LINES = 3
 _FIGURE_SHARE = 0.6
+_WORDS = re.compile(r"\w+")
+# A paragraph wholly in italics or in brackets, and the plate label or credit it opens on.
+_SET_APART = re.compile(r"^[ \t]*(?:_([^_]+)_|\[_?([^\[\]_]+)_?\])\.?[ \t]*$")
+_CAPTION_WORDS = re.compile(
+    r"^\W*(?:frontispiece|plate\s+[ivxlc\d]+|fig(?:ure|\.)\s*\d+|vignette|tailpiece|headpiece"
+    r"|(?:from|after)\s+(?:a|an|the)\s+(?:photograph|painting|drawing|engraving|portrait|sketch"
+    r"|etching|print|miniature)|(?:photo(?:graph)?|engraved|drawn|painted|etched)\s+by)\b",
+    re.IGNORECASE,
+)
+_CAPTION_LINES = 2
+# A half-title names at least this many of the title's first words ("The German Fury").
+_HALF_TITLE_MIN_WORDS = 2
 
 
 def _page_order(number: str) -> int:
@@ -177,6 +203,16 @@ def is_figure(paragraph: str) -> bool:
     return marks >= _FIGURE_SHARE * len(characters)
 
 
+def is_caption(paragraph: str) -> bool:
+    """A plate's label or credit set apart: one or two short lines, wholly in italics or in
+    brackets, opening on a label ("Frontispiece", "Plate IV") or a credit ("From a photograph
+    by", "Drawn by")."""
+    set_apart = _SET_APART.match(paragraph)
+    if not set_apart or paragraph.strip().count("\n") >= _CAPTION_LINES:
+        return False
+    return bool(_CAPTION_WORDS.match(set_apart.group(1) or set_apart.group(2)))
+
+
 def is_colophon(paragraph: str) -> bool:
     """A printer's colophon: a few lines opening on "Printed in", "Printed by", "Printed at"."""
     return bool(_COLOPHON.match(paragraph)) and paragraph.count("\n") < _COLOPHON_LINES
@@ -194,10 +230,22 @@ def _without_layout_marks(text: str) -> tuple[str, int, list[str]]:
     )
 
 
-def strip_apparatus(front: FrontMatter) -> FrontMatter:
-    """`front` without lists of entries, figures, colophons, layout marks and advertisements
-    (see the module docstring), each cut counted by kind with the counts before and its text
-    added."""
+def _half_title(text: str, spans: list[tuple[int, int]], title: str) -> int | None:
+    """The index of the half-title right above the first chapter's heading, or None."""
+    words = _WORDS.findall(title.lower())
+    for i in range(1, len(spans)):
+        if is_chapter_heading(text[spans[i][0] : spans[i][1]]):
+            line = text[spans[i - 1][0] : spans[i - 1][1]].strip()
+            key = _WORDS.findall(line.lower())
+            named = len(key) >= _HALF_TITLE_MIN_WORDS and key == words[: len(key)]
+            return i - 1 if named and "\n" not in line and not is_prose(line) else None
+    return None
+
+
+def strip_apparatus(front: FrontMatter, title: str = "") -> FrontMatter:
+    """`front` without lists of entries, figures, colophons, layout marks, advertisements and
+    a half-title (see the module docstring; `title` is the book's, "" when it names none),
+    each cut counted by kind with the counts before and its text added."""
     text, marks, cut = _without_layout_marks(front.text)
     removed = dict(front.removed)
     if marks:
@@ -209,6 +257,11 @@ def strip_apparatus(front: FrontMatter) -> FrontMatter:
             dropped[i] = "figures"
         elif i not in dropped and is_colophon(text[start:stop]):
             dropped[i] = "imprint"
+        elif i not in dropped and is_caption(text[start:stop]):
+            dropped[i] = "illustrations"
+    half_title = _half_title(text, spans, title) if title else None
+    if half_title is not None:
+        dropped[half_title] = "title_page"
     adverts = _advertisements_start(text, spans)
     if adverts is not None and adverts > 0:
         dropped.update(dict.fromkeys(range(adverts, len(spans)), "advertisements"))

@@ -44,7 +44,8 @@ import re
 # Classes in the order they are reported.
 CLASSES = (
     "title_page", "imprint", "contents", "illustrations", "notes", "page_markers",
-    "transcriber_notes", "advertisements", "figures", "layout_markup",
+    "transcriber_notes", "advertisements", "figures", "layout_markup", "editor_notes",
+    "bibliography",
 )  # fmt: skip
 
 # A page number of the printed edition: "{15}", "{xv}", "{XV}", or "[Pg 15]" as Gutenberg's
@@ -56,11 +57,13 @@ _PAGE_MARKER_LINE = re.compile(rf"^[ \t]*{_PAGE}[ \t]*\n", re.MULTILINE)
 # is one (the anchor of an HTML edition, set against the word before it).
 _PAGE_MARKER = re.compile(rf"[ \t]*(?<![\^_{{}}\\$]){_PAGE}")
 _TEX_COMMAND = re.compile(r"\\[A-Za-z]+$")
-# "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]".
-# A bracketed credit line under a plate ("[_Copyright 1894 by George Allen._]") goes with them,
-# inside the caption's brackets (over a line break too) or after them.
+# "[Illustration]", "[Illustration: A caption\nover lines.]", "[Frontispiece: ...]", "[Picture:
+# ...]", "[Ilustración: ...]". A bracketed credit line under a plate ("[_Copyright 1894 by
+# George Allen._]") goes with them, inside the caption's brackets (over a line break too) or after.
 _ILLUSTRATION = re.compile(
-    r"\[(?:Illustrations?|Frontispiece|Decoration|Ornament)\b(?:[^\[\]]|\[[^\[\]]{0,200}\]){0,2000}?\]"
+    r"\[_?(?:Illustrations?|Frontispiece|Decoration|Ornament|Picture|Image|Plate|Portrait|Map"
+    r"|Facsimile|Photograph|Vignette|Ilustraci[óo]n|Illustrazione|Gravure|Abbildung)\b"
+    r"(?:[^\[\]]|\[[^\[\]]{0,200}\]){0,2000}?\]"
     r"|\[_?(?:Copyright|Copyrighted)\b[^\[\]\n]{0,200}\]",
     re.IGNORECASE,
 )
@@ -268,7 +271,7 @@ def _classify(text: str, spans: list[tuple[int, int]], end: int) -> dict[int, st
                 and not _is_section_heading(text[spans[i][0] : spans[i][1]])
             ):
                 entry = text[spans[i][0] : spans[i][1]]
-                if _is_chapter_heading(entry) and _starts_prose(text, spans, i) is not None:
+                if is_chapter_heading(entry) and _starts_prose(text, spans, i) is not None:
                     break  # the first chapter itself, right after its contents
                 classes[i] = heading
                 i += 1
@@ -309,7 +312,7 @@ def _starts_prose(text: str, spans: list[tuple[int, int]], index: int) -> int | 
     return None
 
 
-def _is_chapter_heading(paragraph: str) -> bool:
+def is_chapter_heading(paragraph: str) -> bool:
     """A heading paragraph (a few short lines) naming a first chapter: "CHAPTER I.\nDown the
     Rabbit-Hole", "BOOK ONE\nCHAPTER 1", "I."."""
     lines = [line for line in paragraph.split("\n") if line.strip()]
@@ -469,10 +472,10 @@ def _work_start(text: str, spans: list[tuple[int, int]], classes: dict[int, str]
             break
         if _BYLINE.match(above) or _YEAR_LINE.match(above.strip()):
             break
-        if start - 1 == 0 and not (_is_chapter_heading(above) or _SENTENCE_END.search(above)):
+        if start - 1 == 0 and not (is_chapter_heading(above) or _SENTENCE_END.search(above)):
             break  # a book's first line is its title, unless it is a heading or a sentence
         start -= 1
-        if _is_chapter_heading(above):
+        if is_chapter_heading(above):
             break
     return start
 

@@ -14,7 +14,11 @@ compressed (gzip/bz2/xz/zstd, found by magic bytes), or tar archives of them (`.
   lines: `book_front_matter.strip_front_matter`; a transcriber's correction list and a
   printer's imprint at the end: `book_back_matter.strip_back_matter`; lists of entries in
   page order, advertisements at the end, colophons, drawings made of characters and layout
-  marks wherever they stand: `book_apparatus.strip_apparatus`) cut, so the text is the work,
+  marks wherever they stand, a half-title above the first chapter:
+  `book_apparatus.strip_apparatus`;
+  footnotes an editor signed and headings of passages from other editions:
+  `book_annotations.strip_annotations`; notes on the making of the e-text in the front and
+  editors' bibliographies: `book_editorial.strip_editorial`) cut, so the text is the work,
   a preface or letters before its first chapter included;
 - `meta["parts_removed"]` counting what that cut, by kind ("title_page 1, contents 1"), and
   `meta["parts_removed_text"]` holding it, which the read stage takes off the document and
@@ -33,8 +37,10 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from pipelines.document import PARTS_REMOVED, PARTS_REMOVED_TEXT, Document, Failure, ReadTask
+from pipelines.sources.books.book_annotations import strip_annotations
 from pipelines.sources.books.book_apparatus import strip_apparatus
 from pipelines.sources.books.book_back_matter import TRANSCRIBER_NOTE, strip_back_matter
+from pipelines.sources.books.book_editorial import strip_editorial
 from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
 from pipelines.sources.compression import open_decompressed
 from pipelines.sources.file_source import FileSource, task_name
@@ -289,7 +295,9 @@ def book_document(data: bytes, name: str, location: str) -> Iterator[Document | 
     if not body.strip():
         yield failure(location, "no_book_text", "nothing left after removing Gutenberg boilerplate")
         return
-    front = strip_apparatus(strip_back_matter(strip_front_matter(body)))
+    title = _title_from_header(header)
+    front = strip_back_matter(strip_front_matter(body))
+    front = strip_editorial(strip_annotations(strip_apparatus(front, title)))
     meta = {"encoding": decoded.encoding}
     if front.removed:
         meta[PARTS_REMOVED] = front.summary()
@@ -298,7 +306,7 @@ def book_document(data: bytes, name: str, location: str) -> Iterator[Document | 
         id=f"{NAME}:{name}",
         source=NAME,
         text=front.text,
-        title=_title_from_header(header),
+        title=title,
         meta=meta,
     )
 
