@@ -223,9 +223,12 @@ def _vector_identifier_class():
     import numpy as np
     from py3langid.langid import LanguageIdentifier
 
-    class _VectorIdentifier(LanguageIdentifier):
+    from pipelines.clean.language_batch import BatchScoring
+
+    class _VectorIdentifier(BatchScoring, LanguageIdentifier):
         """py3langid's classifier with the automaton walked for all bytes at once (see the
-        module docstring); everything else is py3langid's."""
+        module docstring), and many texts classified at once (`classify_many`); everything
+        else is py3langid's."""
 
         __slots__ = ("_sync_bytes", "_next_state", "_row_start", "_feature_of", "_ptc32")
 
@@ -379,9 +382,30 @@ def identify_language(text: str, threshold: float = DEFAULT_THRESHOLD) -> tuple[
     the module docstring) where they agree with every probability at least `threshold` +
     `THRESHOLD_MARGIN`, else the whole text's."""
     identifier = get_identifier()
-    windows = language_windows(text)
-    labels = [identifier.classify(window) for window in windows]
-    if len(windows) > 1:
+    labels = [identifier.classify(window) for window in language_windows(text)]
+    return _decided(identifier, text, labels, threshold)
+
+
+def identify_languages(texts: list[str], threshold: float = DEFAULT_THRESHOLD):
+    """[identify_language(text, threshold) for text in texts], the same labels and
+    probabilities, with every short text and window classified in one `classify_many` call
+    (language_batch.py: the cost per text of a short one falls from ~200 to ~80 us)."""
+    identifier = get_identifier()
+    windows = [language_windows(text) for text in texts]
+    parts = [window for group in windows for window in group]
+    many = getattr(identifier, "classify_many", None)  # py3langid's own class has none
+    labels = many(parts) if many else [identifier.classify(part) for part in parts]
+    decided, start = [], 0
+    for text, group in zip(texts, windows):
+        decided.append(_decided(identifier, text, labels[start : start + len(group)], threshold))
+        start += len(group)
+    return decided
+
+
+def _decided(identifier, text: str, labels: list, threshold: float) -> tuple[str, float]:
+    """The label of `text` from its windows' `labels`, or from the whole text where they
+    disagree or come near `threshold`."""
+    if len(labels) > 1:
         decisive = min(1.0, threshold + THRESHOLD_MARGIN)
         if len({label for label, _ in labels}) > 1 or min(p for _, p in labels) < decisive:
             labels = [identifier.classify(text)]
