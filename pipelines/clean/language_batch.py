@@ -21,6 +21,8 @@ import numpy as np
 
 # The padded text (rows x longest row, bytes) of one chunk: its int64 work arrays are 8x this.
 CHUNK_BYTES = 1 << 17
+
+
 def length_chunks(lengths: list[int], chunk_bytes: int = CHUNK_BYTES) -> list[list[int]]:
     """The indexes of `lengths`, shortest first, cut into chunks whose padded size (members x
     the longest member) is at most `chunk_bytes`; a longer text is a chunk alone."""
