@@ -471,9 +471,10 @@ def clean_documents(
     labels = dict(zip(labelled, _languages(texts, config.language_threshold)))
     for index, (measured, wanted) in asked.items():
         label = labels.get(index)
+        if isinstance(label, Exception):
+            results[index] = label
+            continue
         try:
-            if isinstance(label, Exception):
-                raise label
             results[index] = _judged(docs[index], config, measured, wanted, label)
         except Exception as error:
             results[index] = error

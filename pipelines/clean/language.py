@@ -394,7 +394,7 @@ def identify_language(text: str, threshold: float = DEFAULT_THRESHOLD) -> tuple[
 def identify_languages(texts: list[str], threshold: float = DEFAULT_THRESHOLD):
     """[identify_language(text, threshold) for text in texts], the same labels and
     probabilities, with every short text and window classified in one `classify_many` call
-    (language_batch.py: the cost per text of a short one falls from ~200 to ~80 us)."""
+    (language_batch.py: a piece of ~800 characters costs ~90 us instead of ~200)."""
     identifier = get_identifier()
     windows = [language_windows(text) for text in texts]
     parts = [window for group in windows for window in group]
