@@ -13,6 +13,7 @@ from pathlib import Path
 
 import apache_beam as beam
 import numpy as np
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -133,6 +134,28 @@ def test_chunks_are_bounded_and_cover_every_text_once():
     assert any(len(chunk) > 1 for chunk in chunks) and any(
         len(chunk) == 1 and lengths[chunk[0]] > 50_000 for chunk in chunks
     )
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        CleanConfig(),
+        CleanConfig(language="en,fr"),
+        CleanConfig.for_source("webtext"),
+        CleanConfig.for_run("wikipedia", None),  # each article held to its dump's language
+        CleanConfig(language="any"),
+    ],
+    ids=["default", "en-fr", "web-preset", "dump-language", "any"],
+)
+def test_clean_documents_is_clean_document_on_real_documents(config):
+    books = [Document(path.name, "books", path.read_text("utf-8-sig")) for path in BOOKS]
+    pages = [Document(f"web:{i}", "webtext", text) for i, text in enumerate(_web_pages())]
+    docs = list(_dump_articles()[::3]) + pages + books
+    expected = [clean_document(doc, config) for doc in docs]
+    assert clean_documents(docs, config) == expected
+    reasons = {r.reason for r in expected if isinstance(r, Reject)}
+    assert ("language" in reasons) == (config.language != "any")
+    assert any(isinstance(r, Document) for r in expected)
 
 
 # -- a document that raises ----------------------------------------------------------------------
