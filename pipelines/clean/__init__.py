@@ -24,13 +24,19 @@ import functools
 
 from pipelines.clean import filters
 from pipelines.clean.filters import C4_BOILERPLATE_PHRASES
-from pipelines.clean.language import DEFAULT_THRESHOLD, identify_language, supported_languages
+from pipelines.clean.language import (
+    DEFAULT_THRESHOLD,
+    identify_language,
+    identify_languages,
+    supported_languages,
+)
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import LANGUAGE_META, LANGUAGE_SCORE_META, Document, Reject
 from pipelines.sources.traits import SOURCE_LANGUAGE_META
 
 __all__ = [
-    "CleanConfig", "clean_document", "FILTER_FLAGS", "FILTER_NAMES", "language_seen",
+    "CleanConfig", "clean_document", "clean_documents", "FILTER_FLAGS", "FILTER_NAMES",
+    "language_seen",
     "normalize_text",
 ]
 
@@ -442,22 +448,93 @@ def clean_document(doc: Document, config: CleanConfig) -> Document | Reject:
     A kept document whose language was identified carries it as `meta["language"]`, and
     its probability as `meta["language_score"]`.
     """
-    text = normalize_text(doc.text)
+    measured = _measured(doc, config)
+    if isinstance(measured, Reject):
+        return measured
+    wanted = _wanted_languages(doc, config)
+    label = None
+    if wanted != "any":
+        label = identify_language(measured.text, config.language_threshold)
+    return _judged(doc, config, measured, wanted, label)
+
+
+def clean_documents(
+    docs: list[Document], config: CleanConfig
+) -> list[Document | Reject | Exception]:
+    """[clean_document(doc, config) for doc in docs], the same results, with the languages of
+    all of them identified in one `identify_languages` call (per document, that costs a short
+    web page less than half of what identify_language does). A document clean_document would
+    raise on has the exception in its place; the others keep their results."""
+    results: list = [None] * len(docs)
+    asked: dict[int, tuple] = {}  # index -> (measures, wanted languages)
+    for index, doc in enumerate(docs):
+        try:
+            measured = _measured(doc, config)
+            if isinstance(measured, Reject):
+                results[index] = measured
+            else:
+                asked[index] = (measured, _wanted_languages(doc, config))
+        except Exception as error:
+            results[index] = error
+    labelled = [index for index, (_, wanted) in asked.items() if wanted != "any"]
+    texts = [asked[index][0].text for index in labelled]
+    labels = dict(zip(labelled, _languages(texts, config.language_threshold)))
+    for index, (measured, wanted) in asked.items():
+        label = labels.get(index)
+        if isinstance(label, Exception):
+            results[index] = label
+            continue
+        try:
+            results[index] = _judged(docs[index], config, measured, wanted, label)
+        except Exception as error:
+            results[index] = error
+    return results
+
+
+def _languages(texts: list[str], threshold: float) -> list:
+    """identify_languages(texts, threshold); where that raises, each text's own identify_language
+    or the exception it raised, so one text the identifier fails on costs no other its label."""
+    try:
+        return identify_languages(texts, threshold)
+    except Exception:
+        labels: list = []
+        for text in texts:
+            try:
+                labels.append(identify_language(text, threshold))
+            except Exception as error:
+                labels.append(error)
+        return labels
+
+
+def _measured(doc: Document, config: CleanConfig) -> _Measures | Reject:
+    """The measures of `doc`'s normalised text, or its Reject for the length rules."""
+    measures = _Measures(normalize_text(doc.text))
+    reason = _length_reason(measures, config)
+    return _rejected(doc, measures.text, reason) if reason else measures
+
+
+def _rejected(doc: Document, text: str, reason_detail: tuple[str, str]) -> Reject:
+    reason, detail = reason_detail
+    return Reject(doc.id, doc.source, reason, detail, text, url=doc.url)
+
+
+def _judged(
+    doc: Document,
+    config: CleanConfig,
+    measures: _Measures,
+    wanted: str | tuple[str, ...],
+    label: tuple[str, float] | None,
+) -> Document | Reject:
+    """clean_document after the length rules, given the language `label` identified (None
+    where `wanted` is "any")."""
+    text = measures.text
 
     def reject(reason_detail: tuple[str, str]) -> Reject:
-        reason, detail = reason_detail
-        return Reject(doc.id, doc.source, reason, detail, text, url=doc.url)
+        return _rejected(doc, text, reason_detail)
 
-    measures = _Measures(text)
-    reason = _length_reason(measures, config)
-    if reason:
-        return reject(reason)
-
-    language, confidence = None, 0.0
-    wanted = _wanted_languages(doc, config)
-    if wanted != "any":
+    language, confidence = label or (None, 0.0)
+    if label is not None:
         declared = _declared_language(doc)
-        language, confidence = identify_language(text, config.language_threshold)
         reason = filters.language_reason(
             language, confidence, wanted, config.language_threshold, declared
         )
