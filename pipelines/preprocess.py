@@ -47,6 +47,7 @@ from apache_beam.options.pipeline_options import (
 from common.signals import Stopped, reported
 from pipelines.graph import build_pipeline, plan_run, prepare
 from pipelines.options import PreprocessConfig, PreprocessOptions
+from pipelines.progress import ProgressDisplay
 from pipelines.runner.beam_worker import (
     STANDBY_DIR_ENV,
     STANDBY_PREFIX,
@@ -54,7 +55,6 @@ from pipelines.runner.beam_worker import (
     StandbyWorkers,
     add_stderr_handler,
 )
-from pipelines.runner.progress import ProgressDisplay
 from pipelines.runner.reach import UnreachableError, check_all_reachable
 from pipelines.runner.runners import (
     beam_parser,

@@ -11,8 +11,8 @@ import pytest
 import xxhash
 
 from dataset_format import IndexedDataset
+from pipelines import progress
 from pipelines.document import Failure, Reject, TokenizedDocument
-from pipelines.runner import progress
 from pipelines.stats import (
     AccountError,
     BundleCounts,

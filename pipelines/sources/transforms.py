@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import apache_beam as beam
 from apache_beam import pvalue
 
+from pipelines import progress as progress_lib
 from pipelines.document import (
     INPUT_META,
     PARTS_REMOVED,
@@ -20,7 +21,6 @@ from pipelines.document import (
 )
 from pipelines.inputs import as_patterns
 from pipelines.reason_log import ReasonLog
-from pipelines.runner import progress as progress_lib
 from pipelines.sources import get_source, input_bytes, split_task
 from pipelines.sources.input_errors import printable_name
 from pipelines.stage import CountingDoFn, stage_error

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 
+from pipelines import progress as progress_lib
 from pipelines.document import Document
-from pipelines.runner import progress as progress_lib
 from pipelines.stage import CountingDoFn, stage_error, windowed
 from pipelines.stats import TOKENS_UNKNOWN
 from pipelines.tokenize.tokenizer_ref import TokenizerRef
