@@ -558,7 +558,7 @@ def test_a_stopped_or_killed_worker_ends_the_run_with_one_line(tmp_path, signum)
 def test_disk_full_at_the_final_write_is_one_line_and_stats_say_failed(
     tmp_path, capsys, monkeypatch
 ):
-    from pipelines.write.output import OutputDir
+    from pipelines.output import OutputDir
 
     real = OutputDir.write_bytes
 

@@ -250,7 +250,7 @@ def test_the_lock_is_held_across_processes_and_dropped_when_the_holder_dies(tmp_
 
 
 def test_a_remote_output_is_locked_by_a_lock_object(monkeypatch):
-    monkeypatch.setattr("pipelines.write.output.LOCK_SETTLE_S", 0.0)
+    monkeypatch.setattr("pipelines.output.LOCK_SETTLE_S", 0.0)
     url = "memory://output-lock-test/set"
     first = claim_output(url, run_id="first-run")
     with pytest.raises(OutputError, match="first-run.*delete memory://output-lock-test/set/"):

@@ -24,10 +24,10 @@ from apache_beam import pvalue
 from dataset_format import IndexedDatasetWriter, ShardInfo
 from dataset_format.sidecar import SidecarWriter, sidecar_name
 from pipelines import progress as progress_lib
+from pipelines.output import SPILL_DIR, WORK_DIR, OutputDir
 from pipelines.reason_log import ReasonLog
 from pipelines.stage import StageClock
 from pipelines.stats import BundleCounts
-from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
 from pipelines.write.spill import SpillFile
 
 LOG = logging.getLogger(__name__)
