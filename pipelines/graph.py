@@ -43,6 +43,11 @@ from pipelines.write import (
 )
 
 LOG = logging.getLogger(__name__)
+# The modules unpickling the graph's DoFns imports: the runner has its workers import them
+# before their first bundle (standby workers, a Dask cluster's).
+WORKER_MODULES = tuple(
+    sorted({stage.__module__ for stage in (ReadSource, Clean, Tokenize, WriteShards)})
+)
 # Input files the launcher opens to say which language the run keeps, where each file names its
 # own (a few KB read from each)
 LANGUAGE_PROBES = 8

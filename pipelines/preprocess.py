@@ -45,7 +45,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from common.signals import Stopped, reported
-from pipelines.graph import build_pipeline, plan_run, prepare
+from pipelines.graph import WORKER_MODULES, build_pipeline, plan_run, prepare
 from pipelines.options import PreprocessConfig, PreprocessOptions
 from pipelines.progress import ProgressDisplay
 from pipelines.runner.beam_worker import (
@@ -274,7 +274,8 @@ def _start_standbys(count: int, verbose: bool, plan, tokenizer) -> StandbyWorker
     """Standby workers for a local multi_processing run, or None where they cannot be started
     (the runner then starts its workers itself: slower to start, the same run)."""
     try:
-        return StandbyWorkers(count, verbose, warm=functools.partial(_warm, plan, tokenizer))
+        return StandbyWorkers(count, verbose, warm=functools.partial(_warm, plan, tokenizer),
+                              preload=WORKER_MODULES)
     except OSError as error:
         LOG.warning("no standby workers (%s); the runner starts its own", error)
         return None
@@ -321,7 +322,7 @@ def _main(argv: list[str], verbose: bool) -> int:
             # a few seconds, where a listing waits minutes
             check_all_reachable((*config.input, config.output))
             plan = plan_run(config)
-            runner, local = resolve_runner(options, argv, plan.input_bytes)
+            runner, local = resolve_runner(options, argv, plan.input_bytes, WORKER_MODULES)
             check_dataflow_options(options, runner, config.input, config.output)
             plan = dataclasses.replace(plan, workers=planned_workers(options, runner, local))
             tokenizer = load_tokenizer(config.tokenizer, lowercase=config.lowercase)
