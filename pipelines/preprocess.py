@@ -45,6 +45,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from common.signals import Stopped, reported
+from pipelines.dedup.config import DedupConfig, DedupOptions
 from pipelines.graph import WORKER_MODULES, build_pipeline, plan_run, prepare
 from pipelines.options import PreprocessConfig, PreprocessOptions
 from pipelines.progress import ProgressDisplay
@@ -304,7 +305,7 @@ def _main(argv: list[str], verbose: bool) -> int:
     from dataset_format.tokenizer import load_tokenizer
 
     if "-h" in argv or "--help" in argv:
-        build_parser([PreprocessOptions]).print_help()
+        build_parser([PreprocessOptions, DedupOptions]).print_help()
         return 0
     try:  # first: Beam's own parser would print its whole usage before a bad value's error
         refused = unknown_arguments_error(argv, prog=PROG)
@@ -318,7 +319,7 @@ def _main(argv: list[str], verbose: bool) -> int:
     standbys = runner = None
     try:
         try:
-            config = PreprocessConfig.from_options(options)
+            config = PreprocessConfig.from_options(options, DedupConfig.from_options(options))
             # a few seconds, where a listing waits minutes
             check_all_reachable((*config.input, config.output))
             plan = plan_run(config)

@@ -302,7 +302,7 @@ def test_each_flag_is_its_config_fields_declaration():
         return PreprocessConfig.from_options(PipelineOptions([*required, *argv]))
 
     assert config() == PreprocessConfig("books", "in/*.txt", "out", "t.json")
-    assert config().dedup_config == DedupConfig()
+    assert DedupConfig.from_options(PipelineOptions(required)) == DedupConfig()  # its flags
     with pytest.raises(
         ValueError,
         match=r"^missing required option\(s\): --source, --input, --output, --tokenizer$",

@@ -31,6 +31,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from apache_beam.options.pipeline_options import PipelineOptions
+
 from common import option_fields as fields
 from pipelines.dedup.components import rounds_for
 from pipelines.dedup.decontaminate import DecontaminationConfig
@@ -206,8 +208,22 @@ class DedupConfig:
         """The config of flags added by `add_dedup_arguments`."""
         return fields.from_namespace(cls, args)
 
+    @classmethod
+    def from_options(cls, options: PipelineOptions) -> DedupConfig:
+        """The config of a Beam command's dedup flags (`DedupOptions`)."""
+        return cls.from_args(options.view_as(DedupOptions))
+
 
 def add_dedup_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the dedup flags to a CLI, in its FLAG_GROUP argument group (where preprocess's
     --no-dedup is too); `DedupConfig.from_args` reads them."""
     fields.add_options(parser, DedupConfig, group=FLAG_GROUP)
+
+
+class DedupOptions(PipelineOptions):
+    """The dedup flags on Beam's parser, for a command that runs dedup as one of its stages
+    (preprocess); the dedup command's own parser takes them itself (`add_dedup_arguments`)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        add_dedup_arguments(parser)

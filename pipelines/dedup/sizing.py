@@ -185,7 +185,7 @@ def sized_config(config: DedupConfig, max_documents: int | None, input_name: str
 def preprocess_dedup_config(config, files: Iterable[InputFile]) -> DedupConfig:
     """The dedup config of a preprocess run (pipelines.options.PreprocessConfig) over `files`,
     its rounds sized to the documents that can pass cleaning."""
-    dedup = config.dedup_config
+    dedup = config.dedup_config or DedupConfig()  # None: the defaults
     if dedup.cc_rounds is not None:
         return dedup
     bound = input_documents_bound(
