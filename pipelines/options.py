@@ -216,8 +216,9 @@ class PreprocessConfig:
 
     def clean_config(self):
         from pipelines.clean import CleanConfig
+        from pipelines.sources import source_traits
 
-        return CleanConfig.for_run(self.source, self.language)
+        return CleanConfig.for_run(source_traits(self.source), self.language)
 
     def describe(self) -> dict:
         """The settings that decide the output's content (recorded in manifest.json)."""

@@ -50,8 +50,7 @@ from pipelines.dedup.sizing import parquet_rows_bound, sized_config
 from pipelines.dedup.stash import stash_buckets, stash_dir
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
 from pipelines.inputs import add_input_arguments, parsed_inputs
-from pipelines.stats import NAMESPACE, shuffle_summary
-from pipelines.write import (
+from pipelines.output import (
     DEDUP_OUTPUT,
     LOCK_NAME,
     MARKER_NAME,
@@ -63,6 +62,7 @@ from pipelines.write import (
     describe_storage_error,
     write_marker,
 )
+from pipelines.stats import NAMESPACE, shuffle_summary
 
 PROG = "python -m pipelines.dedup"
 

@@ -21,10 +21,6 @@ from pipelines.sources.sizes import (
     size_option,
 )
 
-# The meta key under which a source whose input says its own language (`input_language`) puts
-# that language's code on each document it reads.
-SOURCE_LANGUAGE_META = "source_language"
-
 
 class DocumentBound(enum.Enum):
     """What bounds the documents a source's input files can hold, before they are read.
