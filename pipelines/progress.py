@@ -35,6 +35,17 @@ FIELDS = (
     ("shards", "shards", False),
 )
 _FLUSH_SECONDS = 1.0
+# The heartbeat's counter each stats.json counter moves, where it shows one (a stage counts
+# through CountingDoFn.stat_update, pipelines/stage.py, which feeds both).
+HEARTBEAT = {
+    "tasks_planned": "tasks_planned",
+    "tasks_read": "tasks",
+    "docs_read": "docs_read",
+    "bytes_read": "bytes_read",
+    "docs_tokenized": "docs_tokenized",
+    "tokens_tokenized": "tokens",
+    "shards_written": "shards",
+}
 # The stage each counter is moved by, for naming the stage a stalled run stopped in.
 STAGES = {"tasks_planned": "plan", "tasks": "read", "docs_read": "read", "bytes_read": "read",
           "docs_tokenized": "tokenize", "tokens": "tokenize", "shards": "write"}
