@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 from pipelines.clean import CleanConfig, clean_document
-from pipelines.dedup.sizing import count_lines, input_documents_bound
 from pipelines.document import Document, Reject
 from pipelines.io import InputFile
 from pipelines.options import PreprocessConfig
 from pipelines.sources import SOURCES, sized_read_options, source_traits
 from pipelines.sources.books import books
+from pipelines.sources.document_bound import count_lines, input_documents_bound
 from pipelines.sources.traits import DocumentBound, SourceTraits, TaskSize
 from tests.conftest import CORPORA
 
