@@ -47,6 +47,7 @@ from apache_beam.options.pipeline_options import (
 from common.signals import Stopped, reported
 from pipelines.dedup.config import DedupConfig, DedupOptions
 from pipelines.graph import WORKER_MODULES, build_pipeline, plan_run, prepare
+from pipelines.log_setup import add_stderr_handler
 from pipelines.options import PreprocessConfig, PreprocessOptions
 from pipelines.progress import ProgressDisplay
 from pipelines.runner.beam_worker import (
@@ -54,7 +55,6 @@ from pipelines.runner.beam_worker import (
     STANDBY_PREFIX,
     VERBOSE_ENV,
     StandbyWorkers,
-    add_stderr_handler,
 )
 from pipelines.runner.reach import UnreachableError, check_all_reachable
 from pipelines.runner.runners import (

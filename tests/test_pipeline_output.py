@@ -23,13 +23,14 @@ import zstandard
 
 from dataset_format import INDEX_CACHE_DIR, MANIFEST_NAME, ShardSet
 from pipelines.document import ReadTask, TokenizedDocument
+from pipelines.log_setup import OwnMessagesOnly, add_stderr_handler
 from pipelines.preprocess import (
     RUN_TMP_PREFIX,
     failure_line,
     make_run_tmp,
     sweep_stale_run_tmps,
 )
-from pipelines.runner.beam_worker import STANDBY_PREFIX, OwnMessagesOnly, add_stderr_handler
+from pipelines.runner.beam_worker import STANDBY_PREFIX
 from pipelines.sources import transforms
 from pipelines.stats import AccountError, build_stats, check_stats
 from pipelines.write import (

@@ -46,6 +46,8 @@ import time
 import warnings
 from collections.abc import Sequence
 
+from pipelines.log_setup import add_stderr_handler
+
 # Set by the launcher for its workers: "1" when the run was given --verbose.
 VERBOSE_ENV = "SHARDSMITH_VERBOSE"
 # Set by the launcher for its workers: the directory of the standby workers' sockets.
@@ -57,28 +59,6 @@ _WAITING = "waiting-"  # a standby's socket, before a worker claims it
 _STARTING = "starting-"  # a standby still importing: holds its pid
 _STARTING_WAIT_S = 60.0
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number, from glibc's malloc.h
-LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
-
-
-class OwnMessagesOnly(logging.Filter):
-    """Passes records of the `pipelines` loggers (ours) only."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.name == "pipelines" or record.name.startswith("pipelines.")
-
-
-def add_stderr_handler(verbose: bool, level: int) -> logging.Handler:
-    """A stderr handler on the root logger (returned, for the caller to remove); without
-    `verbose` it prints only our own messages."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    if not verbose:
-        handler.addFilter(OwnMessagesOnly())
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(level)
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)  # its INFO is per gRPC channel
-    return handler
 
 
 def _quiet_logging() -> None:

@@ -45,8 +45,8 @@ from dataset_format.tokenizer import (
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document, Failure
 from pipelines.inputs import add_input_arguments, parsed_inputs
+from pipelines.log_setup import add_stderr_handler
 from pipelines.reason_log import ReasonLog
-from pipelines.runner.beam_worker import add_stderr_handler
 from pipelines.sources import source_traits
 
 LOG = logging.getLogger("pipelines.tokenize.train_tokenizer")
