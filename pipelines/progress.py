@@ -2,7 +2,8 @@
 
 The Python FnApiRunner (what a local DirectRunner run uses) runs a pipeline to completion
 inside `run()` and only reports Beam metrics once it is done, and with multi_processing the
-work happens in other processes. So each worker process keeps running totals and rewrites one
+work happens in other processes. So each worker process keeps running totals (of the counts its
+stages make through stage.CountingDoFn.stat_update that HEARTBEAT names) and rewrites one
 small JSON file (atomically, at most once a second) in a directory the launcher chose; the
 launcher's display thread sums those files every few seconds. Totals can overcount a bundle
 that was retried: they are for watching a run, `stats.json` is the account.
