@@ -205,7 +205,9 @@ class PreprocessConfig:
             object.__setattr__(self, "min_tokens", source_traits(self.source).min_tokens)
 
     @classmethod
-    def from_options(cls, options: PipelineOptions, dedup_config: object = None) -> PreprocessConfig:
+    def from_options(
+        cls, options: PipelineOptions, dedup_config: object = None
+    ) -> PreprocessConfig:
         """The config of preprocess's flags in `options`, with the dedup stage's
         `dedup_config` (kept where dedup runs)."""
         view = options.view_as(PreprocessOptions)

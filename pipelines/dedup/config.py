@@ -16,8 +16,8 @@ at most about log2(n) rounds (components.rounds_for). So by default (cc_rounds N
 the launcher sizes them to the input before it builds the graph (`with_rounds_for`): the
 documents that can reach the components step are at most the input's characters of text over
 the fewest characters a document needs to get there (preprocess: its cleaning's min_chars), or
-a JSONL file's lines, or a Parquet file's rows (`pipelines.sources.document_bound`), and a component has
-at most that many. Where the input gives no
+a JSONL file's lines, or a Parquet file's rows (`pipelines.sources.document_bound`), and a
+component has at most that many. Where the input gives no
 bound (a remote listing without sizes, no expansion limit on compressed input) it is
 FALLBACK_CC_ROUNDS (16), which is also the most it is sized to: the bound from bytes is loose
 (a compressed dump is bounded by its expansion limit; a plain book file, which is one document,

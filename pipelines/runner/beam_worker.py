@@ -7,11 +7,11 @@ Beam is imported: our own loggers (`pipelines.*`) print as in the launcher, Beam
 unless the launcher was given --verbose. Errors still reach the launcher, which reports them.
 
 Standby workers. A worker spends ~1.5 s importing Beam and the command's modules (the ones its
-DoFns need, which the command names: `preload`) before it does any
-work, and the runner starts its workers only once the launcher has built and translated the
-graph. So the launcher starts its workers' processes first (`StandbyWorkers`): each imports
-all that, then waits on a Unix socket in a directory of the run. When the runner starts a
-worker (`python -m pipelines.runner.beam_worker`, with the directory in SHARDSMITH_STANDBY_DIR), that
+DoFns need, which the command names: `preload`) before it does any work, and the runner starts
+its workers only once the launcher has built and translated the graph. So the launcher starts
+its workers' processes first (`StandbyWorkers`): each imports all that, then waits on a Unix
+socket in a directory of the run. When the runner starts a worker
+(`python -m pipelines.runner.beam_worker`, with the directory in SHARDSMITH_STANDBY_DIR), that
 short-lived process claims one standby by renaming its socket (atomic: two workers never claim
 the same one), hands it its environment (the runner's control and logging addresses), and
 waits for it to finish, exiting with its code. Without a standby left, it runs the worker

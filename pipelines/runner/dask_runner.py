@@ -46,7 +46,6 @@ down and removes its workers' folder.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import shutil
 import signal
@@ -58,6 +57,7 @@ from collections.abc import Sequence
 
 from apache_beam.runners.dask import dask_runner as stock
 
+from pipelines.runner.beam_worker import import_modules
 from pipelines.runner.dask_graph import graph
 
 DaskOptions = stock.DaskOptions
@@ -73,8 +73,7 @@ def _import_pipeline_modules(preload: tuple[str, ...]) -> None:
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.NullHandler())
-    for name in preload:  # what unpickling the command's DoFns imports
-        importlib.import_module(name)
+    import_modules(preload)  # what unpickling the command's DoFns imports
 
 
 def _dashboard(client) -> str:
