@@ -10,8 +10,8 @@ extraction, the best of `--repeat` passes over the 12 pages, all extractors in o
 ratios, not absolute numbers). `ours` is what `pipelines.sources.htmltext.main_text` does for
 each `extractor` option; the other rows are settings tried and not chosen. The end-to-end rows
 put ours through the web preset's clean (webtext's `CleanConfig.for_source` with
-language="any": every Gopher and C4 rule), as the pipeline does: a rejected page scores 0. They also report
-trafilatura's CPU time per page against its time bound (`htmltext.TIME_BOUND_S`).
+language="any": every Gopher and C4 rule), as the pipeline does: a rejected page scores 0. They
+also report trafilatura's CPU time per page against its time bound (`htmltext.TIME_BOUND_S`).
 
 Only these 12 of the scrapinghub benchmark's pages (with their ground truth) are stored in
 ../shared, and the machine has no network, so the other pages are not measured here.

@@ -3,9 +3,10 @@ input's listing, before the graph is built: dedup sizes its unrolled connected-c
 to it (`DedupConfig.with_rounds_for`: a component has at most that many nodes).
 
 `input_documents_bound`: a document passes cleaning only with at least the cleaning's
-`min_chars` characters; the bound is the input's characters of text over that. (The shingles alone would allow far more: a text with a single word character still
-gets one shingle, shingles.shingle_batch, so a document needs only one byte to reach the
-components.) The characters of text a file yields:
+`min_chars` characters; the bound is the input's characters of text over that. (dedup's
+shingles alone would allow far more: a text with a single word character still gets one
+shingle, so a document needs only one byte to reach the components.) The characters of text a
+file yields:
 
 - a file of a plain-text source (its traits' `documents.plain_text`: the text is the file's own
   characters, so that every character takes at least one byte of an uncompressed file: UTF-8
