@@ -1,6 +1,7 @@
 """The clean stage: normalise every document, then keep it or reject it under a named reason.
 
     from pipelines.clean import CleanConfig, clean_document
+    from pipelines.sources import source_traits
     result = clean_document(doc, CleanConfig.for_source(source_traits("webtext")))  # or Reject
 
 `clean_document` is pure. Checks run cheapest and most decisive first, in the order of
