@@ -49,11 +49,12 @@ from dataset_format.tokenizer import load_tokenizer  # noqa: E402
 from pipelines.clean import CleanConfig, clean_document, language, normalize  # noqa: E402
 from pipelines.clean.normalize import needs_ftfy, normalize_text  # noqa: E402
 from pipelines.document import Document  # noqa: E402
+from pipelines.sources import source_traits  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora"
 RESULTS = ROOT / "bench" / "results" / "clean_tokenize.md"
-WEB = CleanConfig.for_source("webtext")
-BOOKS = CleanConfig.for_source("books")
+WEB = CleanConfig.for_source(source_traits("webtext"))
+BOOKS = CleanConfig.for_source(source_traits("books"))
 
 
 def corpus() -> dict[str, list[str]]:

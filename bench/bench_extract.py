@@ -9,9 +9,9 @@ the pages, as datatrove and the benchmark report it; speed is pages per second o
 extraction, the best of `--repeat` passes over the 12 pages, all extractors in one run (compare
 ratios, not absolute numbers). `ours` is what `pipelines.sources.htmltext.main_text` does for
 each `extractor` option; the other rows are settings tried and not chosen. The end-to-end rows
-put ours through the web preset's clean (`CleanConfig.for_source("webtext", language="any")`,
-every Gopher and C4 rule), as the pipeline does: a rejected page scores 0. They also report
-trafilatura's CPU time per page against its time bound (`htmltext.TIME_BOUND_S`).
+put ours through the web preset's clean (webtext's `CleanConfig.for_source` with
+language="any": every Gopher and C4 rule), as the pipeline does: a rejected page scores 0. They
+also report trafilatura's CPU time per page against its time bound (`htmltext.TIME_BOUND_S`).
 
 Only these 12 of the scrapinghub benchmark's pages (with their ground truth) are stored in
 ../shared, and the machine has no network, so the other pages are not measured here.
@@ -40,6 +40,7 @@ from resiliparse.extract.html2text import extract_plain_text  # noqa: E402
 
 from pipelines.clean import CleanConfig, clean_document  # noqa: E402
 from pipelines.document import Document  # noqa: E402
+from pipelines.sources import source_traits
 from pipelines.sources.web import htmltext  # noqa: E402
 
 PAGES = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "web" / "html"
@@ -67,7 +68,7 @@ def load_pages() -> list[tuple[bytes, str]]:
     ]
 
 
-WEB = CleanConfig.for_source("webtext", language="any")
+WEB = CleanConfig.for_source(source_traits("webtext"), language="any")
 
 
 def cleaned(text: str, extractor: str) -> str:

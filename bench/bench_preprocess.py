@@ -160,11 +160,11 @@ def run_loop(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
     from pipelines.clean import CleanConfig, clean_document
     from pipelines.document import Document
     from pipelines.options import DEFAULT_TOKENIZE_BATCH_DOCS
-    from pipelines.sources import get_source
+    from pipelines.sources import get_source, source_traits
     from pipelines.tokenize.encode import tokenize_batch
 
     source = get_source("jsonl")
-    config = CleanConfig.for_source("jsonl")
+    config = CleanConfig.for_source(source_traits("jsonl"))
     tokenizer = load_tokenizer(str(GPT2))
     out.mkdir(parents=True, exist_ok=True)
     writer = IndexedDatasetWriter(str(out / "loop"), dtype_for_vocab(tokenizer.vocab_size))
@@ -241,11 +241,11 @@ def run_stages(corpus: Path, out: Path, workers: int, budget_s: float) -> dict:
     from pipelines.document import Document
     from pipelines.options import DEFAULT_TOKENIZE_BATCH_DOCS
     from pipelines.sentences import split_sentences
-    from pipelines.sources import get_source
+    from pipelines.sources import get_source, source_traits
     from pipelines.tokenize.encode import tokenize_batch
 
     source = get_source("jsonl")
-    config = clean.CleanConfig.for_source("jsonl")
+    config = clean.CleanConfig.for_source(source_traits("jsonl"))
     tokenizer = load_tokenizer(str(GPT2))
     clean.identify_language("Warm the model up: its load is start-up, not a stage.")
     tokenizer.encode_batch(["Warm the tokenizer up as well."])

@@ -11,8 +11,8 @@ a clean article is miscalibrated.
 - Per filter: the share of pages each rule of the web preset drops on its own (with the length
   floor of the light preset only), first on the human-checked article text itself
   (`articleBody`: the clean text), then on our extraction of the page. The preset is
-  `CleanConfig.for_source("webtext", language="any")`, so language identification plays no
-  part.
+  webtext's `CleanConfig.for_source` with language="any", so language identification plays
+  no part.
 - End to end: bag-of-words F1 (bench_extract's measure) of trafilatura alone (the extractor
   a user would pick instead) at the project's extractor setting (`htmltext.TRAFILATURA_OPTIONS`
   with favor_precision, the peer the targets name) and at its library defaults, of our
@@ -56,11 +56,12 @@ from dataset_format.tokenizer import load_tokenizer  # noqa: E402
 from pipelines.clean import CleanConfig, clean_document, filters  # noqa: E402
 from pipelines.clean.language import identify_language  # noqa: E402
 from pipelines.document import Document, Reject  # noqa: E402
+from pipelines.sources import source_traits  # noqa: E402
 from pipelines.sources.web import htmltext, webtext  # noqa: E402
 
 WEB = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "web"
 SETS = ("html", "aeb-dev")
-PRESET = CleanConfig.for_source("webtext", language="any")
+PRESET = CleanConfig.for_source(source_traits("webtext"), language="any")
 LIGHT = CleanConfig(language="any")
 # The preset's fields that are one rule each (the length floor is the light preset's).
 PEER_PYTHON = "/work/benchenv-text/bin/python"

@@ -52,7 +52,7 @@ def measure(size_bytes: int, workdir: str) -> dict:
     from pipelines.dedup.minhash import MinHasher
     from pipelines.dedup.shingles import shingle_batch
     from pipelines.document import Document, ReadTask
-    from pipelines.sources import get_source
+    from pipelines.sources import get_source, source_traits
     from pipelines.tokenize.encode import tokenize_batch
     from pipelines.write import SpillWriter
 
@@ -71,7 +71,7 @@ def measure(size_bytes: int, workdir: str) -> dict:
     _reset_peak()
     base = _status_bytes("VmRSS")
     (doc,) = [r for r in source.read(ReadTask(source="books", path=str(path))) if isinstance(r, Document)]
-    cleaned = clean_document(doc, CleanConfig.for_source("books", language="any"))
+    cleaned = clean_document(doc, CleanConfig.for_source(source_traits("books"), language="any"))
     shingles = shingle_batch([cleaned.text], kind="word", n=5)
     hasher.signatures(shingles)
     del shingles

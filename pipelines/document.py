@@ -96,6 +96,10 @@ INPUT_META = "input"
 # four decimals), where a language filter ran.
 LANGUAGE_META = "language"
 LANGUAGE_SCORE_META = "language_score"
+# The meta key under which a source whose input says its own language (its traits'
+# `input_language`) puts that language's code on each document it reads; the language filter
+# holds the document to it.
+SOURCE_LANGUAGE_META = "source_language"
 # The least tokens a document's run keeps it with (its source's floor, or --min-tokens), set on
 # the documents --write-cleaned writes and read back by the parquet source: a staged run
 # (write-cleaned, dedup, --source parquet) drops the documents a one-pass run drops, though

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+from typing import TYPE_CHECKING
 
 import apache_beam as beam
 import numpy as np
@@ -42,7 +43,16 @@ from pipelines.write import (
     default_num_buckets,
 )
 
+if TYPE_CHECKING:
+    from pipelines.dedup import DedupConfig
+    from pipelines.io import InputFile
+
 LOG = logging.getLogger(__name__)
+# The modules unpickling the graph's DoFns imports: the runner has its workers import them
+# before their first bundle (standby workers, a Dask cluster's).
+WORKER_MODULES = tuple(
+    sorted({stage.__module__ for stage in (ReadSource, Clean, Tokenize, WriteShards)})
+)
 # Input files the launcher opens to say which language the run keeps, where each file names its
 # own (a few KB read from each)
 LANGUAGE_PROBES = 8
@@ -82,11 +92,29 @@ def plan_run(config: PreprocessConfig) -> Plan:
     if config.num_buckets is None:
         config = dataclasses.replace(config, num_buckets=default_num_buckets(input_bytes))
     if config.dedup:  # components rounds sized to the input (recorded in the manifest)
-        from pipelines.dedup.sizing import preprocess_dedup_config
-
-        config = dataclasses.replace(config, dedup_config=preprocess_dedup_config(config, files))
+        config = dataclasses.replace(config, dedup_config=sized_dedup_config(config, files))
     language = language_line(config, [f.path for f in files])
     return Plan(config, len(files), input_bytes, language=language)
+
+
+def sized_dedup_config(config: PreprocessConfig, files: list[InputFile]) -> DedupConfig:
+    """The run's DedupConfig (None: the defaults), its components rounds sized to the documents
+    of `files` that can pass cleaning."""
+    from pipelines.dedup import DedupConfig
+    from pipelines.dedup.sizing import sized_config
+    from pipelines.sources.document_bound import input_documents_bound
+
+    dedup = config.dedup_config or DedupConfig()
+    if dedup.cc_rounds is not None:
+        return dedup
+    bound = input_documents_bound(
+        files,
+        config.source,
+        config.source_options,
+        config.max_expansion,
+        config.clean_config().min_chars,
+    )
+    return sized_config(dedup, bound, ", ".join(config.input))
 
 
 def language_line(config: PreprocessConfig, paths: list[str]) -> str:

@@ -2,9 +2,10 @@
 
 Our flags use dashes (`--shard-tokens`), Beam's own use underscores (`--direct_num_workers`);
 both are parsed from the same command line, and every Beam option passes through untouched.
-Each flag is declared once, by its field of `PreprocessConfig` (and the dedup flags by
-`DedupConfig`'s); `PreprocessConfig.from_options` turns the parsed flags into the settings the
-pipeline uses, with the per-source defaults filled in.
+Each flag is declared once, by its field of `PreprocessConfig` (the dedup stage's by
+`DedupConfig`'s, on Beam's parser through `pipelines.dedup.DedupOptions`, which the command
+adds); `PreprocessConfig.from_options` turns the parsed flags into the settings the pipeline
+uses, with the per-source defaults filled in.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from common.option_fields import (
     option,
     within,
 )
-from pipelines.dedup.config import FLAG_GROUP as DEDUP_GROUP
-from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.inputs import (
     INPUT_ARGUMENT,
     INPUT_HELP,
@@ -43,6 +42,9 @@ DEFAULT_MAX_EXPANSION = 100.0
 # Seconds without progress after which a local run is ended: generous, since one document or
 # one task of a slow format may keep a worker busy for minutes without moving a counter.
 DEFAULT_STALL_TIMEOUT = 1800.0
+# The --help group of the dedup stage's flags (pipelines.dedup.config.FLAG_GROUP: dedup stands
+# above this module), where --no-dedup is listed with them.
+DEDUP_GROUP = "deduplication"
 
 
 def _source_names() -> list[str]:
@@ -57,7 +59,6 @@ class PreprocessOptions(PipelineOptions):
         # Beam's parser serves every options class: a missing required flag is
         # PreprocessConfig.from_options' error, not the parser's
         add_options(parser, PreprocessConfig, group="preprocess", enforce_required=False)
-        add_dedup_arguments(parser)
 
 
 def parse_source_options(items: list[str]) -> dict[str, str]:
@@ -191,7 +192,9 @@ class PreprocessConfig:
     dedup: bool = option(
         True, flag="--no-dedup", group=DEDUP_GROUP, help="skip deduplication entirely"
     )
-    dedup_config: object = None  # pipelines.dedup.DedupConfig (None: its defaults)
+    # pipelines.dedup.DedupConfig, from the dedup flags (pipelines.dedup.DedupOptions, which
+    # the command parses); None: its defaults
+    dedup_config: object = None
 
     def __post_init__(self) -> None:
         from pipelines.sources import source_traits
@@ -200,22 +203,24 @@ class PreprocessConfig:
         check_options(self)  # first: an unknown --source is one line, before its traits
         if self.min_tokens is None:  # the source's own default (SourceTraits.min_tokens)
             object.__setattr__(self, "min_tokens", source_traits(self.source).min_tokens)
-        if self.dedup and self.dedup_config is None:
-            object.__setattr__(self, "dedup_config", DedupConfig())
 
     @classmethod
-    def from_options(cls, options: PipelineOptions) -> PreprocessConfig:
+    def from_options(
+        cls, options: PipelineOptions, dedup_config: object = None
+    ) -> PreprocessConfig:
+        """The config of preprocess's flags in `options`, with the dedup stage's
+        `dedup_config` (kept where dedup runs)."""
         view = options.view_as(PreprocessOptions)
-        dedup_config = DedupConfig.from_args(view) if view.dedup else None
-        given = {"dedup_config": dedup_config}
+        given = {"dedup_config": dedup_config if view.dedup else None}
         if view.input or view.input_list:  # either names the inputs: neither is then missing
             given["input"] = input_patterns(view.input, view.input_list)
         return from_namespace(cls, view, **given)
 
     def clean_config(self):
         from pipelines.clean import CleanConfig
+        from pipelines.sources import source_traits
 
-        return CleanConfig.for_run(self.source, self.language)
+        return CleanConfig.for_run(source_traits(self.source), self.language)
 
     def describe(self) -> dict:
         """The settings that decide the output's content (recorded in manifest.json)."""

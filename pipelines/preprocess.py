@@ -45,16 +45,17 @@ from apache_beam.options.pipeline_options import (
 )
 
 from common.signals import Stopped, reported
-from pipelines.graph import build_pipeline, plan_run, prepare
+from pipelines.dedup.config import DedupConfig, DedupOptions
+from pipelines.graph import WORKER_MODULES, build_pipeline, plan_run, prepare
+from pipelines.log_setup import add_stderr_handler
 from pipelines.options import PreprocessConfig, PreprocessOptions
+from pipelines.progress import ProgressDisplay
 from pipelines.runner.beam_worker import (
     STANDBY_DIR_ENV,
     STANDBY_PREFIX,
     VERBOSE_ENV,
     StandbyWorkers,
-    add_stderr_handler,
 )
-from pipelines.runner.progress import ProgressDisplay
 from pipelines.runner.reach import UnreachableError, check_all_reachable
 from pipelines.runner.runners import (
     beam_parser,
@@ -274,7 +275,8 @@ def _start_standbys(count: int, verbose: bool, plan, tokenizer) -> StandbyWorker
     """Standby workers for a local multi_processing run, or None where they cannot be started
     (the runner then starts its workers itself: slower to start, the same run)."""
     try:
-        return StandbyWorkers(count, verbose, warm=functools.partial(_warm, plan, tokenizer))
+        return StandbyWorkers(count, verbose, warm=functools.partial(_warm, plan, tokenizer),
+                              preload=WORKER_MODULES)
     except OSError as error:
         LOG.warning("no standby workers (%s); the runner starts its own", error)
         return None
@@ -303,7 +305,7 @@ def _main(argv: list[str], verbose: bool) -> int:
     from dataset_format.tokenizer import load_tokenizer
 
     if "-h" in argv or "--help" in argv:
-        build_parser([PreprocessOptions]).print_help()
+        build_parser([PreprocessOptions, DedupOptions]).print_help()
         return 0
     try:  # first: Beam's own parser would print its whole usage before a bad value's error
         refused = unknown_arguments_error(argv, prog=PROG)
@@ -317,11 +319,11 @@ def _main(argv: list[str], verbose: bool) -> int:
     standbys = runner = None
     try:
         try:
-            config = PreprocessConfig.from_options(options)
+            config = PreprocessConfig.from_options(options, DedupConfig.from_options(options))
             # a few seconds, where a listing waits minutes
             check_all_reachable((*config.input, config.output))
             plan = plan_run(config)
-            runner, local = resolve_runner(options, argv, plan.input_bytes)
+            runner, local = resolve_runner(options, argv, plan.input_bytes, WORKER_MODULES)
             check_dataflow_options(options, runner, config.input, config.output)
             plan = dataclasses.replace(plan, workers=planned_workers(options, runner, local))
             tokenizer = load_tokenizer(config.tokenizer, lowercase=config.lowercase)

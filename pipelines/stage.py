@@ -7,6 +7,10 @@ a dict of PCollections: "documents" (what goes on), "counts" (one small dict per
 into stats.json), and "failures" / "rejects" (records that went elsewhere; emitted only when
 someone keeps them, otherwise just counted, so rejected text never travels).
 
+A stage counts through one hook, `CountingDoFn.stat_update(name, value)`: the count goes to the
+bundle's counts (stats.json), to the Beam metric of that name (at the bundle's end) and, where
+the progress display shows it (progress.HEARTBEAT), to the worker's heartbeat file.
+
 A stage that raises on one record (a bug, or an input nobody foresaw) does not kill the run:
 the record becomes a Failure named after the stage, counted and logged with its location;
 --max-failure-rate turns many of them into a failed run.
@@ -22,6 +26,7 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.transforms.window import GlobalWindows
 
+from pipelines import progress as progress_lib
 from pipelines.document import Failure, Reject
 from pipelines.reason_log import ReasonLog
 from pipelines.stats import CPU_US, DROPPED, FAILED, BundleCounts
@@ -91,28 +96,43 @@ class StageClock:
 
 
 class CountingDoFn(beam.DoFn):
-    """Bundle-local counts, emitted once per bundle on the "counts" output; the stage's CPU
-    time is what its `clock` timed."""
+    """Bundle-local counts (`stat_update`), emitted once per bundle on the "counts" output; the
+    stage's CPU time is what its `clock` timed."""
 
     STAGE = ""  # the stage whose CPU time `clock` counts (stats.json cpu_s); "" for none
+    # The heartbeat directory of a local run the launcher watches (progress.py); None: unwatched
+    progress_dir: str | None = None
+    progress: progress_lib.ProgressReporter | None = None  # this process's, set up by setup()
+
+    def setup(self) -> None:
+        self.progress = progress_lib.reporter(self.progress_dir)
 
     def start_bundle(self) -> None:
         self.counts = BundleCounts()
         self.clock = StageClock(self.STAGE)
 
+    def stat_update(self, name: str, value: int = 1) -> None:
+        """Count `value` more of `name`: in this bundle's counts (stats.json, and the Beam
+        metric of that name at the bundle's end) and in the heartbeat that shows it."""
+        self.counts.inc(name, value)
+        if self.progress is not None and name in progress_lib.HEARTBEAT:
+            self.progress.add(**{progress_lib.HEARTBEAT[name]: value})
+
     def _fail(self, failure: Failure, keep: bool) -> Iterator:
         _FAILURES.warning(failure.reason, "skipped %s: %s %s", failure.location, failure.reason,
                           failure.detail)
-        self.counts.inc(FAILED + failure.reason)
+        self.stat_update(FAILED + failure.reason)
         if keep:
             yield pvalue.TaggedOutput("failures", failure)
 
     def _reject(self, reject: Reject, keep: bool) -> Iterator:
-        self.counts.inc(DROPPED + reject.reason)
+        self.stat_update(DROPPED + reject.reason)
         if keep:
             yield pvalue.TaggedOutput("rejects", reject)
 
     def finish_bundle(self) -> Iterator:
+        if self.progress is not None:
+            self.progress.flush()
         if self.STAGE:
             self.clock.drain(self.counts)
         yield windowed(pvalue.TaggedOutput("counts", self.counts.drain()))

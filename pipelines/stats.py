@@ -1,10 +1,11 @@
 """The run's account: every input record is written, dropped under a reason, or failed.
 
-Counts travel two ways. Each counting DoFn increments Beam metrics (namespace "pipelines") so
-a runner's UI shows them live, and it also emits its bundle's counts as data, merged by one
-tiny CombineGlobally, so that `stats.json` is exact on every runner (metrics are best-effort
-on some runners and are discarded with a failed bundle; data outputs are committed exactly
-once with their bundle).
+Counts travel two ways from the one hook a stage counts through (stage.CountingDoFn.stat_update,
+which also moves the progress heartbeat). Each counting DoFn increments Beam metrics (namespace
+"pipelines") so a runner's UI shows them live, and it also emits its bundle's counts as data,
+merged by one tiny CombineGlobally, so that `stats.json` is exact on every runner (metrics are
+best-effort on some runners and are discarded with a failed bundle; data outputs are committed
+exactly once with their bundle).
 
 Counter names:
     docs_read, bytes_read, read_failures, tasks_read,

@@ -11,7 +11,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import PARTS_REMOVED, Document, Failure, ReadTask, Reject, bucket_of
-from pipelines.sources import get_source
+from pipelines.sources import get_source, source_traits
 from pipelines.write import REJECTS_DIR, WriteRejects, reject_record
 from pipelines.write.rejects import PARTS_REMOVED_TEXT_CHARS, audit_file
 from tests.conftest import CORPORA
@@ -41,8 +41,8 @@ def dropped_records() -> list[Reject]:
     (page,) = [p for p in truth.values() if p["url"] == RUSSIAN_PAGE]
     web = Document(id="webtext:ru", source="webtext", text=page["articleBody"], url=page["url"])
     drops = [
-        clean_document(candide, CleanConfig.for_source("books")),
-        clean_document(web, CleanConfig.for_source("webtext")),
+        clean_document(candide, CleanConfig.for_source(source_traits("books"))),
+        clean_document(web, CleanConfig.for_source(source_traits("webtext"))),
     ]
     assert all(isinstance(d, Reject) and d.reason == "language" for d in drops), drops
     return drops

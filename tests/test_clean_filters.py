@@ -11,11 +11,12 @@ import pytest
 from pipelines.clean import FILTER_NAMES, CleanConfig, clean_document, filters
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import Document, Reject
+from pipelines.sources import source_traits
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 WEBTEXT = CORPORA / "web" / "text" / "webtext_train_10"
 BOOKS = CORPORA / "books"
-WEB = CleanConfig.for_source("webtext")
+WEB = CleanConfig.for_source(source_traits("webtext"))
 
 
 def _webtext(number: int) -> Document:
@@ -58,7 +59,7 @@ def test_cookie_banner_page():
     assert c4.reason == "c4_too_few_sentences" and c4.detail == "3 < 5 after removing 1 lines"
     # Without the sentence minimum the page is kept minus the heading; the consent question
     # ("accept cookies") is in none of C4's phrases, but a configured phrase removes it too.
-    relaxed = CleanConfig.for_source("webtext", c4_min_sentences=None, min_words=0)
+    relaxed = CleanConfig.for_source(source_traits("webtext"), c4_min_sentences=None, min_words=0)
     kept = clean_document(page, relaxed)
     assert "ABOUT COOKIES" not in kept.text and "accept cookies" in kept.text
     phrases = relaxed.c4_boilerplate_phrases + ("accept cookies",)
@@ -87,7 +88,7 @@ def test_books_are_not_subject_to_web_rules():
     # punctuation: the web rules would gut it, the books preset keeps it whole.
     moby = Document("books:2701-0.txt", "books", (BOOKS / "2701-0.txt").read_text("utf-8"))
     assert clean_document(moby, WEB).reason == "too_many_words"
-    kept = clean_document(moby, CleanConfig.for_source("books"))
+    kept = clean_document(moby, CleanConfig.for_source(source_traits("books")))
     assert isinstance(kept, Document)
     assert kept.text == normalize_text(moby.text)
     assert "Call me Ishmael." in kept.text
@@ -97,7 +98,10 @@ def test_web_rules_pass_real_book_prose():
     # The Gopher measures on a 30 kB slice of a real novel stay well inside their limits.
     text = normalize_text((BOOKS / "11-0.txt").read_text("utf-8"))[20_000:50_000]
     no_c4 = CleanConfig.for_source(
-        "webtext", c4_terminal_punctuation=False, c4_min_words_per_line=0, c4_min_sentences=None
+        source_traits("webtext"),
+        c4_terminal_punctuation=False,
+        c4_min_words_per_line=0,
+        c4_min_sentences=None,
     )
     assert _reason(text, no_c4) == "kept"
 
@@ -185,7 +189,7 @@ def test_duplicate_paragraph_rules():
 
 
 def test_light_preset_only_checks_length_and_language():
-    light = CleanConfig.for_source("wikipedia")
+    light = CleanConfig.for_source(source_traits("wikipedia"))
     assert not light.uses_word_statistics and not light.uses_c4_lines
     for reason in ("gopher_duplicate_lines", "gopher_symbol_ratio", "c4_curly_brace"):
         assert _reason(ADVERSARIAL[reason](_prose()), light) == "kept"
@@ -267,7 +271,7 @@ def test_articles_in_scripts_without_spaces_are_kept(language):
     assert filters.count_words(article.text) > 200
     for config in (
         CleanConfig(language=language),
-        CleanConfig.for_source("webtext", language=language),
+        CleanConfig.for_source(source_traits("webtext"), language=language),
     ):
         kept = clean_document(article, config)
         assert isinstance(kept, Document), (config, kept)
@@ -282,11 +286,11 @@ def test_articles_in_scripts_without_spaces_are_kept(language):
 
 
 def test_rules_that_apply_still_reject_unspaced_text():
-    web_ja = CleanConfig.for_source("webtext", language="ja")
+    web_ja = CleanConfig.for_source(source_traits("webtext"), language="ja")
     assert _reason("富士山は日本の最高峰である。", web_ja) == "too_short"
     # 45 letters: fewer than the web preset's 50 words.
     short = JAPANESE.split("\n\n")[1][:45]
-    assert _reason(short + "。" * 5, CleanConfig.for_source("webtext", language="any")) == (
+    assert _reason(short + "。" * 5, CleanConfig.for_source(source_traits("webtext"), language="any")) == (
         "too_few_words"
     )
     repeated = "\n".join([JAPANESE.split("\n\n")[0]] * 4)
@@ -345,7 +349,7 @@ def test_the_web_preset_keeps_the_real_articles_of_the_shared_pages():
 
     from pipelines.sources.web import htmltext
 
-    web = CleanConfig.for_source("webtext", language="any")
+    web = CleanConfig.for_source(source_traits("webtext"), language="any")
     dropped, pages = {}, 0
     for folder in ("html", "aeb-dev"):
         root = CORPORA / "web" / folder

@@ -8,6 +8,7 @@ import pytest
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.clean.language import WINDOW_CHARS, identify_language, language_windows
 from pipelines.document import Document, Reject
+from pipelines.sources import source_traits
 from tests.helpers.wikipedia_dumps import greek_wiki_paragraphs
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
@@ -42,7 +43,7 @@ def test_french_book_rejected_under_english_kept_under_french_or_any():
 
 def test_english_books_kept_with_their_language():
     for name in ("2701-0.txt", "11-0.txt", "pg1080.txt"):
-        kept = clean_document(_book(name), CleanConfig.for_source("books"))
+        kept = clean_document(_book(name), CleanConfig.for_source(source_traits("books")))
         assert isinstance(kept, Document), name
         assert kept.meta["language"] == "en"
 
@@ -53,8 +54,8 @@ def test_greek_wikipedia_paragraphs():
     for paragraph in paragraphs:
         assert identify_language(paragraph)[0] == "el", paragraph[:80]
     doc = Document("wikipedia:elwiki:test", "wikipedia", "\n\n".join(paragraphs))
-    assert clean_document(doc, CleanConfig.for_source("wikipedia")).reason == "language"
-    kept = clean_document(doc, CleanConfig.for_source("wikipedia", language="el"))
+    assert clean_document(doc, CleanConfig.for_source(source_traits("wikipedia"))).reason == "language"
+    kept = clean_document(doc, CleanConfig.for_source(source_traits("wikipedia"), language="el"))
     assert isinstance(kept, Document) and kept.meta["language"] == "el"
     # Normalisation leaves clean Greek text alone, apart from making its NBSPs plain spaces.
     assert "\xa0" in doc.text

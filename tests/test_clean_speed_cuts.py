@@ -16,6 +16,7 @@ import pytest
 
 from pipelines.clean import CleanConfig, clean_document, language, normalize
 from pipelines.document import Document
+from pipelines.sources import source_traits
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 
@@ -118,7 +119,7 @@ def test_an_unverified_model_is_walked_by_py3langid(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["books", "webtext"])
 def test_whole_clean_result_unchanged_on_every_real_sample(monkeypatch, preset):
-    config = CleanConfig.for_source(preset)
+    config = CleanConfig.for_source(source_traits(preset))
     docs = [Document(name, preset, text) for name, text in real_samples()]
     results = [clean_document(doc, config) for doc in docs]
     # The reference: ftfy on every text, py3langid's own classifier.

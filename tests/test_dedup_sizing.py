@@ -15,17 +15,17 @@ import pytest
 
 from pipelines.dedup.components import rounds_for
 from pipelines.dedup.config import DedupConfig
-from pipelines.dedup.sizing import (
+from pipelines.graph import plan_run
+from pipelines.io import InputFile
+from pipelines.options import PreprocessConfig
+from pipelines.sources import MIN_TASK_BYTES
+from pipelines.sources.document_bound import (
     CLEANED_CHARS_PER_BYTE,
     count_lines,
     input_documents_bound,
     parquet_rows_bound,
     plain_text_file,
 )
-from pipelines.graph import plan_run
-from pipelines.io import InputFile
-from pipelines.options import PreprocessConfig
-from pipelines.sources import MIN_TASK_BYTES
 from pipelines.sources.transforms import MIN_EXPANSION_BOUND_BYTES
 from tests.conftest import CORPORA
 
@@ -52,7 +52,7 @@ def test_a_plain_jsonl_is_bounded_by_its_lines_or_its_bytes(alice_jsonl, monkeyp
     size = alice_jsonl.stat().st_size
     assert plain_text_file(str(alice_jsonl))
     assert input_documents_bound([_file(alice_jsonl)], "jsonl", {}, 100.0, 50) == 40  # lines
-    monkeypatch.setattr("pipelines.dedup.sizing.COUNT_LINES_BYTES", size - 1)  # too big to count
+    monkeypatch.setattr("pipelines.sources.document_bound.COUNT_LINES_BYTES", size - 1)  # too big to count
     bound = input_documents_bound([_file(alice_jsonl)], "jsonl", {}, 100.0, 50)
     assert bound == int(size * CLEANED_CHARS_PER_BYTE) // 50
     assert 40 <= bound < 40 * 50  # the 40 paragraphs fit under it, and it is not loose by far
@@ -113,7 +113,7 @@ def test_a_plain_file_of_a_non_text_source_is_not_trusted(alice_jsonl):
 def test_heads_are_read_only_in_small_listings(alice_jsonl, monkeypatch):
     files = [_file(alice_jsonl)] * 3
     small = input_documents_bound(files, "jsonl", {}, 100.0, 50)
-    monkeypatch.setattr("pipelines.dedup.sizing.READ_LOCAL_FILES", 2)
+    monkeypatch.setattr("pipelines.sources.document_bound.READ_LOCAL_FILES", 2)
     # Too many files to read their heads: each is bounded as if it were compressed.
     assert input_documents_bound(files, "jsonl", {}, 100.0, 50) > 10**6 > small
 

@@ -16,12 +16,12 @@ import trafilatura
 
 from pipelines.clean import CleanConfig, clean_document, normalize_text
 from pipelines.document import Document, Reject
-from pipelines.sources import get_source
+from pipelines.sources import get_source, source_traits
 from pipelines.sources.web import htmltext
 
 PAGES = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "web" / "html"
 # Every language: the benchmark pages are in eight, and the language rule is not under test.
-WEB = CleanConfig.for_source("webtext", language="any")
+WEB = CleanConfig.for_source(source_traits("webtext"), language="any")
 
 
 def _f1(extracted: str, truth: str) -> float:

@@ -22,6 +22,7 @@ from pipelines.clean import CleanConfig, clean_document, clean_documents, langua
 from pipelines.clean.normalize import normalize_text
 from pipelines.clean.transforms import Clean
 from pipelines.document import Document, Reject
+from pipelines.sources import source_traits
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 BOOKS = sorted((CORPORA / "books").glob("*.txt")) + sorted(
@@ -141,8 +142,8 @@ def test_chunks_are_bounded_and_cover_every_text_once():
     [
         CleanConfig(),
         CleanConfig(language="en,fr"),
-        CleanConfig.for_source("webtext"),
-        CleanConfig.for_run("wikipedia", None),  # each article held to its dump's language
+        CleanConfig.for_source(source_traits("webtext")),
+        CleanConfig.for_run(source_traits("wikipedia"), None),  # each article held to its dump's language
         CleanConfig(language="any"),
     ],
     ids=["default", "en-fr", "web-preset", "dump-language", "any"],

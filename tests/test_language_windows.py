@@ -11,6 +11,7 @@ import pytest
 from pipelines.clean import CleanConfig, clean_document, language
 from pipelines.clean.normalize import normalize_text
 from pipelines.document import Document
+from pipelines.sources import source_traits
 from tests.helpers.wikipedia_dumps import greek_wiki_paragraphs
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
@@ -94,7 +95,7 @@ def test_every_english_book_is_kept_at_the_default():
     assert len(books) >= 9
     for path in books:
         doc = Document(f"books:{path.name}", "books", path.read_text("utf-8-sig"))
-        kept = clean_document(doc, CleanConfig.for_source("books"))
+        kept = clean_document(doc, CleanConfig.for_source(source_traits("books")))
         assert isinstance(kept, Document), (path.name, kept)
         assert kept.meta["language"] == "en"
 

@@ -30,7 +30,7 @@ from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document
 from pipelines.preprocess import main
 from pipelines.sentences import split_sentences
-from pipelines.sources import get_source
+from pipelines.sources import get_source, source_traits
 from pipelines.tokenize.encode import tokenize_batch
 from pipelines.write import MARKER_NAME, bucket_of
 
@@ -89,7 +89,7 @@ def reference(
     (documents in shard order, cleaned text by id, number of records read)."""
     module = get_source(source)
     records = [r for task in module.plan(pattern, options or {}) for r in module.read(task)]
-    config = CleanConfig.for_source(source, language=language)
+    config = CleanConfig.for_source(source_traits(source), language=language)
     cleaned = [clean_document(r, config) for r in records if isinstance(r, Document)]
     cleaned = [d for d in cleaned if isinstance(d, Document)]
     tokenized, _ = tokenize_batch(
@@ -558,7 +558,7 @@ def test_a_stopped_or_killed_worker_ends_the_run_with_one_line(tmp_path, signum)
 def test_disk_full_at_the_final_write_is_one_line_and_stats_say_failed(
     tmp_path, capsys, monkeypatch
 ):
-    from pipelines.write.output import OutputDir
+    from pipelines.output import OutputDir
 
     real = OutputDir.write_bytes
 

@@ -23,13 +23,14 @@ import zstandard
 
 from dataset_format import INDEX_CACHE_DIR, MANIFEST_NAME, ShardSet
 from pipelines.document import ReadTask, TokenizedDocument
+from pipelines.log_setup import OwnMessagesOnly, add_stderr_handler
 from pipelines.preprocess import (
     RUN_TMP_PREFIX,
     failure_line,
     make_run_tmp,
     sweep_stale_run_tmps,
 )
-from pipelines.runner.beam_worker import STANDBY_PREFIX, OwnMessagesOnly, add_stderr_handler
+from pipelines.runner.beam_worker import STANDBY_PREFIX
 from pipelines.sources import transforms
 from pipelines.stats import AccountError, build_stats, check_stats
 from pipelines.write import (
@@ -250,7 +251,7 @@ def test_the_lock_is_held_across_processes_and_dropped_when_the_holder_dies(tmp_
 
 
 def test_a_remote_output_is_locked_by_a_lock_object(monkeypatch):
-    monkeypatch.setattr("pipelines.write.output.LOCK_SETTLE_S", 0.0)
+    monkeypatch.setattr("pipelines.output.LOCK_SETTLE_S", 0.0)
     url = "memory://output-lock-test/set"
     first = claim_output(url, run_id="first-run")
     with pytest.raises(OutputError, match="first-run.*delete memory://output-lock-test/set/"):

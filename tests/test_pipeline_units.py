@@ -11,8 +11,8 @@ import pytest
 import xxhash
 
 from dataset_format import IndexedDataset
+from pipelines import progress
 from pipelines.document import Failure, Reject, TokenizedDocument
-from pipelines.runner import progress
 from pipelines.stats import (
     AccountError,
     BundleCounts,
@@ -302,7 +302,7 @@ def test_each_flag_is_its_config_fields_declaration():
         return PreprocessConfig.from_options(PipelineOptions([*required, *argv]))
 
     assert config() == PreprocessConfig("books", "in/*.txt", "out", "t.json")
-    assert config().dedup_config == DedupConfig()
+    assert DedupConfig.from_options(PipelineOptions(required)) == DedupConfig()  # its flags
     with pytest.raises(
         ValueError,
         match=r"^missing required option\(s\): --source, --input, --output, --tokenizer$",

@@ -9,9 +9,8 @@ import json
 import pytest
 
 from pipelines.clean import CleanConfig, clean_document
-from pipelines.document import Document, ReadTask, Reject
+from pipelines.document import SOURCE_LANGUAGE_META, Document, ReadTask, Reject
 from pipelines.preprocess import main
-from pipelines.sources.traits import SOURCE_LANGUAGE_META
 from pipelines.sources.wikipedia import wikipedia
 from pipelines.sources.wikipedia.wiki_dump import SiteInfo, read_siteinfo
 from tests.conftest import CORPORA, GPT2_VOCAB

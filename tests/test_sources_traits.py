@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 from pipelines.clean import CleanConfig, clean_document
-from pipelines.dedup.sizing import count_lines, input_documents_bound
 from pipelines.document import Document, Reject
 from pipelines.io import InputFile
 from pipelines.options import PreprocessConfig
 from pipelines.sources import SOURCES, sized_read_options, source_traits
 from pipelines.sources.books import books
+from pipelines.sources.document_bound import count_lines, input_documents_bound
 from pipelines.sources.traits import DocumentBound, SourceTraits, TaskSize
 from tests.conftest import CORPORA
 
@@ -36,11 +36,11 @@ def test_every_source_declares_its_traits():
 
 def test_the_clean_preset_and_min_tokens_follow_the_traits(monkeypatch):
     page = Document("books:page", "books", SHORT_PAGE.read_text(encoding="utf-8"))
-    assert isinstance(clean_document(page, CleanConfig.for_source("books", language="any")),
+    assert isinstance(clean_document(page, CleanConfig.for_source(source_traits("books"), language="any")),
                       Document)
     assert _preprocess_config("books").min_tokens == 0
     monkeypatch.setattr(books, "TRAITS", SourceTraits(web_text=True, min_tokens=7))
-    rejected = clean_document(page, CleanConfig.for_source("books", language="any"))
+    rejected = clean_document(page, CleanConfig.for_source(source_traits("books"), language="any"))
     assert isinstance(rejected, Reject) and rejected.reason == "too_few_words"  # the web preset's 50
     assert _preprocess_config("books").min_tokens == 7
     assert _preprocess_config("webtext").min_tokens == 128  # webtext's own traits stand

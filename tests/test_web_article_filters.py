@@ -13,10 +13,11 @@ import pytest
 from bench.bench_extract import bag_of_words_scores
 from pipelines.clean import EXTRACTOR_META, CleanConfig, clean_document
 from pipelines.document import Document, Reject
+from pipelines.sources import source_traits
 from pipelines.sources.web import htmltext
 
 AEB_DEV = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "web" / "aeb-dev"
-WEB = CleanConfig.for_source("webtext", language="any")
+WEB = CleanConfig.for_source(source_traits("webtext"), language="any")
 
 
 @pytest.fixture(scope="module")

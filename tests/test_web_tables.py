@@ -13,11 +13,12 @@ import pytest
 
 from pipelines.clean import EXTRACTOR_META, CleanConfig, clean_document, filters
 from pipelines.document import Document, Reject
+from pipelines.sources import source_traits
 from pipelines.sources.web import htmltext, webtext
 
 WEB_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "web"
 AEB_DEV = WEB_CORPORA / "aeb-dev"
-WEB = CleanConfig.for_source("webtext", language="any")
+WEB = CleanConfig.for_source(source_traits("webtext"), language="any")
 # autoracing.com.br's NASCAR standings: 40 rows of positions and points under 85 words of prose.
 STANDINGS = "11ea381ad92b"
 # The Browns' defensive snap counts: tables of players, snaps and stats between paragraphs.

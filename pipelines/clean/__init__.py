@@ -1,7 +1,8 @@
 """The clean stage: normalise every document, then keep it or reject it under a named reason.
 
     from pipelines.clean import CleanConfig, clean_document
-    result = clean_document(doc, CleanConfig.for_source("webtext"))   # Document or Reject
+    from pipelines.sources import source_traits
+    result = clean_document(doc, CleanConfig.for_source(source_traits("webtext")))  # or Reject
 
 `clean_document` is pure. Checks run cheapest and most decisive first, in the order of
 FineWeb's pipeline: length, language, Gopher repetition, Gopher quality, then C4's line rules
@@ -31,8 +32,13 @@ from pipelines.clean.language import (
     supported_languages,
 )
 from pipelines.clean.normalize import normalize_text
-from pipelines.document import LANGUAGE_META, LANGUAGE_SCORE_META, Document, Reject
-from pipelines.sources.traits import SOURCE_LANGUAGE_META
+from pipelines.document import (
+    LANGUAGE_META,
+    LANGUAGE_SCORE_META,
+    SOURCE_LANGUAGE_META,
+    Document,
+    Reject,
+)
 
 __all__ = [
     "CleanConfig", "clean_document", "clean_documents", "FILTER_FLAGS", "FILTER_NAMES",
@@ -106,7 +112,8 @@ _MIN_SENTENCES = 2  # C4: 5
 
 @dataclasses.dataclass(frozen=True)
 class CleanConfig:
-    """Every filter's setting. Defaults are the light preset; `for_source("webtext")` the web one.
+    """Every filter's setting. Defaults are the light preset; `for_source(traits)` of a source of
+    web text the web one.
 
     | field | default | web preset | rejects with |
     |---|---|---|---|
@@ -198,15 +205,14 @@ class CleanConfig:
                 raise ValueError(f"n-gram sizes must be >= 1, got {n}")
 
     @classmethod
-    def for_source(cls, source: str, **overrides: object) -> CleanConfig:
-        """The preset for a source: one of crawled web pages (its traits' `web_text`) gets the
+    def for_source(cls, traits, **overrides: object) -> CleanConfig:
+        """The preset for a source of these traits (its `SourceTraits`, which the caller looks
+        up: the sources stand beside this stage): one of crawled web pages (`web_text`) gets the
         Gopher and C4 rules, with their published thresholds where those keep real articles and
         thresholds measured on real article pages where they do not (`_DUPLICATE_NGRAMS`, ...);
         any other only normalisation, length and language. `overrides` replace single fields
         (e.g. `language="any"`)."""
-        from pipelines.sources import source_traits
-
-        if source_traits(source).web_text:
+        if traits.web_text:
             preset: dict[str, object] = dict(
                 min_words=50,
                 max_words=100_000,
@@ -235,16 +241,15 @@ class CleanConfig:
         return cls(**preset)  # type: ignore[arg-type]
 
     @classmethod
-    def for_run(cls, source: str, language: str | None) -> CleanConfig:
-        """The preset for a run of `source` (`for_source`) keeping `language` ("en", "en,fr",
-        "any"); None: each document's input's own where the source's files name one (a
-        Wikipedia dump's <siteinfo>: `SourceTraits.input_language`), else the default, en."""
-        from pipelines.sources import source_traits
-
+    def for_run(cls, traits, language: str | None) -> CleanConfig:
+        """The preset for a run of a source of these traits (`for_source`) keeping `language`
+        ("en", "en,fr", "any"); None: each document's input's own where the source's files name
+        one (a Wikipedia dump's <siteinfo>: `SourceTraits.input_language`), else the default,
+        en."""
         if language is not None:
-            return cls.for_source(source, language=language)
-        own = source_traits(source).input_language is not None
-        return cls.for_source(source, language_from_source=own)
+            return cls.for_source(traits, language=language)
+        own = traits.input_language is not None
+        return cls.for_source(traits, language_from_source=own)
 
     @property
     def uses_word_statistics(self) -> bool:

@@ -27,6 +27,7 @@ class CleanDoFn(CountingDoFn):
         self.keep_rejects = keep_rejects
 
     def setup(self) -> None:
+        super().setup()
         # imported here, once, not in process: a from-import costs ~1 us a document
         from pipelines.clean import clean_documents, language_seen
 
@@ -54,7 +55,7 @@ class CleanDoFn(CountingDoFn):
                 continue
             language = self.language_seen(result)
             if language:  # the languages a filter that drops most saw are named at the end
-                self.counts.inc(seen_key("language", language))
+                self.stat_update(seen_key("language", language))
             if isinstance(result, Reject):
                 yield from self._reject(result, self.keep_rejects)
             else:

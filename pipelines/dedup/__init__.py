@@ -19,6 +19,7 @@ _EXPORTS = {
     "ClusterMember": "pipelines.dedup.transforms",
     "ComponentsNotConverged": "pipelines.dedup.components",
     "DedupConfig": "pipelines.dedup.config",
+    "DedupOptions": "pipelines.dedup.config",
     "Deduplicate": "pipelines.dedup.transforms",
     "REASONS": "pipelines.dedup.transforms",
     "REMOVAL_COUNTERS": "pipelines.dedup.transforms",

@@ -46,12 +46,11 @@ from common.cli import ArgumentParser, known_flags
 from pipelines.dedup.components import ComponentsNotConverged
 from pipelines.dedup.config import DedupConfig, add_dedup_arguments
 from pipelines.dedup.parquet import ReadDocuments, WriteClusters, WriteDocuments, WriteRejects
-from pipelines.dedup.sizing import parquet_rows_bound, sized_config
+from pipelines.dedup.sizing import sized_config
 from pipelines.dedup.stash import stash_buckets, stash_dir
 from pipelines.dedup.transforms import REMOVAL_COUNTERS, Deduplicate
 from pipelines.inputs import add_input_arguments, parsed_inputs
-from pipelines.stats import NAMESPACE, shuffle_summary
-from pipelines.write import (
+from pipelines.output import (
     DEDUP_OUTPUT,
     LOCK_NAME,
     MARKER_NAME,
@@ -63,6 +62,8 @@ from pipelines.write import (
     describe_storage_error,
     write_marker,
 )
+from pipelines.sources.document_bound import parquet_rows_bound
+from pipelines.stats import NAMESPACE, shuffle_summary
 
 PROG = "python -m pipelines.dedup"
 

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable
 
 from pipelines.io import open_input
-from pipelines.write.output import OutputDir
+from pipelines.output import OutputDir
 
 Ref = tuple[str, int, int, int]  # file name, offset, hash bytes, node bytes
 

@@ -16,8 +16,8 @@ at most about log2(n) rounds (components.rounds_for). So by default (cc_rounds N
 the launcher sizes them to the input before it builds the graph (`with_rounds_for`): the
 documents that can reach the components step are at most the input's characters of text over
 the fewest characters a document needs to get there (preprocess: its cleaning's min_chars), or
-a JSONL file's lines, or a Parquet file's rows (`pipelines.dedup.sizing`), and a component has
-at most that many. Where the input gives no
+a JSONL file's lines, or a Parquet file's rows (`pipelines.sources.document_bound`), and a
+component has at most that many. Where the input gives no
 bound (a remote listing without sizes, no expansion limit on compressed input) it is
 FALLBACK_CC_ROUNDS (16), which is also the most it is sized to: the bound from bytes is loose
 (a compressed dump is bounded by its expansion limit; a plain book file, which is one document,
@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from common import option_fields as fields
 from pipelines.dedup.components import rounds_for
@@ -206,8 +208,22 @@ class DedupConfig:
         """The config of flags added by `add_dedup_arguments`."""
         return fields.from_namespace(cls, args)
 
+    @classmethod
+    def from_options(cls, options: PipelineOptions) -> DedupConfig:
+        """The config of a Beam command's dedup flags (`DedupOptions`)."""
+        return cls.from_args(options.view_as(DedupOptions))
+
 
 def add_dedup_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the dedup flags to a CLI, in its FLAG_GROUP argument group (where preprocess's
     --no-dedup is too); `DedupConfig.from_args` reads them."""
     fields.add_options(parser, DedupConfig, group=FLAG_GROUP)
+
+
+class DedupOptions(PipelineOptions):
+    """The dedup flags on Beam's parser, for a command that runs dedup as one of its stages
+    (preprocess); the dedup command's own parser takes them itself (`add_dedup_arguments`)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        add_dedup_arguments(parser)

@@ -36,7 +36,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.document import Document, bucket_of
 from pipelines.io import open_input
-from pipelines.write.output import WORK_DIR, BundleFiles, OutputDir
+from pipelines.output import WORK_DIR, BundleFiles, OutputDir
 
 STASH_DIR = "dedup"  # under the run's work area (OUTPUT/_work/)
 STASH_MAGIC = b"DSTASH01"

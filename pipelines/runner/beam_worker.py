@@ -6,11 +6,12 @@ importing, "No semi_persistent_directory found" when starting). Here logging is 
 Beam is imported: our own loggers (`pipelines.*`) print as in the launcher, Beam's are kept out
 unless the launcher was given --verbose. Errors still reach the launcher, which reports them.
 
-Standby workers. A worker spends ~1.5 s importing Beam and our modules before it does any
-work, and the runner starts its workers only once the launcher has built and translated the
-graph. So the launcher starts its workers' processes first (`StandbyWorkers`): each imports
-all that, then waits on a Unix socket in a directory of the run. When the runner starts a
-worker (`python -m pipelines.runner.beam_worker`, with the directory in SHARDSMITH_STANDBY_DIR), that
+Standby workers. A worker spends ~1.5 s importing Beam and the command's modules (the ones its
+DoFns need, which the command names: `preload`) before it does any work, and the runner starts
+its workers only once the launcher has built and translated the graph. So the launcher starts
+its workers' processes first (`StandbyWorkers`): each imports all that, then waits on a Unix
+socket in a directory of the run. When the runner starts a worker
+(`python -m pipelines.runner.beam_worker`, with the directory in SHARDSMITH_STANDBY_DIR), that
 short-lived process claims one standby by renaming its socket (atomic: two workers never claim
 the same one), hands it its environment (the runner's control and logging addresses), and
 waits for it to finish, exiting with its code. Without a standby left, it runs the worker
@@ -30,6 +31,7 @@ it, not when the last worker exits.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import logging
 import os
@@ -42,6 +44,9 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Sequence
+
+from pipelines.log_setup import add_stderr_handler
 
 # Set by the launcher for its workers: "1" when the run was given --verbose.
 VERBOSE_ENV = "SHARDSMITH_VERBOSE"
@@ -54,28 +59,6 @@ _WAITING = "waiting-"  # a standby's socket, before a worker claims it
 _STARTING = "starting-"  # a standby still importing: holds its pid
 _STARTING_WAIT_S = 60.0
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number, from glibc's malloc.h
-LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
-
-
-class OwnMessagesOnly(logging.Filter):
-    """Passes records of the `pipelines` loggers (ours) only."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.name == "pipelines" or record.name.startswith("pipelines.")
-
-
-def add_stderr_handler(verbose: bool, level: int) -> logging.Handler:
-    """A stderr handler on the root logger (returned, for the caller to remove); without
-    `verbose` it prints only our own messages."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    if not verbose:
-        handler.addFilter(OwnMessagesOnly())
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(level)
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)  # its INFO is per gRPC channel
-    return handler
 
 
 def _quiet_logging() -> None:
@@ -173,20 +156,24 @@ def _read_request(connection: socket.socket) -> dict:
     return json.loads(data)
 
 
-def _import_worker_modules() -> None:
+def import_modules(names: Sequence[str]) -> None:
+    """Import the modules `names`: what unpickling a command's DoFns imports. The command names
+    them (the runner knows no stage)."""
+    for name in names:
+        importlib.import_module(name)
+
+
+def _import_worker_modules(preload: Sequence[str]) -> None:
     """What a worker imports before its first bundle: Beam's worker (the slow part) and the
-    modules unpickling our DoFns imports."""
+    command's modules `preload`."""
     from apache_beam.runners.worker import sdk_worker_main  # noqa: F401
 
-    import pipelines.clean.transforms  # noqa: F401
-    import pipelines.sources.transforms  # noqa: F401
-    import pipelines.tokenize.transforms  # noqa: F401
-    import pipelines.write  # noqa: F401
+    import_modules(preload)
 
 
-def standby(directory: str, index: str) -> None:
-    """A standby worker: Beam and our modules imported, waiting for its worker's environment.
-    Exits by itself when the launcher that started it is gone."""
+def standby(directory: str, index: str, preload: Sequence[str] = ()) -> None:
+    """A standby worker: Beam and the command's modules `preload` imported, waiting for its
+    worker's environment. Exits by itself when the launcher that started it is gone."""
     parent = os.getppid()
     socket_path = os.path.join(directory, f"{_WAITING}{index}")
     starting = os.path.join(directory, f"{_STARTING}{index}")
@@ -197,7 +184,7 @@ def standby(directory: str, index: str) -> None:
         f.write(str(os.getpid()))
     os.rename(written, starting)
     _quiet_logging()
-    _import_worker_modules()
+    _import_worker_modules(preload)
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     bound = os.path.join(directory, f"bound-{index}")  # not claimable yet
@@ -278,7 +265,7 @@ def apply_mmap_threshold() -> None:
         pass  # not glibc: its allocator has no such setting
 
 
-def _forked_standby(directory: str, index: str, verbose: bool) -> None:
+def _forked_standby(directory: str, index: str, verbose: bool, preload: Sequence[str]) -> None:
     """The child of a fork: a standby with the launcher's modules and loaded state. Never
     returns (the launcher's stack must not unwind twice)."""
     code = 1
@@ -289,8 +276,8 @@ def _forked_standby(directory: str, index: str, verbose: bool) -> None:
         logging.getLogger().handlers.clear()  # the launcher's, on its stderr
         os.environ[VERBOSE_ENV] = "1" if verbose else "0"
         apply_mmap_threshold()
-        sys.argv = [__file__, "--standby", directory, index]
-        standby(directory, index)
+        sys.argv = [__file__, "--standby", directory, index, ",".join(preload)]
+        standby(directory, index, preload)
         code = 0
     finally:
         os._exit(code)
@@ -331,11 +318,12 @@ class StandbyWorkers:
     runner's workers take them over (see the module docstring). `env()` is what the launcher
     adds to its environment for the run; `close()` stops the ones never claimed.
 
-    `warm`: loads, in this process, what the workers would each load again (the tokenizer's
-    encoder, the language model); given, the standbys are forked after it runs, when this
-    process has a single thread. `forked` says whether they were."""
+    `preload`: the modules unpickling the command's DoFns imports, imported by each standby
+    before it is claimed. `warm`: loads, in this process, what the workers would each load
+    again (the tokenizer's encoder, the language model); given, the standbys are forked after
+    it runs, when this process has a single thread. `forked` says whether they were."""
 
-    def __init__(self, count: int, verbose: bool, warm=None):
+    def __init__(self, count: int, verbose: bool, warm=None, preload: Sequence[str] = ()):
         from common.output_dir import try_lock_directory
 
         self.directory = tempfile.mkdtemp(prefix=STANDBY_PREFIX)
@@ -343,7 +331,7 @@ class StandbyWorkers:
         self.processes: list = []
         self.forked = False
         if warm is not None:
-            _import_worker_modules()  # for the children
+            _import_worker_modules(preload)  # for the children
             warm()
             self.forked = _can_fork()
         env = dict(os.environ, **{VERBOSE_ENV: "1" if verbose else "0"})
@@ -357,13 +345,14 @@ class StandbyWorkers:
                     warnings.simplefilter("ignore", DeprecationWarning)
                     pid = os.fork()
                 if pid == 0:
-                    _forked_standby(self.directory, str(i), verbose)
+                    _forked_standby(self.directory, str(i), verbose, preload)
                 self.processes.append(_ForkedProcess(pid))
                 continue
             command = [sys.executable, "-m", "pipelines.runner.beam_worker", "--standby"]
             self.processes.append(
                 subprocess.Popen(
-                    [*command, self.directory, str(i)], env=env, stdin=subprocess.DEVNULL
+                    [*command, self.directory, str(i), ",".join(preload)], env=env,
+                    stdin=subprocess.DEVNULL,
                 )
             )
 
@@ -398,7 +387,7 @@ if __name__ == "__main__":
     # A Ctrl-C reaches every process of the terminal's group: the launcher stops the run and
     # its workers with it, in one line, where each worker would print a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if len(sys.argv) == 4 and sys.argv[1] == "--standby":
-        standby(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "--standby":
+        standby(sys.argv[2], sys.argv[3], tuple(filter(None, sys.argv[4].split(","))))
     else:
         main()

@@ -53,9 +53,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 
 from apache_beam.runners.dask import dask_runner as stock
 
+from pipelines.runner.beam_worker import import_modules
 from pipelines.runner.dask_graph import graph
 
 DaskOptions = stock.DaskOptions
@@ -64,17 +66,14 @@ LOG = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 10.0
 
 
-def _import_pipeline_modules() -> None:
+def _import_pipeline_modules(preload: tuple[str, ...]) -> None:
     # Beam warns through the root logger while it is imported ("apitools not found"); a worker
     # whose root logger has no handler would print that through Python's last-resort handler
     # on the cluster's terminal. Our own loggers' records reach the launcher (forward_logging).
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.NullHandler())
-    import pipelines.clean.transforms  # noqa: F401  (what unpickling our DoFns imports)
-    import pipelines.sources.transforms  # noqa: F401
-    import pipelines.tokenize.transforms  # noqa: F401
-    import pipelines.write  # noqa: F401
+    import_modules(preload)  # what unpickling the command's DoFns imports
 
 
 def _dashboard(client) -> str:
@@ -92,8 +91,11 @@ class DaskRunner(stock.DaskRunner):
     """Runs a pipeline on a dask.distributed client (see the module docstring for what differs
     from Beam's own DaskRunner)."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: Sequence[str] = ()) -> None:
+        """`preload`: the modules unpickling the command's DoFns imports, imported by every
+        worker as soon as the cluster is reached."""
         super().__init__()
+        self._preload = tuple(preload)
         self._client = None
         self._futures: list = []  # what run_pipeline left on the cluster
         self._scratch: str | None = None  # the workers' folder of a cluster started here
@@ -115,7 +117,8 @@ class DaskRunner(stock.DaskRunner):
             # The workers import Beam and our modules (seconds) now, while the launcher loads
             # the tokenizer and builds the graph, not when the first task reaches them.
             threading.Thread(
-                target=self._client.run, args=(_import_pipeline_modules,), daemon=True
+                target=self._client.run, args=(_import_pipeline_modules, self._preload),
+                daemon=True,
             ).start()
         return self._client
 

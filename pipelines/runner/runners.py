@@ -117,17 +117,24 @@ def unknown_arguments_error(
     return f"unexpected argument(s) {words}: no option takes them (inputs go after --input)"
 
 
-def resolve_runner(options: PipelineOptions, argv: Sequence[str], input_bytes: int | None = None):
+def resolve_runner(
+    options: PipelineOptions,
+    argv: Sequence[str],
+    input_bytes: int | None = None,
+    preload: Sequence[str] = (),
+):
     """(runner to pass to beam.Pipeline, is it a local Python run). A local run is
     multi_processing over every core, or in this process when `input_bytes` is known and under
-    IN_PROCESS_MAX_BYTES; --direct_running_mode and --direct_num_workers override both."""
+    IN_PROCESS_MAX_BYTES; --direct_running_mode and --direct_num_workers override both.
+    `preload`: the modules the command's DoFns need, imported by our DaskRunner's workers
+    before their first task."""
     standard = options.view_as(StandardOptions)
     name = standard.runner
     if name in ("DaskRunner", "apache_beam.runners.dask.dask_runner.DaskRunner"):
         # Beam 2.77 knows no short name for it, and its own loses data (pipelines/runner/dask_runner.py)
         from pipelines.runner.dask_runner import DaskRunner
 
-        return DaskRunner(), False
+        return DaskRunner(preload), False
     if name is not None and name not in LOCAL_PYTHON_RUNNERS:
         return name, name == "PrismRunner"
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner

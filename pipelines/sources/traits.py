@@ -1,11 +1,11 @@
 """What the rest of the pipeline must know about a source, declared by the source itself.
 
-Each source module sets `TRAITS = SourceTraits(...)`; the clean preset and the default language
-(`CleanConfig.for_source`, `PreprocessConfig.clean_config`),
-the default `--min-tokens` (`PreprocessConfig`), the task size (`sources.sized_read_options`),
-dedup's bound on the documents (`dedup/sizing.py`) and the launcher's check of the input's
-format (`sources/formats.py`) read them through `sources.source_traits`, so
-that no code outside `pipelines/sources/` compares a source's name.
+Each source module sets `TRAITS = SourceTraits(...)`; what depends on them reads them through
+`sources.source_traits`: the clean preset and the default language (`PreprocessConfig.clean_config`
+hands them to `CleanConfig.for_run`), the default `--min-tokens` (`PreprocessConfig`), the task
+size (`sources.sized_read_options`), the bound on the documents dedup sizes its rounds to
+(`sources/document_bound.py`) and the launcher's check of the input's format
+(`sources/formats.py`), so that no code outside `pipelines/sources/` compares a source's name.
 """
 
 from __future__ import annotations
@@ -21,16 +21,12 @@ from pipelines.sources.sizes import (
     size_option,
 )
 
-# The meta key under which a source whose input says its own language (`input_language`) puts
-# that language's code on each document it reads.
-SOURCE_LANGUAGE_META = "source_language"
-
 
 class DocumentBound(enum.Enum):
     """What bounds the documents a source's input files can hold, before they are read.
 
     Every bound is also capped by the text a file can yield over the cleaning's shortest
-    document (dedup/sizing.py); the members below add what the format itself allows."""
+    document (sources/document_bound.py); the members below add what the format itself allows."""
 
     # Only that: a file's text is bounded by its bytes and --max-expansion.
     TEXT = "text"

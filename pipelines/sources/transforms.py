@@ -20,7 +20,6 @@ from pipelines.document import (
 )
 from pipelines.inputs import as_patterns
 from pipelines.reason_log import ReasonLog
-from pipelines.runner import progress as progress_lib
 from pipelines.sources import get_source, input_bytes, split_task
 from pipelines.sources.input_errors import printable_name
 from pipelines.stage import CountingDoFn, stage_error
@@ -54,21 +53,15 @@ def expansion_bound(input_bytes: int, max_expansion: float) -> float:
 
 
 class _SourceTaskDoFn(CountingDoFn):
-    """A DoFn on one source's ReadTasks: the source module and the progress reporter are set up
-    once per worker, and the reporter flushed at each bundle's end."""
+    """A DoFn on one source's ReadTasks: the source module is set up once per worker."""
 
     def __init__(self, source: str, progress_dir: str | None):
         self.source_name = source
         self.progress_dir = progress_dir
 
     def setup(self) -> None:
+        super().setup()
         self.source = get_source(self.source_name)
-        self.progress = progress_lib.reporter(self.progress_dir)
-
-    def finish_bundle(self) -> Iterator:
-        if self.progress:
-            self.progress.flush()
-        yield from super().finish_bundle()
 
 
 class ReadDoFn(_SourceTaskDoFn):
@@ -89,7 +82,7 @@ class ReadDoFn(_SourceTaskDoFn):
         records = 0
         text_bytes, bound = 0, float("inf")
         task_bytes = task_input_bytes(task)
-        self.counts.inc(INPUT_BYTES, task_bytes)
+        self.stat_update(INPUT_BYTES, task_bytes)
         # the sidecar's input column, for every document of the task; a name that is not UTF-8
         # as its escaped text (Parquet, JSON and Beam's coders refuse a lone surrogate)
         input_name = printable_name(task.path)
@@ -104,7 +97,7 @@ class ReadDoFn(_SourceTaskDoFn):
                     if text_bytes > bound:
                         # A decompression bomb: stop the task here, so its output (spill,
                         # shards) stays within max_expansion x the input.
-                        self.counts.inc("read_failures")
+                        self.stat_update("read_failures")
                         yield from self._fail(
                             Failure(
                                 location=_where(task),
@@ -116,10 +109,8 @@ class ReadDoFn(_SourceTaskDoFn):
                             self.keep_failures,
                         )
                         break
-                    self.counts.inc("docs_read")
-                    self.counts.inc("bytes_read", size)
-                    if self.progress:
-                        self.progress.add(docs_read=1, bytes_read=size)
+                    self.stat_update("docs_read")
+                    self.stat_update("bytes_read", size)
                     cut_text = record.meta.get(PARTS_REMOVED_TEXT, "")
                     meta = {k: v for k, v in record.meta.items() if k != PARTS_REMOVED_TEXT}
                     meta[INPUT_META] = input_name
@@ -127,26 +118,24 @@ class ReadDoFn(_SourceTaskDoFn):
                     yield record
                     yield from self._parts_removed(record, cut_text)
                 else:
-                    self.counts.inc("read_failures")
-                    self.counts.inc(file_failure_key(input_name, record.reason))
+                    self.stat_update("read_failures")
+                    self.stat_update(file_failure_key(input_name, record.reason))
                     for name, lost in input_loss_counts(record, task_bytes).items():
-                        self.counts.inc(name, lost)
+                        self.stat_update(name, lost)
                     yield from self._fail(record, self.keep_failures)
         except Exception as error:  # a reader bug must not end a long run: count it, go on
             records += 1
-            self.counts.inc("read_failures")
+            self.stat_update("read_failures")
             # The records after the error were never read, so nothing can count them: the
             # run fails at the end (stats.check_stats) rather than report a false account.
-            self.counts.inc("read_tasks_cut_short")
+            self.stat_update("read_tasks_cut_short")
             yield from self._fail(stage_error(_where(task), "read", error), self.keep_failures)
         if records == 0 and task.start == 0 and task.end < 0:
             # Nothing to account for, but an empty file is usually a mistake worth seeing (a
             # range of a split file may hold no record start: a longer record owns it).
             LOG.warning("%s: no records (an empty input)", _where(task))
-            self.counts.inc("empty_tasks")
-        self.counts.inc("tasks_read")
-        if self.progress:
-            self.progress.add(tasks=1)
+            self.stat_update("empty_tasks")
+        self.stat_update("tasks_read")
 
     def _parts_removed(self, doc: Document, cut_text: str) -> Iterator:
         """A kept document the source cut parts of (a book's apparatus): counted, and its note
@@ -154,7 +143,7 @@ class ReadDoFn(_SourceTaskDoFn):
         rejects are kept (write/rejects.py sends it there by its reason: it is no drop)."""
         removed = doc.meta.get(PARTS_REMOVED)
         if removed:
-            self.counts.inc("docs_with_parts_removed")
+            self.stat_update("docs_with_parts_removed")
             if self.keep_failures:
                 yield pvalue.TaggedOutput(
                     "failures", Reject(doc.id, doc.source, PARTS_REMOVED, removed, cut_text, doc.url)
@@ -177,12 +166,12 @@ class PlanDoFn(CountingDoFn):
         try:
             tasks = get_source(self.source_name).plan(self.patterns, self.options)
         except (ValueError, OSError) as error:  # FileNotFoundError included
-            self.counts.inc("read_failures")
+            self.stat_update("read_failures")
             location = ", ".join(self.patterns)
             failure = Failure(location=location, reason="plan_error", detail=str(error))
             yield from self._fail(failure, self.keep_failures)
             return
-        self.counts.inc("files_planned", len(tasks))
+        self.stat_update("files_planned", len(tasks))
         yield from tasks
 
 
@@ -198,9 +187,7 @@ class SplitDoFn(_SourceTaskDoFn):
                 "split_error", "%s: could not be split (%s: %s); read as one task", task.path,
                 type(error).__name__, str(error).strip().split("\n", 1)[0][:300])
             tasks = [task]
-        self.counts.inc("tasks_planned", len(tasks))
-        if self.progress:
-            self.progress.add(tasks_planned=len(tasks))
+        self.stat_update("tasks_planned", len(tasks))
         yield from tasks
 
 

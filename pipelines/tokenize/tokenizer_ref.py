@@ -46,7 +46,7 @@ class TokenizerRef:
     @classmethod
     def save(cls, tokenizer, url: str) -> TokenizerRef:
         """Write the tokenizer's JSON to `url` (atomically) and refer to it."""
-        from pipelines.write import OutputDir
+        from pipelines.output import OutputDir
 
         directory, _, name = url.rstrip("/").rpartition("/")
         if "://" not in url:
@@ -60,7 +60,7 @@ class TokenizerRef:
 
     def read_json(self) -> bytes:
         """The file's bytes, checked against the sha256 recorded when the run started."""
-        from pipelines.write import OutputDir
+        from pipelines.output import OutputDir
 
         directory, _, name = self.url.rpartition("/")
         if "://" not in self.url:

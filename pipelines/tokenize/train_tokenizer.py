@@ -45,8 +45,9 @@ from dataset_format.tokenizer import (
 from pipelines.clean import CleanConfig, clean_document
 from pipelines.document import Document, Failure
 from pipelines.inputs import add_input_arguments, parsed_inputs
+from pipelines.log_setup import add_stderr_handler
 from pipelines.reason_log import ReasonLog
-from pipelines.runner.beam_worker import add_stderr_handler
+from pipelines.sources import source_traits
 
 LOG = logging.getLogger("pipelines.tokenize.train_tokenizer")
 _SKIPS = ReasonLog(LOG)  # every skip counted in stats.failures; a few logged per reason
@@ -226,7 +227,7 @@ def _train(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         inputs = parsed_inputs(args)
-        clean_config = CleanConfig.for_run(args.source, args.language)
+        clean_config = CleanConfig.for_run(source_traits(args.source), args.language)
         stats = SampleStats()
         texts = sample_texts(
             args.source,

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import apache_beam as beam
 
 from pipelines.document import Document
-from pipelines.runner import progress as progress_lib
 from pipelines.stage import CountingDoFn, stage_error, windowed
 from pipelines.stats import TOKENS_UNKNOWN
 from pipelines.tokenize.tokenizer_ref import TokenizerRef
@@ -50,7 +49,7 @@ class TokenizeDoFn(CountingDoFn):
             # the worker by hand wins.
             os.environ.setdefault("RAYON_NUM_THREADS", str(self.threads))
         self.tokenizer = self.tokenizer_ref.load()
-        self.progress = progress_lib.reporter(self.progress_dir)
+        super().setup()
 
     def start_bundle(self) -> None:
         super().start_bundle()
@@ -97,20 +96,16 @@ class TokenizeDoFn(CountingDoFn):
         for tokenized, rejects in results:
             for reject in rejects:
                 yield from self._reject(reject, self.keep_rejects)
-            self.counts.inc(TOKENS_UNKNOWN, unknown_tokens(tokenized, self.tokenizer))
+            self.stat_update(TOKENS_UNKNOWN, unknown_tokens(tokenized, self.tokenizer))
             for doc in tokenized:
                 tokens += sum(len(s) for s in doc.sequences)
                 yield doc
-            self.counts.inc("docs_tokenized", len(tokenized))
-        self.counts.inc("tokens_tokenized", tokens)
-        if self.progress:
-            self.progress.add(docs_tokenized=len(docs), tokens=tokens)
+            self.stat_update("docs_tokenized", len(tokenized))
+        self.stat_update("tokens_tokenized", tokens)
 
     def finish_bundle(self) -> Iterator:
         for output in self._flush():
             yield windowed(output)
-        if self.progress:
-            self.progress.flush()
         yield from super().finish_bundle()
 
 

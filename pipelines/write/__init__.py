@@ -24,21 +24,7 @@ from __future__ import annotations
 import apache_beam as beam
 import numpy as np
 
-from pipelines.write.finish import (
-    DeleteSpillsDoFn,
-    FinishShardSetDoFn,
-    ShardSetSpec,
-    finish_shard_set,
-)
-from pipelines.write.merge import (
-    DEFAULT_SHARD_TOKENS,
-    SHARD_PREFIX,
-    MergeBucketDoFn,
-    shard_name,
-    split_into_parts,
-    write_bucket,
-)
-from pipelines.write.output import (
+from pipelines.output import (
     DEDUP_OUTPUT,
     LOCK_NAME,
     MARKER_NAME,
@@ -58,6 +44,20 @@ from pipelines.write.output import (
     normalize_output,
     try_lock_directory,
     write_marker,
+)
+from pipelines.write.finish import (
+    DeleteSpillsDoFn,
+    FinishShardSetDoFn,
+    ShardSetSpec,
+    finish_shard_set,
+)
+from pipelines.write.merge import (
+    DEFAULT_SHARD_TOKENS,
+    SHARD_PREFIX,
+    MergeBucketDoFn,
+    shard_name,
+    split_into_parts,
+    write_bucket,
 )
 from pipelines.write.rejects import WriteRejects, reject_record
 from pipelines.write.spill import (

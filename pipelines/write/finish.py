@@ -19,14 +19,7 @@ import apache_beam as beam
 
 from common.output_dir import base_name
 from dataset_format import MANIFEST_NAME, Manifest, ShardInfo, TokenizerInfo
-from pipelines.stats import (
-    DEFAULT_MAX_DROP_SHARE,
-    AccountError,
-    build_stats,
-    check_stats,
-    drop_notes,
-)
-from pipelines.write.output import (
+from pipelines.output import (
     REJECTS_DIR,
     SPILL_DIR,
     STATS_NAME,
@@ -34,6 +27,13 @@ from pipelines.write.output import (
     WORK_DIR,
     OutputDir,
     write_marker,
+)
+from pipelines.stats import (
+    DEFAULT_MAX_DROP_SHARE,
+    AccountError,
+    build_stats,
+    check_stats,
+    drop_notes,
 )
 
 LOG = logging.getLogger(__name__)

@@ -18,16 +18,13 @@ import resource
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 
-import apache_beam as beam
 from apache_beam import pvalue
 
 from dataset_format import IndexedDatasetWriter, ShardInfo
 from dataset_format.sidecar import SidecarWriter, sidecar_name
+from pipelines.output import SPILL_DIR, WORK_DIR, OutputDir
 from pipelines.reason_log import ReasonLog
-from pipelines.runner import progress as progress_lib
-from pipelines.stage import StageClock
-from pipelines.stats import BundleCounts
-from pipelines.write.output import SPILL_DIR, WORK_DIR, OutputDir
+from pipelines.stage import CountingDoFn
 from pipelines.write.spill import SpillFile
 
 LOG = logging.getLogger(__name__)
@@ -176,8 +173,10 @@ def _write_parts(bucket: int, spills: list[SpillFile], output: OutputDir, shard_
         yield info, text_bytes
 
 
-class MergeBucketDoFn(beam.DoFn):
+class MergeBucketDoFn(CountingDoFn):
     """(bucket, spill names) -> that bucket's ShardInfos, and the counts of what they hold."""
+
+    STAGE = "write"  # merging the bucket's spills into its shards
 
     def __init__(self, output: str, shard_tokens: int, dtype: str, progress_dir: str | None):
         self.output = output
@@ -186,27 +185,19 @@ class MergeBucketDoFn(beam.DoFn):
         self.progress_dir = progress_dir
 
     def setup(self) -> None:
+        super().setup()
         _raise_open_files_limit()
         self.out = OutputDir(self.output)
-        self.progress = progress_lib.reporter(self.progress_dir)
 
     def process(self, element: tuple[int, Iterable[str]]) -> Iterator:
         bucket, names = element
-        counts = BundleCounts()
-        clock = StageClock("write")  # merging the bucket's spills into its shards
-        for info, text_bytes in clock.items(write_bucket(
+        for info, text_bytes in self.clock.items(write_bucket(
             bucket, list(names), self.out, self.shard_tokens, self.dtype
         )):
-            counts.inc("shards_written")
-            counts.inc("docs_written", info.documents)
-            counts.inc("sequences_written", info.sequences)
-            counts.inc("tokens_written", info.tokens)
-            counts.inc("bytes_written", text_bytes)
-            if self.progress:
-                self.progress.add(shards=1)
+            self.stat_update("shards_written")
+            self.stat_update("docs_written", info.documents)
+            self.stat_update("sequences_written", info.sequences)
+            self.stat_update("tokens_written", info.tokens)
+            self.stat_update("bytes_written", text_bytes)
             yield info
-        if self.progress:
-            self.progress.flush()
-        clock.drain(counts)
-        yield pvalue.TaggedOutput("counts", counts.drain())
         yield pvalue.TaggedOutput("spills", (bucket, list(names)))

@@ -25,7 +25,7 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.document import PARTS_REMOVED, ClusterMember, Failure, Reject
-from pipelines.write.output import (
+from pipelines.output import (
     REJECTS_DIR,
     WORK_DIR,
     BundleFiles,

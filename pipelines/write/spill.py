@@ -20,7 +20,7 @@ import numpy as np
 from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.document import PROVENANCE_FIELDS, TokenizedDocument, bucket_of
-from pipelines.write.output import SPILL_DIR, WORK_DIR, BundleFiles, OutputDir
+from pipelines.output import SPILL_DIR, WORK_DIR, BundleFiles, OutputDir
 
 # Default bucket count: one bucket per this many input bytes (compressed, as listed), at least 1.
 # It fixes how many workers write shards in parallel; it never depends on bundles.

@@ -35,12 +35,11 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from apache_beam.metrics import Metrics
 
-from pipelines.document import Document, Failure, ReadTask
+from pipelines.document import SOURCE_LANGUAGE_META, Document, Failure, ReadTask
 from pipelines.inputs import as_patterns, match_patterns
 from pipelines.io import match_inputs, open_input
 from pipelines.sources.file_source import check_file_options
 from pipelines.sources.traits import (
-    SOURCE_LANGUAGE_META,
     InputFormat,
     SourceTraits,
     TaskSize,

@@ -2,7 +2,8 @@
 
 The Python FnApiRunner (what a local DirectRunner run uses) runs a pipeline to completion
 inside `run()` and only reports Beam metrics once it is done, and with multi_processing the
-work happens in other processes. So each worker process keeps running totals and rewrites one
+work happens in other processes. So each worker process keeps running totals (of the counts its
+stages make through stage.CountingDoFn.stat_update that HEARTBEAT names) and rewrites one
 small JSON file (atomically, at most once a second) in a directory the launcher chose; the
 launcher's display thread sums those files every few seconds. Totals can overcount a bundle
 that was retried: they are for watching a run, `stats.json` is the account.
@@ -35,6 +36,17 @@ FIELDS = (
     ("shards", "shards", False),
 )
 _FLUSH_SECONDS = 1.0
+# The heartbeat's counter each stats.json counter moves, where it shows one (a stage counts
+# through CountingDoFn.stat_update, pipelines/stage.py, which feeds both).
+HEARTBEAT = {
+    "tasks_planned": "tasks_planned",
+    "tasks_read": "tasks",
+    "docs_read": "docs_read",
+    "bytes_read": "bytes_read",
+    "docs_tokenized": "docs_tokenized",
+    "tokens_tokenized": "tokens",
+    "shards_written": "shards",
+}
 # The stage each counter is moved by, for naming the stage a stalled run stopped in.
 STAGES = {"tasks_planned": "plan", "tasks": "read", "docs_read": "read", "bytes_read": "read",
           "docs_tokenized": "tokenize", "tokens": "tokenize", "shards": "write"}
