@@ -62,6 +62,15 @@ def backend(path: str) -> str:
     return BEAM if path.startswith(BEAM_SCHEMES) else FSSPEC
 
 
+def parent_and_name(path: str) -> tuple[str, str]:
+    """(the folder holding `path`, its name): an absolute folder for a local path, the URL up
+    to its last '/' for a URL (`OutputDir(folder)` writes `name` there)."""
+    if is_url(path):
+        folder, _, name = path.rstrip("/").rpartition("/")
+        return folder, name
+    return os.path.split(os.path.abspath(path))
+
+
 def normalize(url: str) -> str:
     """An absolute local path, or the URL without a trailing slash."""
     local = local_path(url)
