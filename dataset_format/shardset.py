@@ -19,7 +19,15 @@ import os
 import numpy as np
 
 from common.safe_io import TOKENIZER_CAP, format_bytes
-from common.storage import is_remote, local_path, remove_quietly, replace, tmp_name, write_atomic
+from common.storage import (
+    is_remote,
+    local_path,
+    remove_quietly,
+    replace,
+    tmp_name,
+    write_atomic,
+    write_text_atomic,
+)
 from dataset_format.files import FormatError, file_sha256, require_set_file
 from dataset_format.indexed import IndexedDataset, bin_path, idx_path
 from dataset_format.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest
@@ -64,8 +72,7 @@ def _fetch(fs, url: str, local: str, sha256: str, size: int | None = None) -> No
         replace(tmp, local)
     finally:
         remove_quietly(tmp)
-    with open(marker, "w") as f:
-        f.write(sha256 or actual)
+    write_text_atomic(marker, sha256 or actual, sync=False)
 
 
 def _copy_capped(fs, url: str, local: str, limit: int) -> int:

@@ -147,7 +147,8 @@ def _write_hf(
             continue
         seen.add(key)
         unique[name] = tensor.contiguous()
-    save_file(unique, out.record("model.safetensors"), metadata={"format": "pt"})
+    weights = out.record("model.safetensors")
+    write_atomic_to(weights, lambda tmp: save_file(unique, tmp, metadata={"format": "pt"}))
     out.record("config.json")
     hf_config.save_pretrained(out.root)
     record = state["trainer"].get("tokenizer")
