@@ -1,6 +1,6 @@
 """Storage: where a path lives (the one scheme rule) and how a file is put there (the one
-atomic write). Every package (`dataset_format`, `pipelines`, `train`) and `tools` write
-through this module.
+atomic write). Every writer of the project (`dataset_format`, `pipelines`, `train`, through
+them `tools`) puts its files in place through this module.
 
 The scheme rule: a path is a URL when it starts with a scheme and `://` (`gs://bucket/x`,
 `s3://...`, an fsspec chain such as `simplecache::gs://...`); anything else is a local path,

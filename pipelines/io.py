@@ -2,7 +2,8 @@
 
 Which filesystem serves a path is `common.storage`'s rule: local paths and Beam's own schemes
 (gs://, s3://, hdfs://) go through Beam's FileSystems so a Dataflow worker needs nothing extra;
-any other fsspec URL (memory://, http://, ...) goes through fsspec. Decompression is done by the sources themselves, so that sizes can be bounded.
+any other fsspec URL (memory://, http://, ...) goes through fsspec. Decompression is done by
+the sources themselves, so that sizes can be bounded.
 A local input must be a regular file: a FIFO, device or socket is refused (UnsafeInputError)
 when listed and again before it is opened, since opening or reading one can block forever.
 """
