@@ -15,7 +15,7 @@ command refuses, in one line and before writing anything:
   (that output is deleted at the claim) or `resume` (it is kept, and stays ours).
 
 This module has the storage-independent rule (`Marker`, `parse_marker`, `foreign_entries`) that
-`pipelines.write.output` applies to local and object-store folders alike, and the local-folder
+`pipelines.output` applies to local and object-store folders alike, and the local-folder
 API every other command uses:
 
     with claim_output_folder(args.out, tool="pretrain", resume=args.resume) as out:
@@ -26,7 +26,8 @@ API every other command uses:
 
 Names are paths relative to the folder (`a/b.json` for a file below a recorded `a/` or on its
 own). The marker is rewritten atomically each time a name is recorded, before the file exists, so
-a run killed at any point leaves a folder that a rerun of the same tool can claim again.
+a run killed at any point leaves a folder that a rerun of the same tool can claim again; a
+temporary file a killed write left (`common.storage.tmp_name`) counts as the name it was for.
 """
 
 from __future__ import annotations
@@ -36,13 +37,12 @@ import errno
 import fcntl
 import json
 import os
-import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import BinaryIO
 
 from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped
+from common.storage import base_name, write_atomic
 
 MARKER_NAME = ".shardsmith-output.json"
 # Object stores have no advisory locks; pipelines write an object of this name instead.
@@ -52,22 +52,10 @@ LEGACY_TOOL = "preprocess"
 # A marker lists file names only: a million shards' names fit in far less.
 MAX_MARKER_BYTES = 64 << 20
 RUNNING, FINISHED = "running", "finished"
-# `tmp_name`'s suffix; a shorter one is a process id (a file rewritten by one process at a time)
-_TMP_SUFFIX = re.compile(r"\.tmp-[0-9a-f]{1,12}$")
 
 
 class OutputError(Exception):
     """The output cannot be used as asked; the message is one line for the user."""
-
-
-def tmp_name(name: str) -> str:
-    """A temporary name for `name`, which the rule counts as `name` (see `base_name`)."""
-    return f"{name}.tmp-{uuid.uuid4().hex[:12]}"
-
-
-def base_name(name: str) -> str:
-    """The final name of a file written under a temporary name (`tmp_name`)."""
-    return _TMP_SUFFIX.sub("", name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,26 +207,6 @@ def check_claim(
             f"{where} holds {earlier}; pass --overwrite to replace it (it is deleted when the "
             f"new run starts) or choose another {flag}"
         )
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    """Write `path` through a temporary name in its folder, synced, then renamed into place."""
-    write_atomic_with(path, lambda f: f.write(data))
-
-
-def write_atomic_with(path: str, write: Callable[[BinaryIO], object]) -> None:
-    """`write_atomic` for a writer that streams into the file (`np.save`): `write(file)`."""
-    tmp = os.path.join(os.path.dirname(path), tmp_name(os.path.basename(path)))
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
-        raise
 
 
 class OutputFolder:

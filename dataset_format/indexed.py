@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from common.output_dir import tmp_name
+from common.storage import remove_quietly, replace, tmp_name
 from dataset_format.files import FormatError, file_sha256, require_set_file
 
 if TYPE_CHECKING:
@@ -236,8 +236,8 @@ class IndexedDatasetWriter:
             os.fsync(idx.fileno())
         bin_bytes = os.path.getsize(self._bin_tmp)
         idx_bytes = os.path.getsize(self._idx_tmp)
-        os.replace(self._bin_tmp, bin_path(self.prefix))
-        os.replace(self._idx_tmp, idx_path(self.prefix))
+        replace(self._bin_tmp, bin_path(self.prefix))
+        replace(self._idx_tmp, idx_path(self.prefix))
         return ShardInfo(
             name=os.path.basename(self.prefix),
             documents=self.documents,
@@ -255,8 +255,7 @@ class IndexedDatasetWriter:
             self._bin.close()
             self._bin = None
         for path in (self._bin_tmp, self._idx_tmp):
-            if os.path.exists(path):
-                os.remove(path)
+            remove_quietly(path)
 
     def __enter__(self) -> IndexedDatasetWriter:
         return self

@@ -24,16 +24,19 @@ concatenates its documents in order.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
+from typing import BinaryIO
 
 import numpy as np
 
 from common.cli import ArgumentParser
-from common.output_dir import OutputError, OutputFolder, claim_output_folder, tmp_name
+from common.output_dir import OutputError, OutputFolder, claim_output_folder
+from common.storage import write_atomic_with
 from dataset_format.files import require_set_file
 from dataset_format.indexed import FormatError, IndexedDatasetWriter, ShardInfo
 from dataset_format.manifest import MANIFEST_NAME, Manifest, TokenizerInfo, write_shard_set_manifest
@@ -342,16 +345,12 @@ def export_nanogpt(path: str, out_file: str) -> int:
     shard_set = ShardSet(path)
     if shard_set.num_tokens == 0:
         raise FormatError(f"{path}: the set has no tokens")
-    tmp = f"{out_file}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as out:
-            for where, chunk in _set_chunks(shard_set):
-                out.write(_as_dtype(where, chunk, np.dtype("<u2")).tobytes())
-        os.replace(tmp, out_file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+
+    def write(out: BinaryIO) -> None:
+        for where, chunk in _set_chunks(shard_set):
+            out.write(_as_dtype(where, chunk, np.dtype("<u2")).tobytes())
+
+    write_atomic_with(out_file, write, sync=False)
     return shard_set.num_tokens
 
 
@@ -392,25 +391,22 @@ def _write_llmc(shard_set: ShardSet, out: OutputFolder, shard_tokens: int) -> li
     names = [os.path.join(out_dir, f"data_{i:06d}.bin") for i in range(len(counts))]
     stream = _set_chunks(shard_set)
     carry = np.zeros(0, dtype=token_dtype)
+
+    def write_file(dst: BinaryIO, count: int) -> None:
+        nonlocal carry  # the stream's tokens left over from the previous file
+        dst.write(llmc_header(magic, count).tobytes())
+        remaining = count
+        while remaining:
+            if not carry.size:
+                where, chunk = next(stream)
+                carry = _as_dtype(where, chunk, token_dtype)
+            take = min(remaining, carry.size)
+            dst.write(carry[:take].tobytes())
+            carry, remaining = carry[take:], remaining - take
+
     for name, count in zip(names, counts):
         out.record(os.path.basename(name))
-        tmp = tmp_name(name)
-        try:
-            with open(tmp, "wb") as dst:
-                dst.write(llmc_header(magic, count).tobytes())
-                remaining = count
-                while remaining:
-                    if not carry.size:
-                        where, chunk = next(stream)
-                        carry = _as_dtype(where, chunk, token_dtype)
-                    take = min(remaining, carry.size)
-                    dst.write(carry[:take].tobytes())
-                    carry, remaining = carry[take:], remaining - take
-            os.replace(tmp, name)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        write_atomic_with(name, functools.partial(write_file, count=count), sync=False)
     return names
 
 

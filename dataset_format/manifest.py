@@ -23,6 +23,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped
+from common.storage import write_text_atomic
 from dataset_format.indexed import TOKEN_DTYPE_CODES, FormatError, ShardInfo, file_sha256
 from dataset_format.sidecar import SidecarInfo
 
@@ -319,13 +320,7 @@ class Manifest:
         """Write atomically (temp file + rename): readers see the old manifest or the new one."""
         self.check_names(os.path.join(directory, MANIFEST_NAME))
         path = os.path.join(directory, MANIFEST_NAME)
-        tmp = path + f".tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_json(), f, indent=2, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n")
         return path
 
 

@@ -15,11 +15,19 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
-import uuid
 
 import numpy as np
 
 from common.safe_io import TOKENIZER_CAP, format_bytes
+from common.storage import (
+    is_remote,
+    local_path,
+    remove_quietly,
+    replace,
+    tmp_name,
+    write_atomic,
+    write_text_atomic,
+)
 from dataset_format.files import FormatError, file_sha256, require_set_file
 from dataset_format.indexed import IndexedDataset, bin_path, idx_path
 from dataset_format.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest
@@ -32,10 +40,6 @@ def default_cache_dir() -> str:
     return os.environ.get(
         "SHARDSMITH_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "shardsmith")
     )
-
-
-def is_remote(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
 
 
 def _fetch(fs, url: str, local: str, sha256: str, size: int | None = None) -> None:
@@ -55,20 +59,20 @@ def _fetch(fs, url: str, local: str, sha256: str, size: int | None = None) -> No
         remote_size = fs.size(url)
         if remote_size is not None and remote_size != size:
             raise FormatError(f"{url}: {remote_size} bytes, the manifest says {size}")
-    tmp = f"{local}.part-{uuid.uuid4().hex[:8]}"
+    tmp = tmp_name(local)
     limit = size if size is not None else TOKENIZER_CAP
-    if _copy_capped(fs, url, tmp, limit) > limit:
-        os.remove(tmp)
-        if size is not None:
-            raise FormatError(f"{url}: more than the {size} bytes the manifest says")
-        raise FormatError(f"{url}: larger than its cap of {format_bytes(TOKENIZER_CAP)}")
-    actual = file_sha256(tmp)
-    if (sha256 and actual != sha256) or (size is not None and os.path.getsize(tmp) != size):
-        os.remove(tmp)
-        raise FormatError(f"{url}: checksum mismatch: manifest says {sha256}, fetched {actual}")
-    os.replace(tmp, local)
-    with open(marker, "w") as f:
-        f.write(sha256 or actual)
+    try:
+        if _copy_capped(fs, url, tmp, limit) > limit:
+            if size is not None:
+                raise FormatError(f"{url}: more than the {size} bytes the manifest says")
+            raise FormatError(f"{url}: larger than its cap of {format_bytes(TOKENIZER_CAP)}")
+        actual = file_sha256(tmp)
+        if (sha256 and actual != sha256) or (size is not None and os.path.getsize(tmp) != size):
+            raise FormatError(f"{url}: checksum mismatch: manifest says {sha256}, fetched {actual}")
+        replace(tmp, local)
+    finally:
+        remove_quietly(tmp)
+    write_text_atomic(marker, sha256 or actual, sync=False)
 
 
 def _copy_capped(fs, url: str, local: str, limit: int) -> int:
@@ -110,10 +114,8 @@ def fetch_shard_set(url: str, cache_dir: str | None = None) -> str:
     if manifest.tokenizer and manifest.tokenizer.file:
         name = manifest.tokenizer.file
         _fetch(fs, f"{root}/{name}", os.path.join(local, name), manifest.tokenizer.sha256)
-    tmp = os.path.join(local, f"{MANIFEST_NAME}.tmp-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "wb") as f:
-        f.write(text)
-    os.replace(tmp, os.path.join(local, MANIFEST_NAME))  # last: marks the cached copy complete
+    # last: marks the cached copy complete
+    write_atomic(os.path.join(local, MANIFEST_NAME), text, sync=False)
     return local
 
 
@@ -122,9 +124,7 @@ class ShardSet:
 
     def __init__(self, path: str, cache_dir: str | None = None):
         self.path = path
-        local = (
-            fetch_shard_set(path, cache_dir) if is_remote(path) else path.removeprefix("file://")
-        )
+        local = fetch_shard_set(path, cache_dir) if is_remote(path) else local_path(path)
         self.directory = local
         if os.path.isdir(local):
             self.manifest: Manifest | None = Manifest.read(local)

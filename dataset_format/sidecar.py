@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from common.output_dir import tmp_name
+from common.storage import remove_quietly, replace, tmp_name
 from dataset_format.files import FormatError, file_sha256, require_set_file
 
 SIDECAR_SUFFIX = ".meta.parquet"
@@ -94,7 +94,7 @@ class SidecarWriter:
         self._flush()
         self._writer.close()
         self._closed = True
-        os.replace(self._tmp, self.path)
+        replace(self._tmp, self.path)
         return SidecarInfo(
             file=os.path.basename(self.path),
             rows=self.rows,
@@ -107,8 +107,7 @@ class SidecarWriter:
         if not self._closed:
             self._writer.close()
             self._closed = True
-        if os.path.exists(self._tmp):
-            os.remove(self._tmp)
+        remove_quietly(self._tmp)
 
 
 # A row group is read whole. The writer's hold ROW_GROUP_ROWS rows of short strings (a few MB);

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from common.storage import OutputDir, parent_and_name
 from dataset_format import SPECIAL_TOKEN_NAMES
 from dataset_format import tokenizer_files as files
 from dataset_format.tokenizer_files import (  # noqa: F401  (callers import them from here too)
@@ -427,17 +428,9 @@ class TextTokenizer:
         return self._hf_tokenizer().decode([int(i) for i in ids], skip_special_tokens=False)
 
     def save(self, path: str) -> None:
-        """Write the tokenizer JSON (local path or any fsspec URL)."""
-        if "://" in path and not path.startswith("file://"):
-            import fsspec
-
-            with fsspec.open(path, "w", encoding="utf-8") as f:
-                f.write(self._json)
-            return
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self._json)
+        """Write the tokenizer JSON atomically (a local path or any URL `common.storage` serves)."""
+        folder, name = parent_and_name(path)
+        OutputDir(folder).write_bytes(name, self._json.encode("utf-8"))
 
     def identity(self) -> dict:
         """What a shard set records about its tokenizer (sha256 is of the saved JSON)."""

@@ -34,6 +34,7 @@ from common.safe_io import (
     parse_json,
     read_bytes_capped,
 )
+from common.storage import is_remote, local_path
 
 # The largest tokenizer files in use are tens of MB (a 256k-token tokenizer.json is ~35 MB).
 MAX_TOKENIZER_FILE_BYTES = TOKENIZER_CAP
@@ -72,7 +73,7 @@ def _show(token: str | bytes) -> str:
 def read_text(path: str) -> str:
     """A tokenizer file's text, without a leading byte-order mark: a regular file (a FIFO or
     /dev/zero is refused before it is opened) of at most MAX_TOKENIZER_FILE_BYTES."""
-    if "://" in path:
+    if is_remote(path):
         import fsspec  # remote files as remote shard sets are read (dataset_format.shardset)
 
         try:
@@ -86,9 +87,10 @@ def read_text(path: str) -> str:
                 f"{format_bytes(MAX_TOKENIZER_FILE_BYTES)}"
             )
     else:
-        if not os.path.lexists(path):
+        local = local_path(path)
+        if not os.path.lexists(local):
             raise FileNotFoundError(f"tokenizer file not found: {path}")
-        data = read_bytes_capped(path, "tokenizer file", MAX_TOKENIZER_FILE_BYTES)
+        data = read_bytes_capped(local, "tokenizer file", MAX_TOKENIZER_FILE_BYTES)
     return decode_text(data, path)
 
 

@@ -25,6 +25,7 @@ import posixpath
 import re
 from collections.abc import Sequence
 
+from common.storage import is_url, local_path
 from pipelines.io import InputFile, match_inputs, open_input
 
 INPUT_HELP = (
@@ -92,15 +93,15 @@ def read_input_list(list_path: str) -> list[str]:
 
 
 def _is_absolute(entry: str) -> bool:
-    return "://" in entry or os.path.isabs(entry)
+    return is_url(entry) or os.path.isabs(entry)
 
 
 def _folder(path: str) -> str:
-    return posixpath.dirname(path) if "://" in path else os.path.dirname(os.path.abspath(path))
+    return posixpath.dirname(path) if is_url(path) else os.path.dirname(os.path.abspath(path))
 
 
 def _join(folder: str, entry: str) -> str:
-    if "://" in folder:
+    if is_url(folder):
         return posixpath.join(folder, entry)
     return os.path.normpath(os.path.join(folder, entry))
 
@@ -115,13 +116,13 @@ def input_patterns(inputs: Sequence[str] | None, input_list: str | None) -> tupl
 
 def _as_glob(pattern: str) -> str:
     """A local directory or a pattern ending in '/' stands for every file under it."""
-    if pattern.endswith("/") or ("://" not in pattern and os.path.isdir(pattern)):
+    if pattern.endswith("/") or (not is_url(pattern) and os.path.isdir(pattern)):
         return pattern.rstrip("/") + "/**"
     return pattern
 
 
 def _is_local_dir(path: str) -> bool:
-    return "://" not in path and os.path.isdir(path)
+    return not is_url(path) and os.path.isdir(path)
 
 
 def match_patterns(inputs: str | Sequence[str]) -> list[InputFile]:
@@ -144,8 +145,8 @@ def match_patterns(inputs: str | Sequence[str]) -> list[InputFile]:
 def file_identity(path: str) -> str:
     """What makes two names one input: a local file's resolved path (`a`, `./a`, `x/../a`, a
     link to it and its absolute path name one file), a URL as written."""
-    local = path.removeprefix("file://") if path.startswith("file://") else path
-    return path if "://" in local else os.path.realpath(local)
+    local = local_path(path)
+    return path if local is None else os.path.realpath(local)
 
 
 def _pattern_base(pattern: str) -> str:
@@ -163,7 +164,7 @@ def common_base(inputs: str | Sequence[str]) -> str:
     bases = [_pattern_base(p) for p in as_patterns(inputs)]
     if len(bases) == 1:
         return bases[0]
-    if all("://" not in b for b in bases):
+    if not any(map(is_url, bases)):
         bases = [os.path.abspath(b) + "/" if b else os.getcwd() + "/" for b in bases]
     shared = os.path.commonprefix(bases)
     return shared[: shared.rfind("/") + 1]

@@ -1,8 +1,9 @@
 """Opening inputs and listing globs on any filesystem Beam or fsspec knows.
 
-Local paths and Beam's own schemes (gs://, s3://, hdfs://) go through Beam's FileSystems so a
-Dataflow worker needs nothing extra; any other fsspec URL (memory://, http://, ...) goes
-through fsspec. Decompression is done by the sources themselves, so that sizes can be bounded.
+Which filesystem serves a path is `common.storage`'s rule: local paths and Beam's own schemes
+(gs://, s3://, hdfs://) go through Beam's FileSystems so a Dataflow worker needs nothing extra;
+any other fsspec URL (memory://, http://, ...) goes through fsspec. Decompression is done by
+the sources themselves, so that sizes can be bounded.
 A local input must be a regular file: a FIFO, device or socket is refused (UnsafeInputError)
 when listed and again before it is opened, since opening or reading one can block forever.
 """
@@ -17,9 +18,8 @@ import fsspec
 from apache_beam.io.filesystems import FileSystems
 
 from common.safe_io import require_regular_file
+from common.storage import FSSPEC, backend, is_url, local_path
 from pipelines.local_files import has_wildcard, local_matches
-
-_BEAM_SCHEMES = ("gs://", "s3://", "hdfs://", "azfs://")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,24 +28,13 @@ class InputFile:
     size_bytes: int
 
 
-def _uses_fsspec(path: str) -> bool:
-    return "://" in path and not path.startswith(_BEAM_SCHEMES) and not path.startswith("file://")
-
-
-def _local(path: str) -> str | None:
-    """The local file name of `path`, None for a remote one."""
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    return None if "://" in path else path
-
-
 def match_inputs(pattern: str) -> list[InputFile]:
     """Every file matching a glob (or a single path), sorted by path so plans are deterministic.
 
     Raises FileNotFoundError naming the pattern when nothing matches: an empty input is almost
     always a typo, and a run that silently writes an empty shard set hides it.
     """
-    if _uses_fsspec(pattern):
+    if backend(pattern) == FSSPEC:
         fs, _, paths = fsspec.get_fs_token_paths(pattern)
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         files = [
@@ -53,7 +42,7 @@ def match_inputs(pattern: str) -> list[InputFile]:
             for p in paths
             if not fs.isdir(p)
         ]
-    elif "://" not in pattern and has_wildcard(pattern):  # Beam's listing skips linked folders
+    elif not is_url(pattern) and has_wildcard(pattern):  # Beam's listing skips linked folders
         files = [
             InputFile(p, require_regular_file(p, "input").st_size) for p in local_matches(pattern)
         ]
@@ -61,7 +50,7 @@ def match_inputs(pattern: str) -> list[InputFile]:
         results = FileSystems.match([pattern])[0].metadata_list
         files = [InputFile(m.path, m.size_in_bytes) for m in results]
         for f in files:
-            local = _local(f.path)
+            local = local_path(f.path)
             if local is not None and not os.path.isdir(local):  # directories: callers skip them
                 require_regular_file(local, "input")
     files.sort(key=lambda f: f.path)
@@ -72,10 +61,10 @@ def match_inputs(pattern: str) -> list[InputFile]:
 
 def open_input(path: str) -> BinaryIO:
     """A binary, forward-readable file object for `path` (raw bytes, no decompression)."""
-    local = _local(path)
+    local = local_path(path)
     if local is not None and os.path.exists(local):  # a missing file: the open says so
         require_regular_file(local, "input")
-    if _uses_fsspec(path):
+    if backend(path) == FSSPEC:
         return fsspec.open(path, "rb").open()
     from apache_beam.io.filesystem import CompressionTypes
 

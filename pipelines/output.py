@@ -1,7 +1,7 @@
-"""OUTPUT itself: the storage layer every write goes through, and the claim a run makes on it.
+"""OUTPUT itself: the claim a run makes on it, and the bundle files its workers put there.
 
-`OutputDir` is one directory on a local disk, a Beam filesystem (gs://, s3://...) or fsspec,
-written atomically. `claim_output` applies the ownership rule of `common.output_dir`
+Every write goes through `common.storage.OutputDir` (one directory on a local disk, a Beam
+filesystem or fsspec, written atomically), re-exported here. `claim_output` applies the ownership rule of `common.output_dir`
 (refuse a directory holding what our marker does not name; one run at a time) to such a
 directory, for a tool's `OutputLayout`: preprocess's shard sets (`SHARD_SET`) and dedup's
 Parquet folders (`DEDUP_OUTPUT`).
@@ -16,11 +16,9 @@ import os
 import re
 import shutil
 import socket
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from typing import BinaryIO
+from collections.abc import Callable, Sequence
 
 from common.output_dir import (
     FINISHED,
@@ -33,274 +31,24 @@ from common.output_dir import (
     check_claim,
     lock_local_folder,
     parse_marker,
-    tmp_name,
     try_lock_directory,
-    write_atomic_with,
 )
+from common.storage import OutputDir
+from common.storage import normalize as normalize_output
 from dataset_format import INDEX_CACHE_DIR, MANIFEST_NAME
 
-__all__ = ["LOCK_NAME", "MARKER_NAME", "OutputError", "try_lock_directory"]  # re-exported
+# re-exported: the pipelines name OUTPUT's storage layer through this module
+__all__ = ["LOCK_NAME", "MARKER_NAME", "OutputDir", "OutputError", "normalize_output",
+           "try_lock_directory"]  # fmt: skip
 
 WORK_DIR = "_work"
 SPILL_DIR = "spill"
 REJECTS_DIR = "rejects"
 STATS_NAME = "stats.json"
 TOKENIZER_NAME = "tokenizer.json"
-_BEAM_SCHEMES = ("gs://", "s3://", "hdfs://", "azfs://")
 
 
-# -- the storage layer ----------------------------------------------------------------------
-def normalize_output(url: str) -> str:
-    """Absolute local path, or the URL without a trailing slash."""
-    if url.startswith("file://"):
-        url = url[len("file://") :]
-    if "://" not in url:
-        return os.path.abspath(url)
-    return url.rstrip("/")
-
-
-class OutputDir:
-    """One output directory on a local disk, a Beam filesystem (gs://, s3://...) or fsspec.
-
-    Every write is atomic: to a temporary name first, then renamed, so a reader (or a retried
-    attempt) never sees half a file under a final name. Every write of a run goes through this
-    class, which makes it the seam where tests inject storage faults (a full disk at a named
-    file: tests/test_pipeline_output.py), as `train.loop.TrainHooks` is the trainer's.
-    """
-
-    def __init__(self, url: str, backend: str | None = None):
-        self.url = normalize_output(url)
-        if backend is None:
-            if "://" not in self.url:
-                backend = "local"
-            elif self.url.startswith(_BEAM_SCHEMES):
-                backend = "beam"
-            else:
-                backend = "fsspec"
-        self.backend = backend
-        self._fs = None
-
-    def __getstate__(self):
-        return {"url": self.url, "backend": self.backend}
-
-    def __setstate__(self, state):
-        self.__init__(state["url"], state["backend"])
-
-    @property
-    def is_local(self) -> bool:
-        return self.backend == "local"
-
-    def child(self, name: str) -> OutputDir:
-        return OutputDir(self.path(name), self.backend)
-
-    def path(self, name: str) -> str:
-        return os.path.join(self.url, name) if self.is_local else f"{self.url}/{name}"
-
-    @property
-    def fs(self):
-        if self._fs is None:
-            import fsspec
-
-            self._fs, _ = fsspec.core.url_to_fs(self.url)
-        return self._fs
-
-    def _tmp(self, name: str) -> str:
-        return self.path(tmp_name(name))
-
-    def makedirs(self) -> None:
-        if self.is_local:
-            os.makedirs(self.url, exist_ok=True)
-        elif self.backend == "fsspec":
-            self.fs.makedirs(self.url, exist_ok=True)
-        # Object stores (the Beam backend) have no directories to make.
-
-    def put_file(self, local_path: str, name: str, *, atomic: bool = True) -> None:
-        """Copy a local file in as `name`, atomically (through a temporary name) unless the
-        caller's protocol already keeps readers off a half-written file."""
-        final = self.path(name)
-        tmp = self._tmp(name) if atomic else final
-        if self.is_local:
-            os.makedirs(os.path.dirname(final), exist_ok=True)
-            shutil.copyfile(local_path, tmp)
-            if atomic:
-                os.replace(tmp, final)
-        elif self.backend == "beam":
-            from apache_beam.io.filesystem import CompressionTypes
-            from apache_beam.io.filesystems import FileSystems
-
-            with (
-                open(local_path, "rb") as src,
-                FileSystems.create(tmp, compression_type=CompressionTypes.UNCOMPRESSED) as dst,
-            ):
-                shutil.copyfileobj(src, dst, 16 << 20)
-            if atomic:
-                FileSystems.rename([tmp], [final])
-        else:
-            self.fs.put_file(local_path, tmp)
-            if atomic:
-                self.fs.mv(tmp, final)
-
-    def staging(self, prefix: str) -> str:
-        """A local folder to build this folder's files in, under their final names: the folder
-        itself when it is local, else a new temporary one (`unstage` removes it). For files
-        whose name is handed on only once they are complete (spills, stash, band files), so
-        none needs a temporary name."""
-        if self.is_local:
-            os.makedirs(self.url, exist_ok=True)
-            return self.url
-        return tempfile.mkdtemp(prefix=prefix)
-
-    def publish(self, local_path: str) -> str:
-        """A complete file built in `staging()` put in place under its name, which it returns:
-        uploaded (and the local copy removed) on a remote folder, there already on a local one."""
-        name = os.path.basename(local_path)
-        if not self.is_local:
-            self.put_file(local_path, name, atomic=False)
-            os.remove(local_path)
-        return name
-
-    def unstage(self, staging: str) -> None:
-        if not self.is_local:
-            shutil.rmtree(staging, ignore_errors=True)
-
-    def get_file(self, name: str, local_path: str) -> None:
-        if self.is_local:
-            shutil.copyfile(self.path(name), local_path)
-        elif self.backend == "beam":
-            with self._beam_open(name) as src, open(local_path, "wb") as dst:
-                shutil.copyfileobj(src, dst, 16 << 20)
-        else:
-            self.fs.get_file(self.path(name), local_path)
-
-    def write_bytes(self, name: str, data: bytes) -> None:
-        self.write_with(name, lambda f: f.write(data))
-
-    def write_with(self, name: str, write: Callable[[BinaryIO], object]) -> None:
-        """`name` written atomically by `write(file)`, which streams into it (on a remote
-        folder, into a local temporary file that is then put in place)."""
-        if self.is_local:
-            os.makedirs(os.path.dirname(self.path(name)), exist_ok=True)
-            write_atomic_with(self.path(name), write)
-            return
-        with tempfile.NamedTemporaryFile(delete=False) as f:
-            write(f)
-        try:
-            self.put_file(f.name, name)
-        finally:
-            os.remove(f.name)
-
-    def read_bytes(self, name: str, limit: int | None = None) -> bytes:
-        """`name`'s bytes; with `limit`, at most limit + 1 of them (more than `limit` back
-        means the file is larger: the caller says so, without having read it whole)."""
-        size = -1 if limit is None else limit + 1
-        if self.is_local:
-            with open(self.path(name), "rb") as f:
-                return f.read(size)
-        if self.backend == "beam":
-            with self._beam_open(name) as f:
-                return f.read(size)
-        if limit is None:
-            return self.fs.cat_file(self.path(name))
-        return self.fs.cat_file(self.path(name), start=0, end=size)
-
-    def _beam_open(self, name: str):
-        """`name` opened for reading through Beam's filesystems, as stored (a .gz stays gzip)."""
-        from apache_beam.io.filesystem import CompressionTypes
-        from apache_beam.io.filesystems import FileSystems
-
-        return FileSystems.open(self.path(name), compression_type=CompressionTypes.UNCOMPRESSED)
-
-    def size(self, name: str) -> int | None:
-        """Bytes in `name`, or None when it does not exist."""
-        path = self.path(name)
-        if self.is_local:
-            return os.path.getsize(path) if os.path.isfile(path) else None
-        if self.backend == "beam":
-            from apache_beam.io.filesystems import FileSystems
-
-            if not FileSystems.exists(path):
-                return None
-            return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
-        return int(self.fs.size(path)) if self.fs.isfile(path) else None
-
-    def list_files(self) -> list[str]:
-        """Names of the files directly in this directory (sorted)."""
-        if self.is_local:
-            return self._local_names(os.path.isfile)
-        if self.backend == "beam":
-            from apache_beam.io.filesystems import FileSystems
-
-            found = FileSystems.match([self.path("*")])[0].metadata_list
-            return sorted(m.path.rsplit("/", 1)[-1] for m in found if not m.path.endswith("/"))
-        return self._fsspec_names("file")
-
-    def list_links(self) -> list[str]:
-        """Names of the symbolic links directly in this directory (object stores have none)."""
-        if not self.is_local or not os.path.isdir(self.url):
-            return []
-        return sorted(e.name for e in os.scandir(self.url) if e.is_symlink())
-
-    def list_dirs(self) -> list[str]:
-        """Names of the subdirectories (on an object store: of the prefixes below this one)."""
-        if self.is_local:
-            return self._local_names(os.path.isdir)
-        if self.backend == "beam":
-            from apache_beam.io.filesystems import FileSystems
-
-            found = FileSystems.match([self.path("**")])[0].metadata_list
-            prefix = self.url + "/"
-            return sorted(
-                {m.path[len(prefix) :].split("/")[0] for m in found if "/" in m.path[len(prefix) :]}
-            )
-        return self._fsspec_names("directory")
-
-    def _local_names(self, is_kind) -> list[str]:
-        """Names of the entries directly in this local directory whose path passes `is_kind`."""
-        if not os.path.isdir(self.url):
-            return []
-        return sorted(n for n in os.listdir(self.url) if is_kind(self.path(n)))
-
-    def _fsspec_names(self, kind: str) -> list[str]:
-        """Names of the entries of fsspec type `kind` ("file", "directory") directly in here."""
-        if not self.fs.exists(self.url):
-            return []
-        entries = self.fs.ls(self.url, detail=True)
-        return sorted(
-            e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == kind
-        )
-
-    def delete(self, names: Iterable[str]) -> None:
-        paths = [self.path(n) for n in names]
-        if not paths:
-            return
-        if self.is_local:
-            for path in paths:
-                if os.path.exists(path):
-                    os.remove(path)
-        elif self.backend == "beam":
-            from apache_beam.io.filesystems import FileSystems
-
-            # One batched call: GCS and S3 delete up to 100-1000 objects per request.
-            FileSystems.delete([p for p in paths if FileSystems.exists(p)])
-        else:
-            found = [p for p in paths if self.fs.exists(p)]
-            if found:
-                self.fs.rm(found)  # one call: fsspec stores batch or parallelise it
-
-    def delete_tree(self) -> None:
-        """Remove this directory and everything in it (nothing to do if it is not there)."""
-        if self.is_local:
-            shutil.rmtree(self.url, ignore_errors=True)
-        elif self.backend == "beam":
-            from apache_beam.io.filesystems import FileSystems
-
-            found = FileSystems.match([self.path("**")])[0].metadata_list
-            if found:
-                FileSystems.delete([m.path for m in found])
-        elif self.fs.exists(self.url):
-            self.fs.rm(self.url, recursive=True)
-
-
+# -- the storage layer (common.storage) and the bundle files built in it --------------------
 class BundleFiles:
     """One bundle's files in `folder`, one per key, as the spill writer, the stash and the
     audit write them: built in `folder.staging()` under a name unique to the bundle attempt

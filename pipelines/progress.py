@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
+from common.storage import write_text_atomic
+
 # What the display shows, in order: (counter, label, is a byte count).
 FIELDS = (
     ("tasks", "tasks", False),
@@ -78,11 +80,8 @@ class ProgressReporter:
             self._write()
 
     def _write(self) -> None:
-        tmp = self.path + ".tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(dict(self.totals), f)
-            os.replace(tmp, self.path)
+        try:  # a heartbeat, not an account: no fsync
+            write_text_atomic(self.path, json.dumps(dict(self.totals)), sync=False)
         except OSError:
             pass  # the launcher removed the directory: the run is over, nobody is watching
 

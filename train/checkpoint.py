@@ -55,6 +55,7 @@ from common.safe_io import (
     load_json_capped,
     require_regular_file,
 )
+from common.storage import replace, sync_folder
 from dataset_format import file_sha256
 from train import checkpoint_io
 
@@ -145,14 +146,6 @@ def restore_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _distributed() -> bool:
@@ -393,11 +386,11 @@ def _commit(run_dir: str, step: int, tmp: str, files: dict, trainer_state: dict)
         "files": files,
     }
     _write_json_synced(os.path.join(tmp, "meta.json"), meta)
-    _fsync_dir(tmp)
+    sync_folder(tmp)
     if os.path.exists(final):  # re-saving the same step (a resumed run that stopped there)
         shutil.rmtree(final)
-    os.replace(tmp, final)
-    _fsync_dir(root)
+    replace(tmp, final)  # the whole folder in one rename: complete or not there
+    sync_folder(root)
     return final
 
 

@@ -31,6 +31,7 @@ import torch
 
 from common.cli import ArgumentParser
 from common.output_dir import OutputError, OutputFolder, claim_output_folder
+from common.storage import write_atomic_to
 from train import checkpoint as ckpt
 from train.checkpoint_io import SafeFullLoadPlanner
 from train.model_check import ModelCheckError, check_fits
@@ -84,13 +85,8 @@ def export_torch(checkpoint_dir: str, out_file: str) -> None:
     state = consolidated_state(checkpoint_dir)
     if os.path.isdir(out_file):
         raise OSError(errno.EISDIR, f"{out_file} is a directory; name the file to write")
-    tmp = f"{out_file}.tmp-{os.getpid()}"
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, out_file)
-    finally:
-        if os.path.exists(tmp):  # a failed write (a full disk) leaves nothing behind
-            os.remove(tmp)
+    # by file name: torch.save names the archive inside after it (the temporary's stem)
+    write_atomic_to(out_file, lambda tmp: torch.save(state, tmp))
 
 
 def export_hf(
@@ -151,7 +147,8 @@ def _write_hf(
             continue
         seen.add(key)
         unique[name] = tensor.contiguous()
-    save_file(unique, out.record("model.safetensors"), metadata={"format": "pt"})
+    weights = out.record("model.safetensors")
+    write_atomic_to(weights, lambda tmp: save_file(unique, tmp, metadata={"format": "pt"}))
     out.record("config.json")
     hf_config.save_pretrained(out.root)
     record = state["trainer"].get("tokenizer")

@@ -12,7 +12,7 @@ import re
 import sys
 from collections import deque
 
-from common.output_dir import base_name, tmp_name
+from common.storage import base_name, write_lines_atomic
 
 # Dense (no sparsity) peak TFLOP/s per device from the vendors' datasheets. "fp32" is the
 # plain (non-tensor-core) fp32 rate, what fp32 runs use: torch does not enable TF32 matmuls
@@ -83,10 +83,7 @@ class MetricsLog:
                         break  # a line cut by the interruption: nothing after it is kept
                     if record.get("step", 0) <= resume_step:
                         kept.append(line if line.endswith("\n") else line + "\n")
-        tmp = tmp_name(path)
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(kept)
-        os.replace(tmp, path)
+        write_lines_atomic(path, kept, sync=False)
         _remove_stray_temporaries(path)
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the run
 

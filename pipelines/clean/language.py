@@ -55,6 +55,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from common import storage
 from common.safe_io import (
     MIB,
     UnsafeInputError,
@@ -151,7 +152,7 @@ def _set_aside(path: Path) -> None:
     maps half of it (one that mapped it already keeps its mapping)."""
     aside = Path(tempfile.mkdtemp(dir=path.parent, prefix=f"{path.name}.", suffix=".bad"))
     try:
-        os.rename(path, aside / "model")
+        storage.replace(path, aside / "model")
     except OSError:
         pass  # another process set it aside first
     shutil.rmtree(aside, ignore_errors=True)
@@ -187,7 +188,7 @@ def decompressed_model() -> Path | None:
                 np.save(tmp / f"{name}.npy", array, allow_pickle=False)
             (tmp / _CONTENT).write_text(_content_digests(tmp), encoding="ascii")
             try:
-                os.rename(tmp, path)
+                storage.replace(tmp, path)
             except OSError:
                 if not path.is_dir():
                     raise

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from common.storage import is_remote
 from pipelines.inputs import match_patterns
 from pipelines.io import InputFile, open_input
 
@@ -49,13 +50,9 @@ READ_REMOTE_FILES = 16
 COUNT_LINES_BYTES = 256 << 20
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
 def readable_listing(files: list[InputFile]) -> bool:
     """Whether the launcher reads these files' heads or footers (module docstring)."""
-    remote = sum(_is_remote(f.path) for f in files)
+    remote = sum(is_remote(f.path) for f in files)
     return remote <= READ_REMOTE_FILES and len(files) - remote <= READ_LOCAL_FILES
 
 
@@ -119,7 +116,7 @@ def input_documents_bound(
     task_bytes = traits.task_size.bytes(source_options)
     documents, lines_budget = 0, COUNT_LINES_BYTES
     for f in files:
-        if f.size_bytes == 0 and _is_remote(f.path):
+        if f.size_bytes == 0 and is_remote(f.path):
             return None  # a listing that gives no size (fsspec: 0), not an empty file
         plain = read_heads and plain_text_file(f.path)
         chars = file_chars_bound(f.size_bytes, plain, max_expansion, task_bytes)
@@ -129,7 +126,7 @@ def input_documents_bound(
         if plain and traits.documents is DocumentBound.ONE_PER_PLAIN_FILE:
             bound = min(bound, 1)
         lines = plain and traits.documents is DocumentBound.ONE_PER_PLAIN_LINE
-        if lines and not _is_remote(f.path) and f.size_bytes <= lines_budget:
+        if lines and not is_remote(f.path) and f.size_bytes <= lines_budget:
             lines_budget -= f.size_bytes
             try:
                 bound = min(bound, count_lines(f.path))

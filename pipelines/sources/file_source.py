@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import BinaryIO
 
+from common.storage import is_url
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.inputs import common_base, match_patterns
 from pipelines.io import open_input
@@ -27,7 +28,7 @@ def relative_name(path: str, base: str) -> str:
     printable_name makes it."""
     if base and path.startswith(base):
         return printable_name(path[len(base):])
-    if "://" not in path and base and "://" not in base:
+    if base and not is_url(path) and not is_url(base):
         relative = os.path.relpath(os.path.abspath(path), os.path.abspath(base))
         if not relative.startswith(".."):
             return printable_name(relative.replace(os.sep, "/"))

@@ -20,10 +20,12 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
+import os
 import tarfile
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from common.storage import FSSPEC, LOCAL, backend, local_path
 from pipelines.document import ReadTask
 from pipelines.io import open_input
 from pipelines.sources.compression import SNIFF_BYTES, detect_compression
@@ -65,7 +67,10 @@ def range_input_bytes(task: ReadTask) -> int:
 
 
 def _stored_size(path: str) -> int:
-    if "://" in path and not path.startswith(("gs://", "s3://", "hdfs://", "azfs://")):
+    kind = backend(path)
+    if kind == LOCAL:
+        return os.path.getsize(local_path(path))
+    if kind == FSSPEC:
         import fsspec
 
         fs, fs_path = fsspec.core.url_to_fs(path)

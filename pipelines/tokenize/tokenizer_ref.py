@@ -10,6 +10,7 @@ import threading
 from collections.abc import Mapping
 
 from common.safe_io import format_bytes
+from common.storage import OutputDir, is_url, parent_and_name
 from dataset_format.tokenizer import MAX_TOKENIZER_FILE_BYTES, TextTokenizer
 
 
@@ -46,13 +47,9 @@ class TokenizerRef:
     @classmethod
     def save(cls, tokenizer, url: str) -> TokenizerRef:
         """Write the tokenizer's JSON to `url` (atomically) and refer to it."""
-        from pipelines.output import OutputDir
-
-        directory, _, name = url.rstrip("/").rpartition("/")
-        if "://" not in url:
-            directory, name = os.path.split(os.path.abspath(url))
+        directory, name = parent_and_name(url)
         OutputDir(directory).write_bytes(name, tokenizer.to_json().encode("utf-8"))
-        ref = cls.describe(tokenizer, url if "://" in url else os.path.abspath(url))
+        ref = cls.describe(tokenizer, url if is_url(url) else os.path.abspath(url))
         # The file holds this tokenizer's JSON: a run in this process uses it as loaded.
         with _TOKENIZERS_LOCK:
             _TOKENIZERS.setdefault((ref.url, ref.sha256), tokenizer)
@@ -60,11 +57,7 @@ class TokenizerRef:
 
     def read_json(self) -> bytes:
         """The file's bytes, checked against the sha256 recorded when the run started."""
-        from pipelines.output import OutputDir
-
-        directory, _, name = self.url.rpartition("/")
-        if "://" not in self.url:
-            directory, name = os.path.split(self.url)
+        directory, name = parent_and_name(self.url)
         data = OutputDir(directory).read_bytes(name, limit=MAX_TOKENIZER_FILE_BYTES)
         if len(data) > MAX_TOKENIZER_FILE_BYTES:
             raise RuntimeError(

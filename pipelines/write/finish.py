@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
 
-from common.output_dir import base_name
+from common.storage import base_name
 from dataset_format import MANIFEST_NAME, Manifest, ShardInfo, TokenizerInfo
 from pipelines.output import (
     REJECTS_DIR,

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from common.output_dir import write_atomic_with
+from common.storage import write_atomic_with
 from dataset_format import INDEX_CACHE_DIR, ShardSet, file_sha256
 from dataset_format.shardset import default_cache_dir
 

@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from common.cli import ArgumentParser
 from common.safe_io import UnsafeInputError, parse_json, read_bytes_capped, read_text_capped
+from common.storage import write_text_atomic
 from train.eval import lambada, scoring, wikitext
 from train.eval.load import (
     LoadedModel,
@@ -96,10 +97,7 @@ def output_fault(path: str) -> str | None:
 
 def write_report(path: str, text: str) -> None:
     """Write atomically: a reader sees the earlier report or this one, never half of one."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, text + "\n", sync=False)
 
 
 def _fail(message: str) -> None:

@@ -35,9 +35,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-import fsspec
-
 from common.cli import ArgumentParser
+from common.storage import OutputDir, parent_and_name
 from pipelines.inputs import add_input_arguments, match_patterns, parsed_inputs
 from pipelines.io import open_input
 from pipelines.sources.compression import open_decompressed
@@ -214,15 +213,15 @@ def write_filtered_urls(
     input_patterns: str | Sequence[str], output_path: str
 ) -> tuple[int, Counter[str]]:
     """Filter every URL file the patterns match (as one list, so duplicates across files are
-    caught) and write the kept URLs, one a line, to `output_path`."""
+    caught) and write the kept URLs, one a line, to `output_path` (atomically: a local path or
+    any URL `common.storage` serves)."""
     def all_lines() -> Iterator[str]:
         for input_file in match_patterns(input_patterns):
             yield from read_url_lines(input_file.path)
 
     kept, rejected = filter_urls(all_lines())
-    with fsspec.open(output_path, "w", encoding="utf-8") as out:
-        for url in kept:
-            out.write(url + "\n")
+    folder, name = parent_and_name(output_path)
+    OutputDir(folder).write_with(name, lambda out: out.writelines(f"{u}\n".encode() for u in kept))
     return len(kept), rejected
 
 
