@@ -65,7 +65,7 @@ def repeated_digests(batches: Iterable[tuple[Keyed, ...]]) -> set[bytes]:
             digests += key_digest(key)
     if not digests:
         return set()
-    unique, counts = np.unique(np.frombuffer(bytes(digests), dtype="V16"), return_counts=True)
+    unique, counts = np.unique(np.frombuffer(digests, dtype="V16"), return_counts=True)
     return {value.tobytes() for value in unique[counts > 1]}
 
 
