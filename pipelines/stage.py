@@ -57,15 +57,16 @@ class StageClock:
     consumption is not.
 
     The process's CPU clock (time.process_time: this process, the threads a stage starts
-    included, as a tokenizer's pool) is a system call, ~1-4 us on a VM: read twice a document
-    by three stages it was most of what the sidecar's accounting added per document. So each
-    call is timed on the wall clock (perf_counter, no system call), and the CPU clock is read
-    once a WINDOW_S window: the stage's wall time in the window times the process's CPU per
-    wall second over it. Where the process is not descheduled and runs one thread this is the
-    CPU time; where other threads (a tokenizer's pool, bundles run at once in threads) run in
-    the window, their share counts too, so the sum is then an upper bound."""
+    included, as a tokenizer's pool) is a system call, ~1-4 us on a VM: too dear to read twice
+    for every document a stage times. So each call is timed on the wall clock (perf_counter, no
+    system call), and the CPU clock is read once a WINDOW_S window: the stage's wall time in the
+    window times the process's CPU per wall second over it, never more than the process's CPU
+    in the window. Where the process runs one thread and is not descheduled this is the stage's
+    CPU time; threads of the process running in the window (a tokenizer's pool, bundles run at
+    once) raise the rate, and waiting in it (for input) lowers it; the window is short so that
+    this stays local."""
 
-    WINDOW_S = 0.05
+    WINDOW_S = 0.01
 
     def __init__(self, stage: str) -> None:
         self.stage = stage

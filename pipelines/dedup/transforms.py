@@ -175,9 +175,9 @@ URL_STAGE, EXACT_STAGE, BUCKETS_STAGE, APPLY_STAGE = "url", "exact", "lsh_bucket
 class _Router:
     """Sends a _Record tuple on to the first of `stages` that takes it, as the output tagged
     with that stage, counting what it sends (ShuffleBytes): URL_STAGE and EXACT_STAGE take
-    (url_key or fingerprint_key: keyed.py) (key, record) where the key function gives one (a record
-    without a URL skips the URL step), EXACT_STAGE's waiting for `flush` to send them in
-    batches by key partition (keyed.py); BUCKETS_STAGE takes the record's band hashes, which wait
+    (url_key or fingerprint_key, keyed.py) (key, record) where the key function gives one (a
+    record without a URL skips the URL step), EXACT_STAGE's waiting for `flush` to send them
+    in batches by key partition (keyed.py); BUCKETS_STAGE takes the record's band hashes, which wait
     until `flush` writes the waiting records' as band batches (lsh.band_batches: one per band
     partition a batch touches, not one per band and document) to the bundle's band file in
     `work_dir` and sends their references (bandfiles.py; `close` completes the file when the
