@@ -410,10 +410,11 @@ def test_one_and_two_worker_processes_give_identical_results(
     )
     for name in ("documents", "rejects", "clusters"):
         assert two[name] == default_run[name]
-    # What crosses the LSH shuffle is one reference a band batch (bandfiles.py), and the stash
-    # names one a bundle and bucket: how many depends on where the runner cuts bundles.
+    # What crosses the LSH shuffle is one reference a band batch (bandfiles.py), the exact
+    # step's one element a key partition and batch (keyed.py), and the stash names one a bundle
+    # and bucket: how many depends on where the runner cuts bundles.
     one, other = default_run["stats"]["counters"].copy(), two["stats"]["counters"].copy()
-    for stage in ("lsh_buckets", "stash"):
+    for stage in ("lsh_buckets", "exact", "stash"):
         assert one.pop(SHUFFLE_PREFIX + stage) > 0 and other.pop(SHUFFLE_PREFIX + stage) > 0
     assert _counted(other) == _counted(one)
 

@@ -600,4 +600,5 @@ def _judged(
             meta[LANGUAGE_SCORE_META] = f"{confidence:.4f}"
     if skipped:
         meta["rules_skipped"] = ",".join(skipped)
-    return dataclasses.replace(doc, text=text, meta=meta)
+    # made directly: dataclasses.replace walks the fields in Python (~2 us a document)
+    return Document(doc.id, doc.source, text, doc.url, doc.title, meta)

@@ -15,7 +15,8 @@ no step gathers documents, signatures or edges on one worker):
             -> a small record per document: (node, scope, fingerprint, URL key, band hashes)
     URL:   GroupByKey(URL) of the records with a URL -> the smallest node's record goes on,
            the others are decided (records without a URL go on without a shuffle)
-    exact: GroupByKey(text fingerprint) of the survivors -> the smallest node's record goes on
+    exact: GroupByKey(partition of the text fingerprint: keyed.py) of the survivors' records,
+           in batches -> of each fingerprint, the smallest node's record goes on
     near:  survivors, in batches -> one element per LSH band partition a batch touches (the
            hashes and their nodes: lsh.band_batches, written to the bundle's band file; the
            element is a reference to it: bandfiles.py) -> GroupByKey(band partition) -> each
@@ -59,6 +60,7 @@ from pipelines.dedup.batching import DocBatcher, emit_windowed
 from pipelines.dedup.components import ConnectedComponents
 from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.decontaminate import CONTAMINATION, Decontaminate
+from pipelines.dedup.keyed import fingerprint_key, keyed_batches, smallest_of_repeated, url_key
 from pipelines.dedup.minhash import MinHasher, band_hashes
 from pipelines.dedup.shingles import shingle_batch
 from pipelines.dedup.shuffle import (
@@ -173,8 +175,9 @@ URL_STAGE, EXACT_STAGE, BUCKETS_STAGE, APPLY_STAGE = "url", "exact", "lsh_bucket
 class _Router:
     """Sends a _Record tuple on to the first of `stages` that takes it, as the output tagged
     with that stage, counting what it sends (ShuffleBytes): URL_STAGE and EXACT_STAGE take
-    (_url_key or _fingerprint_key) (key, record) where the key function gives one (a record
-    without a URL skips the URL step); BUCKETS_STAGE takes the record's band hashes, which wait
+    (url_key or fingerprint_key, keyed.py) (key, record) where the key function gives one (a
+    record without a URL skips the URL step), EXACT_STAGE's waiting for `flush` to send them
+    in batches by key partition (keyed.py); BUCKETS_STAGE takes the record's band hashes, which wait
     until `flush` writes the waiting records' as band batches (lsh.band_batches: one per band
     partition a batch touches, not one per band and document) to the bundle's band file in
     `work_dir` and sends their references (bandfiles.py; `close` completes the file when the
@@ -193,12 +196,13 @@ class _Router:
             for stage in self._stages
         }
         self._waiting: list[_Record] = []  # records whose band hashes flush sends
+        self._keyed: list[tuple] = []  # (key, record) bound for EXACT_STAGE, sent by flush
 
     def start_bundle(self, counts: BundleCounts) -> None:
         """`counts`: the DoFn's BundleCounts that it emits as data."""
         for sent in self._bytes.values():
             sent.start_bundle(counts)
-        self._waiting = []
+        self._waiting, self._keyed = [], []
         self._bands = BandFileWriter(self._work_dir) if BUCKETS_STAGE in self._stages else None
 
     def close(self) -> None:
@@ -213,6 +217,9 @@ class _Router:
                     self._waiting.append(record)
                 return
             keyed = _KEY_FNS[stage](record)
+            if keyed is not None and stage == EXACT_STAGE:  # sent in batches (keyed.py)
+                self._keyed.append(keyed)
+                return
             if keyed is not None:
                 self._bytes[stage].add(keyed)
                 yield pvalue.TaggedOutput(stage, keyed)
@@ -221,10 +228,15 @@ class _Router:
 
     @property
     def waiting(self) -> int:
-        return len(self._waiting)
+        return len(self._waiting) + len(self._keyed)
 
     def flush(self):
-        """The band batches of the waiting records, scope by scope."""
+        """The exact step's keyed batches and the band batches of the waiting records, scope by
+        scope."""
+        for element in keyed_batches(self._keyed):
+            self._bytes[EXACT_STAGE].add(element)
+            yield pvalue.TaggedOutput(EXACT_STAGE, element)
+        self._keyed = []
         waiting, self._waiting = self._waiting, []
         by_scope: dict[str, list[_Record]] = {}
         for record in waiting:
@@ -278,18 +290,33 @@ class _KeepSmallestFn(SendingFn):
         _, records = element
         kept = min(record[0] for record in records)
         for record in records:
-            node = record[0]
-            if node == kept:
-                yield from self._router.send_on(
-                    tuple(_Record._make(record)._replace(**self._cleared))
-                )
-            else:
-                decision = _Decision(self._reason, kept[1], kept[1], self._similarity)
-                bucket = bucket_of(node[1], self._num_buckets)
-                sent = self._send((bucket, ("dec", (node[1], decision))))
-                yield pvalue.TaggedOutput("decisions", sent)
+            yield from self._decide(record, kept)
         if self._router.waiting >= self._batch_docs:  # band batches of batch_docs documents
             yield from self._router.flush()
+
+    def _decide(self, record, kept):
+        """`record` goes on if its node is `kept`, else is decided removed in favour of it."""
+        node = record[0]
+        if node == kept:
+            yield from self._router.send_on(tuple(_Record._make(record)._replace(**self._cleared)))
+        else:
+            decision = _Decision(self._reason, kept[1], kept[1], self._similarity)
+            bucket = bucket_of(node[1], self._num_buckets)
+            sent = self._send((bucket, ("dec", (node[1], decision))))
+            yield pvalue.TaggedOutput("decisions", sent)
+
+
+class _KeepSmallestOfBatchesFn(_KeepSmallestFn):
+    """_KeepSmallestFn over a key partition's batches of (key, record) pairs (keyed.py)."""
+
+    def process(self, element):
+        _, batches = element
+        smallest = smallest_of_repeated(batches)
+        for batch in batches:
+            for key, record in batch:
+                yield from self._decide(record, smallest.get(key, record[0]))
+            if self._router.waiting >= self._batch_docs:
+                yield from self._router.flush()
 
 
 class _BucketEdgesFn(SendingFn):
@@ -429,21 +456,7 @@ def _near_decision(member):
     return node[1], _Decision(NEAR_DUPLICATE, kept[1], kept[1], None)
 
 
-def _url_key(record):
-    """The key carries the scope and URL key, so the grouped record goes without the URL; None
-    for a record without a URL."""
-    if record[3]:
-        return f"{record[1]}\x00{record[3]}", record[:3] + ("",) + record[4:]
-    return None
-
-
-def _fingerprint_key(record):
-    """The key carries the scope and fingerprint, so the grouped record goes without the latter."""
-    key = record[1].encode("utf-8", "surrogatepass") + b"\x00" + record[2]
-    return key, (record[0], record[1], b"", "", record[4])
-
-
-_KEY_FNS = {URL_STAGE: _url_key, EXACT_STAGE: _fingerprint_key}
+_KEY_FNS = {URL_STAGE: url_key, EXACT_STAGE: fingerprint_key}
 # What _Router sends to each stage, typed as the keying steps' outputs were (see ANY)
 _SENT_TYPES = {URL_STAGE: ANY, EXACT_STAGE: ANY, BUCKETS_STAGE: PAIR}
 
@@ -524,14 +537,13 @@ class Deduplicate(beam.PTransform):
             later = stages[stages.index(stage) + 1 :]
             keyed = sent[stage]
             keyed = keyed[0] if len(keyed) == 1 else keyed | f"{label}/Sent" >> beam.Flatten()
+            keep = _KeepSmallestOfBatchesFn if stage == EXACT_STAGE else _KeepSmallestFn
             kept = (
                 keyed
                 | f"{label}/Group" >> beam.GroupByKey()
                 | f"{label}/KeepSmallest"
                 >> beam.ParDo(
-                    _KeepSmallestFn(
-                        reason, similarity, cleared, buckets, later, cfg.batch_docs, self.work_dir
-                    )
+                    keep(reason, similarity, cleared, buckets, later, cfg.batch_docs, self.work_dir)
                 ).with_outputs("decisions", "counts", *later, main="records")
             )
             counts.append(kept.counts)
