@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dataset_format.tokenizer import load_tokenizer
+from pipelines.clean import CleanConfig
+from pipelines.tokenize.train_tokenizer import SampleStats, main, sample_texts, spread_indices
+from tests.conftest import REPO
+
+ROOT = REPO
+CORPORA = ROOT.parent / "shared" / "corpora"
+BOOKS = CORPORA / "books"
+WEBTEXT = CORPORA / "web" / "text" / "webtext_train_10"
+
+
+def _train(tmp_path: Path, capsys, *extra: str) -> dict:
+    output = tmp_path / "tokenizer.json"
+    argv = ["--source", "books", "--input", str(BOOKS / "*.txt"), "--vocab-size", "2000"]
+    assert main([*argv, "--output", str(output), "--sample-mb", "1", *extra]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["output"] == str(output) and output.is_file()
+    return summary
+
+
+def test_byte_level_bpe_round_trips_and_gets_the_fast_path(tmp_path, capsys):
+    summary = _train(tmp_path, capsys, "--kind", "byte-level-bpe")
+    assert summary["kind"] == "byte_level_bpe" and summary["vocab_size"] == 2000
+    assert summary["special_ids"] == {"eod": 0}
+    # Candide is French: the English cleaner rejects it, and the sample stays in budget.
+    assert summary["rejected"] == 1 and 900_000 < summary["bytes"] <= 1_000_000
+    tokenizer = load_tokenizer(summary["output"])
+    assert tokenizer.uses_fast_path
+    texts = [p.read_text("utf-8") for p in sorted(WEBTEXT.glob("*.txt"))]
+    texts.append((BOOKS / "46-0.txt").read_text("utf-8")[:50_000])
+    fast, slow = tokenizer.encode_batch(texts), tokenizer.encode_batch_hf(texts)
+    assert all(np.array_equal(a, b) for a, b in zip(fast, slow))
+    for text, ids in zip(texts, fast):
+        assert tokenizer.decode(ids) == text
+    # A 2,000-token vocabulary learnt real merges: well under one token per byte.
+    assert sum(map(len, fast)) < 0.5 * sum(len(t.encode()) for t in texts)
+
+
+def test_wordpiece_lowercase(tmp_path, capsys):
+    summary = _train(tmp_path, capsys, "--kind", "wordpiece", "--lowercase")
+    assert summary["kind"] == "wordpiece"
+    assert summary["special_ids"] == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    tokenizer = load_tokenizer(summary["output"])
+    assert not tokenizer.uses_fast_path
+    (ids,) = tokenizer.encode_batch(["Call me Ishmael. The WHALE!"])
+    assert tokenizer.special_ids["unk"] not in ids.tolist()
+    assert tokenizer.decode(ids) == "call me ishmael. the whale!"
+
+
+def _sample(sample_bytes: int) -> tuple[list[str], SampleStats]:
+    stats = SampleStats()
+    pattern = str(BOOKS / "*.txt")
+    texts = sample_texts(
+        "books", pattern, sample_bytes=sample_bytes, clean_config=CleanConfig(), stats=stats
+    )
+    return list(texts), stats
+
+
+def test_sample_is_spread_over_the_inputs_and_bounded():
+    texts, stats = _sample(600_000)
+    assert 590_000 < stats.bytes == sum(len(t.encode()) for t in texts) <= 600_000
+    # 600 kB is two 256 KiB shares: books 0 and 4 of 8 first (Alice, A Christmas Carol), both
+    # smaller than their 300 kB shares, then the others in order until the budget is spent.
+    assert "Alice" in texts[0] and "Scrooge" in texts[1] and "John laughs at me" in texts[2]
+    assert stats.tasks == len(texts) + stats.rejected < 8  # Candide (French) is rejected
+    assert all(not t[-1].isspace() for t in texts)  # a cut share ends on a word boundary
+    texts, everything = _sample(10**8)
+    assert everything.tasks == 8 and everything.documents == 7 and everything.rejected == 1
+
+
+def test_spread_indices():
+    assert spread_indices(8, 2) == [0, 4]
+    assert spread_indices(3, 5) == [0, 1, 2]
+    assert spread_indices(10, 3) == [0, 3, 6]
+
+
+def test_nothing_left_after_cleaning_is_a_clear_error(tmp_path, capsys):
+    argv = ["--kind", "byte-level-bpe", "--source", "books", "--vocab-size", "500"]
+    code = main(
+        [*argv, "--input", str(BOOKS / "Candide-fr.txt"), "--output", str(tmp_path / "t.json")]
+    )
+    assert code == 2 and "no text" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+    code = main([*argv, "--input", str(BOOKS / "*.txt"), "--output", "x.json", "--language", "xx"])
+    assert code == 2 and "unknown language code" in capsys.readouterr().err
+
+
+def test_module_entry_point():
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.tokenize.train_tokenizer", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0 and "--vocab-size" in result.stdout
+
+
+@pytest.mark.parametrize("size", ["200"])
+def test_too_small_vocabulary_is_rejected(tmp_path, capsys, size):
+    argv = ["--kind", "byte-level-bpe", "--source", "books", "--input", str(BOOKS / "11-0.txt")]
+    assert main([*argv, "--vocab-size", size, "--output", str(tmp_path / "t.json")]) == 2
+    assert "needs more than 257" in capsys.readouterr().err
