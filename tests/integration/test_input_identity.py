@@ -16,6 +16,7 @@ import pytest
 from pipelines.inputs import match_patterns
 from pipelines.preprocess import main
 from tests.conftest import REPO
+from tests.helpers.input_identity import webtext_with_a_linked_folder
 
 CORPORA = REPO.parent / "shared" / "corpora"
 WEBTEXT = CORPORA / "web" / "text" / "webtext_train_10"
@@ -36,14 +37,7 @@ def _stats(out: Path) -> dict:
 
 @pytest.fixture
 def linked_corpus(tmp_path):
-    """corpus/own holds web texts 0-4; corpus/linked is a link to a folder holding 5-9."""
-    (tmp_path / "corpus" / "own").mkdir(parents=True)
-    (tmp_path / "elsewhere").mkdir()
-    for i in range(10):
-        folder = tmp_path / ("corpus/own" if i < 5 else "elsewhere")
-        shutil.copy(WEBTEXT / f"{i}.txt", folder / f"{i}.txt")
-    (tmp_path / "corpus" / "linked").symlink_to(tmp_path / "elsewhere")
-    return tmp_path / "corpus"
+    return webtext_with_a_linked_folder(tmp_path)
 
 
 def test_a_folder_linked_into_an_input_folder_is_read(linked_corpus, tmp_path, capsys):
@@ -56,13 +50,6 @@ def test_a_folder_linked_into_an_input_folder_is_read(linked_corpus, tmp_path, c
                             f"--output={tmp_path / 'out'}")  # fmt: skip
     assert code == 0, err
     assert _stats(tmp_path / "out")["documents_read"] == 10
-
-
-def test_a_second_link_to_a_folder_already_read_adds_no_document(linked_corpus, tmp_path):
-    (linked_corpus / "again").symlink_to(tmp_path / "elsewhere")
-    files = match_patterns(str(linked_corpus))
-    assert len(files) == 10
-    assert len({os.path.realpath(f.path) for f in files}) == 10
 
 
 def test_a_folder_link_that_loops_is_refused_naming_the_link(linked_corpus, tmp_path, capsys):

@@ -9,13 +9,8 @@ torchrun job). Nothing is run and no input is needed.
 
 from __future__ import annotations
 
-import importlib.util
-import re
 import shlex
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -27,26 +22,13 @@ from pipelines.dedup.config import DedupConfig
 from pipelines.options import PreprocessConfig, PreprocessOptions
 from pipelines.preprocess import build_parser as beam_parser
 from pipelines.runner.runners import unknown_arguments
-from tests.conftest import REPO
+from tests.helpers.recipes import RECIPE_FILES, RECIPES, make_scaling
 from train.build import model_positions, resolve_config
 from train.config import parse_args as pretrain_args
 from train.eval.run import build_parser as evaluate_parser
 from train.runtime import Runtime
 
-RECIPES = REPO / "recipes"
-RECIPE_FILES = sorted(p.name for p in RECIPES.glob("*.sh") if p.name != "lib.sh")
 MODES = ("local", "cluster")
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
-
-
-make_scaling = _load("make_scaling", RECIPES / "make_scaling.py")
 
 
 def dry_run(recipe: str, mode: str, **env: str) -> list[list[str]]:
@@ -67,16 +49,6 @@ def dry_run(recipe: str, mode: str, **env: str) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def commands() -> dict[tuple[str, str], list[list[str]]]:
     return {(r, m): dry_run(r, m) for r in RECIPE_FILES for m in MODES}
-
-
-def test_every_recipe_is_checked():
-    assert RECIPE_FILES == [
-        "bert_large_lamb.sh",
-        "corpora.sh",
-        "gpt2_345m.sh",
-        "megatron_8.3b.sh",
-    ]
-    assert {r.recipe for r in make_scaling.RUNS} <= set(RECIPE_FILES)
 
 
 def test_a_bad_mode_is_one_line_error():
@@ -216,69 +188,6 @@ def test_resume_continues_every_training_command(mode):
         assert resumed and all(config.resume for config, _ in resumed), recipe
     phases = pretrain_runs(dry_run("bert_large_lamb.sh", mode, START_PHASE="2", RESUME="1"), mode)
     assert [config.seq_len for config, _ in phases] == [512]
-
-
-def test_scaling_sheet_is_current():
-    written = (RECIPES / "SCALING.md").read_text(encoding="utf-8")
-    assert written == make_scaling.render(), (
-        "recipes/SCALING.md is stale: run python recipes/make_scaling.py"
-    )
-
-
-@pytest.fixture()
-def results_copy(tmp_path) -> Path:
-    copy = tmp_path / "results"
-    shutil.copytree(REPO / "bench" / "results", copy)
-    (copy / "gpu.md").unlink(missing_ok=True)
-    return copy
-
-
-def test_sheet_reads_the_bench_tables(results_copy):
-    """The per-MB costs follow the committed tables: double tiktoken's web text rate and its
-    rows halve; drop a row the sheet reads and it says which one."""
-    before = make_scaling.render(results_copy)
-    # the factor is the pipeline's cost over the plain loop, from preprocess.md
-    row = re.search(
-        r"\| webtext \| 1 clean \| GPT-2 encode \(by-product shards\) \| 1 \| 0\.127 x ([\d.]+) \|",
-        before,
-    )
-    assert row, "the webtext encode row is missing"
-    factor = row.group(1)
-    table = results_copy / "clean_tokenize.md"
-    text = table.read_text()
-    assert "| GPT-2 encode: tiktoken fast path | 5.1 | 6.4 | 7.9 |" in text
-    table.write_text(text.replace("| 6.4 | 7.9 |", "| 6.4 | 15.8 |"))
-    after = make_scaling.render(results_copy)
-    assert (
-        f"| webtext | 1 clean | GPT-2 encode (by-product shards) | 1 | 0.0633 x {factor} |" in after
-    )
-
-    table.write_text("\n".join(line for line in text.splitlines() if "tiktoken" not in line))
-    with pytest.raises(SystemExit, match="no table row 'GPT-2 encode: tiktoken fast path'"):
-        make_scaling.render(results_copy)
-
-
-def test_measured_gpu_mfu_is_used_when_gpu_md_exists(results_copy):
-    """A gpu.md as bench/gpu.sh writes it (its own MFU section) puts the measured MFU in
-    the sheet for the run of that preset, on that device's peak; HF's rows beside ours and a
-    failed row are not taken."""
-    bench_gpu = _load("bench_gpu", REPO / "bench" / "bench_gpu.py")
-    ours = {"case": "gpt2-355m seq 1024 bf16", "preset": "gpt2-355m", "side": "ours",
-            "compile": "model", "mfu": 0.44}  # fmt: skip
-    theirs = {**ours, "side": "hf", "mfu": 0.31}
-    failed = {"case": "gpt2-124m seq 1024 bf16", "side": "ours", "failed": "OutOfMemoryError"}
-    (results_copy / "gpu.md").write_text(
-        "\n".join(bench_gpu.mfu_section([ours, theirs, failed], "NVIDIA H100 80GB HBM3")),
-        encoding="utf-8",
-    )
-    sheet = make_scaling.render(results_copy)
-    assert "gpu.md is not there" not in sheet
-    run = next(r for r in make_scaling.RUNS if r.preset == "gpt2-355m")
-    flops = run.steps * run.global_batch * run.seq_len * make_scaling.run_flops_per_token(run)
-    hours = flops / (0.44 * 989e12) / 3600
-    (line,) = [x for x in sheet.splitlines() if x.startswith("| GPT-2 345M | NVIDIA H100")]
-    assert "| 989 | 44.0% ([gpu.md:" in line
-    assert line.endswith(f"| {make_scaling.significant(hours)} |")
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -175,21 +174,6 @@ def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(gpt_shards, tmp_p
     assert os.listdir(tmp_path / "checkpoints") == [f"step-{step:08d}"]
     with open(metrics) as f:
         assert max(r["step"] for r in map(json.loads, f)) == step
-
-
-def test_compile(gpt_shards, tmp_path):
-    if shutil.which("g++") is None and shutil.which("c++") is None:
-        pytest.skip("torch.compile on CPU needs a C++ compiler")
-    plain = single(gpt_shards, tmp_path / "plain", "--max-steps", "3")
-    cache = tmp_path / "inductor-cache"
-    compiled = single(
-        gpt_shards, tmp_path / "compiled", "--max-steps", "3", "--compile",
-        TORCHINDUCTOR_CACHE_DIR=str(cache),
-    )  # fmt: skip
-    # inductor really generated and built kernels for this run
-    assert any(p.suffix in (".py", ".so", ".cpp") for p in cache.rglob("*"))
-    # compiled kernels fuse and reorder float math: close, not equal
-    assert max(abs(a - b) for a, b in zip(plain, compiled)) < 1e-3
 
 
 # tp=2 pads to 128 x 2 by itself; the others are told to pad alike

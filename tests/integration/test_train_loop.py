@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -19,10 +18,9 @@ import pytest
 import torch
 
 from tests.conftest import REPO
-from tests.train_faults import FaultHooks, parse_grad_fault
+from tests.train_faults import FaultHooks
 from train.config import parse_args
 from train.loop import main
-from train.skipping import OutlierDetector
 
 SMALL = [
     "--seq-len", "16", "--global-batch", "2", "--micro-batch", "1", "--split", "90,5,5",
@@ -121,21 +119,6 @@ def test_grad_norm_outlier_is_skipped(gpt_shards, tmp_path):
     assert [r["step"] for r in records if r.get("skip")] == [9]
     assert records[8]["skip"] == "outlier_grad_norm"
     assert summary["skipped"]["outlier_grad_norm"] == 1
-
-
-def test_outlier_detector_needs_a_full_window():
-    detector = OutlierDetector(4)
-    for value in (1.0, 1.1, 0.9):
-        assert detector.zscore(value) is None
-        detector.add(value)
-    assert detector.zscore(5.0) is None  # 3 of 4
-    detector.add(1.0)
-    assert detector.zscore(1.0) == pytest.approx(0.0)
-    assert detector.zscore(5.0) > 40
-    fault = parse_grad_fault("3-5:x0.5@1")
-    assert (fault.first, fault.last, fault.factor, fault.rank) == (3, 5, 0.5, 1)
-    assert fault.applies(4, 1) and not fault.applies(4, 0) and not fault.applies(6, 1)
-    assert parse_grad_fault("7:inf").applies(7, 3)
 
 
 def test_bert_run_and_lamb(bert_shards, tmp_path):
@@ -305,19 +288,6 @@ def test_resuming_with_another_max_steps_names_every_schedule_flag_it_moves(gpt_
     assert summary["step"] == 3 and [r["step"] for r in train_records(tmp_path)] == [1, 2, 3]
 
 
-def test_allow_config_change_help_names_every_identity_setting():
-    from train.config import build_parser, run_identity_fields
-
-    names = run_identity_fields()
-    assert {"data", "max_steps", "lr", "warmup_steps", "global_batch", "seq_len"} <= set(names)
-    assert {"micro_batch", "eval_interval", "stop_at"}.isdisjoint(names)
-    allow = next(a.help for a in build_parser()._actions if a.dest == "allow_config_change")
-    assert set(re.findall(r"--[a-z-]+", allow)) == {
-        f"--{name.replace('_', '-')}" for name in names
-    }  # fmt: skip
-    assert "--lr" in build_parser().format_help()  # marked fields keep their flags
-
-
 # -- stopping by a signal ------------------------------------------------------------------------
 
 
@@ -422,23 +392,3 @@ def test_a_shape_flag_the_family_cannot_honour_is_one_line(gpt_shards, tmp_path)
         "--hidden-size (GPT-2's)"
     )
     assert not (tmp_path / "metrics.jsonl").exists()
-
-
-def test_a_second_signal_while_stopping_is_noted_not_obeyed(capsys):
-    """The first SIGINT/SIGTERM is the one the run stops for; another one while it finishes
-    its step and saves prints a note and neither interrupts the save nor changes the status."""
-    import signal
-
-    from train.runtime import Runtime, StopRequest
-
-    alone = Runtime(0, 1, 0, torch.device("cpu"), None, 0, 1, 1)
-    before = signal.getsignal(signal.SIGINT)
-    with StopRequest() as stop:
-        assert stop.agreed(alone) is None
-        os.kill(os.getpid(), signal.SIGTERM)
-        os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt
-        assert stop.agreed(alone) == signal.SIGTERM
-    assert signal.getsignal(signal.SIGINT) is before  # the process's handlers are back
-    assert capsys.readouterr().err == (
-        "SIGINT again: already stopping, saving a checkpoint first (SIGKILL stops without saving)\n"
-    )

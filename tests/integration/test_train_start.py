@@ -12,14 +12,12 @@ import sys
 import time
 
 import pytest
-import torch
 
 from common.output_dir import MARKER_NAME
 from tests.conftest import REPO
 from tests.shard_fixtures import make_bert_shards, make_gpt_shards
 from train.config import parse_args
 from train.loop import main
-from train.resume import fit_positions
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +111,6 @@ def bert_sentences(tmp_path_factory) -> str:
     return make_bert_shards(tmp_path_factory.mktemp("bert-phases"), 40)
 
 
-def train_losses(out) -> list[float]:
-    return [r["loss"] for r in records(out) if r["kind"] == "train"]
-
-
 @pytest.mark.slow
 def test_bert_phase_two_starts_from_phase_one(bert_sentences, tmp_path):
     """Phase 2 (--init-from) starts from phase 1's weights: on the same validation samples at
@@ -170,14 +164,6 @@ def test_init_from_loads_weights_and_refuses_another_model_kind(bert_sentences, 
     assert (
         str(excinfo.value.code) == f"error: --init-from {tmp_path / 'nothing'}: no checkpoint in it"
     )
-
-
-def test_fit_positions_keeps_learned_rows_and_the_new_rows_initialisation():
-    learned = torch.arange(12.0).reshape(4, 3)  # a phase trained with 4 positions
-    fresh = torch.full((6, 3), -1.0)  # this model's table: 6 positions, initialised
-    fitted = fit_positions(learned, fresh)
-    assert torch.equal(fitted[:4], learned) and torch.equal(fitted[4:], fresh[4:])
-    assert fit_positions(learned, torch.zeros(4, 3)) is learned  # same size: as saved
 
 
 # -- Ctrl-C ----------------------------------------------------------------------------------------

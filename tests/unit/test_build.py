@@ -10,31 +10,12 @@ installed, Bazel itself loads the targets and runs one test.
 from __future__ import annotations
 
 import ast
-import glob as globlib
 import os
-import shutil
-import subprocess
-
-import pytest
 
 from tests.conftest import REPO
+from tests.helpers.build import glob_files
 
 FIRST_PARTY = ("common", "dataset_format", "pipelines", "train", "tools")
-
-
-def _glob(patterns, exclude=()):
-    found = set()
-    for pattern in patterns:
-        found.update(
-            os.path.relpath(p, REPO)
-            for p in globlib.glob(str(REPO / pattern), recursive=True)
-            if os.path.isfile(p)
-        )
-    for pattern in exclude:
-        found.difference_update(
-            os.path.relpath(p, REPO) for p in globlib.glob(str(REPO / pattern), recursive=True)
-        )
-    return sorted(found)
 
 
 def evaluate_build() -> dict[str, dict]:
@@ -48,7 +29,7 @@ def evaluate_build() -> dict[str, dict]:
         return record
 
     namespace = {
-        "glob": _glob,
+        "glob": glob_files,
         "package": lambda **_: None,
         "load": lambda *_: None,
         **{k: rule(k) for k in ("py_library", "py_binary", "py_test", "sh_binary")},
@@ -81,14 +62,14 @@ def test_every_source_file_is_in_exactly_one_target():
         for src in target.get("srcs", []):
             if not src.startswith("//"):
                 owners.setdefault(src, []).append(name)
-    tree = _glob([f"{p}/**/*.py" for p in ("common", "dataset_format", "pipelines", "train")])
+    tree = glob_files([f"{p}/**/*.py" for p in ("common", "dataset_format", "pipelines", "train")])
     unowned = [f for f in tree if f not in owners]
     assert not unowned, f"source files no BUILD target owns: {unowned}"
     twice = {f: o for f, o in owners.items() if len(o) > 1}
     assert not twice, f"files in more than one target: {twice}"
     missing = [f for f in owners if not (REPO / f).exists()]
     assert not missing, f"BUILD names files that do not exist: {missing}"
-    tools = sorted(os.path.basename(p) for p in _glob(["tools/*"]) if os.access(REPO / p, os.X_OK))
+    tools = sorted(os.path.basename(p) for p in glob_files(["tools/*"]) if os.access(REPO / p, os.X_OK))
     declared = sorted(n for n, t in targets.items() if t["kind"] == "sh_binary")
     assert tools == declared, f"tools/ executables {tools} vs BUILD sh_binary targets {declared}"
 
@@ -96,7 +77,7 @@ def test_every_source_file_is_in_exactly_one_target():
 def test_every_test_file_has_a_py_test():
     targets = evaluate_build()
     tests = {n for n, t in targets.items() if t["kind"] == "py_test"}
-    files = {p[len("tests/") : -len(".py")] for p in _glob(["tests/**/test_*.py"])}
+    files = {p[len("tests/") : -len(".py")] for p in glob_files(["tests/**/test_*.py"])}
     assert "unit/test_build" in files and "integration/test_build" in files
     assert tests == files
 
@@ -105,7 +86,7 @@ def test_every_support_file_of_the_tests_is_in_test_support():
     """What test files import from tests/ and tests/helpers/ is in :test_support, on which every
     py_test depends; test files themselves are not."""
     support = set(evaluate_build()["test_support"]["srcs"])
-    files = set(_glob(["tests/**/*.py"], exclude=["tests/**/test_*.py"]))
+    files = set(glob_files(["tests/**/*.py"], exclude=["tests/**/test_*.py"]))
     assert "tests/helpers/checkpoints.py" in files
     assert support == files, (sorted(files - support), sorted(support - files))
 
@@ -179,32 +160,7 @@ def test_no_module_imports_a_commands_main_file():
 def test_no_production_module_reads_a_test_only_variable():
     """Issue 20: tests inject faults through hook objects or monkeypatching, never through
     SHARDSMITH_TEST_* environment variables read by the code they test."""
-    sources = _glob([f"{p}/**/*.py" for p in ("common", "dataset_format", "pipelines", "train")])
-    sources += [p for p in _glob(["tools/*"]) if (REPO / p).read_bytes()[:2] == b"#!"]
+    sources = glob_files([f"{p}/**/*.py" for p in ("common", "dataset_format", "pipelines", "train")])
+    sources += [p for p in glob_files(["tools/*"]) if (REPO / p).read_bytes()[:2] == b"#!"]
     readers = [p for p in sources if "SHARDSMITH_TEST_" in (REPO / p).read_text(errors="replace")]
     assert not readers, readers
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(
-    shutil.which("bazel") is None, reason="bazel not installed (see docs/development.md)"
-)
-def test_bazel_loads_the_targets_and_runs_a_test():
-    local_rc = REPO / "bazel" / "local.bazelrc"
-    assert local_rc.exists(), "./dev setup writes bazel/local.bazelrc"
-    query = subprocess.run(
-        ["bazel", "query", "tests(//:all)"], cwd=REPO, capture_output=True, text=True, timeout=600
-    )
-    assert query.returncode == 0, query.stderr[-2000:]
-    listed = {line.split(":")[-1] for line in query.stdout.split()}
-    files = {p[len("tests/") : -len(".py")] for p in _glob(["tests/**/test_*.py"])}
-    assert listed == files
-    run = subprocess.run(
-        ["bazel", "test", "//:unit/dataset_format/test_dataset_format"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "1 test passes" in run.stdout + run.stderr

@@ -3,11 +3,6 @@ once, every command of tools/convert listed, and one name for the tokenizer flag
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from tests.conftest import REPO
-
 
 def test_no_help_line_ends_with_a_default_of_none():
     from train.config import build_parser
@@ -27,14 +22,6 @@ def test_the_input_flags_help_names_its_files_once():
         flat = " ".join(parser.format_help().split())
         assert f"{what}: one or more paths" in flat
         assert flat.count("input files:") == (1 if what == "input files" else 0)
-
-
-def test_convert_help_lists_all_its_commands():
-    out = subprocess.run([sys.executable, str(REPO / "tools" / "convert"), "--help"],
-                         capture_output=True, text=True, check=True).stdout
-    for command in ("import-nanogpt", "import-llmc", "export-nanogpt", "export-llmc",
-                    "checkpoint-to-torch", "checkpoint-to-hf"):
-        assert f"\n    {command}" in out, command
 
 
 def test_convert_names_the_tokenizer_flag_as_the_other_tools_do():

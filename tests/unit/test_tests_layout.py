@@ -1,4 +1,12 @@
-"""The tests' own layout: no test module imports another.
+"""The tests' own layout: two tiers, and no test module imports another.
+
+tests/unit/ mirrors the package tree (tests/unit/pipelines/clean/ tests pipelines/clean/) and
+runs in this process only: tests/unit/conftest.py fails a test there that starts a process or
+runs a Beam pipeline (tests/helpers/inprocess_guard.py). tests/integration/ holds the tests that
+start processes, pipelines, clusters or commands. Every folder of both tiers is a package (an
+`__init__.py`), so pytest imports each test file by its full dotted name: two tiers may hold a
+file of the same name (a file split into its in-process and its process-starting tests), and no
+tier folder (tests/unit/pipelines/) lands on sys.path where it would shadow the real package.
 
 What two test modules share (helpers, constants, fixtures) lives in `tests/helpers/` or in
 `tests/conftest.py`. A test module that imports another runs that module's import-time work (and,
@@ -36,26 +44,49 @@ def _named_modules(node: ast.AST, package: str) -> list[str]:
     return []
 
 
+def _test_module_named(module: str, tests: set[str]) -> str | None:
+    """The test module (dotted, as in `tests`) that the imported name `module` is or lies in:
+    tests.unit.x.test_y (or a name in it), or a bare test_y/x.test_y as a folder on sys.path
+    would find it."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        if not parts[end - 1].startswith("test_"):
+            continue
+        name = ".".join(parts[:end])
+        if name in tests:
+            return name
+        within = [t for t in tests if t.endswith("." + name)]
+        if parts[0] != "tests" and within:
+            return sorted(within)[0]
+    return None
+
+
 def imported_test_modules(source: str, relpath: str, tests: set[str]) -> list[str]:
     """Where the file `relpath` (relative to the repository, holding `source`) imports one of
-    the test modules `tests` (tests/test_*.py stems) other than itself."""
+    the test modules `tests` (dotted names: tests.test_x, tests.unit.train.test_y) other than
+    itself."""
     package = ".".join(relpath.split("/")[:-1])
-    stem = relpath.rsplit("/", 1)[-1].removesuffix(".py")
+    itself = relpath.removesuffix(".py").replace("/", ".")
     found = set()
     for node in ast.walk(ast.parse(source, relpath)):
         for module in _named_modules(node, package):
-            parts = module.split(".")
-            # tests.test_x (or a name in it), or a bare test_x that pytest's rootdir insertion finds
-            name = parts[1] if parts[0] == "tests" and len(parts) > 1 else parts[0]
-            if name in tests and name != stem:
-                found.add(f"{relpath}:{node.lineno} imports tests.{name}")
+            name = _test_module_named(module, tests)
+            if name is not None and name != itself:
+                found.add(f"{relpath}:{node.lineno} imports {name}")
     return sorted(found)
+
+
+def _test_modules() -> set[str]:
+    return {
+        str(p.relative_to(REPO)).removesuffix(".py").replace("/", ".")
+        for p in TESTS.glob("**/test_*.py")
+    }
 
 
 def test_no_test_module_imports_another():
     files = sorted(TESTS.glob("**/*.py"))
-    tests = {p.stem for p in TESTS.glob("test_*.py")}
-    assert "test_build" in tests and "test_tests_layout" in tests
+    tests = _test_modules()
+    assert "tests.unit.test_build" in tests and "tests.unit.test_tests_layout" in tests
     violations = [
         v
         for p in files
@@ -68,7 +99,7 @@ def test_no_test_module_imports_another():
 
 
 def test_the_check_sees_every_spelling_of_such_an_import():
-    tests = {"test_build", "test_probe"}
+    tests = {"tests.test_build", "tests.test_probe"}
     spellings = {
         "from tests.test_build import evaluate_build": True,
         "import tests.test_build": True,
@@ -96,3 +127,65 @@ def test_the_check_sees_every_spelling_of_such_an_import():
     # from a helper module, `from .. import test_build` reaches the tests package as well
     assert imported_test_modules("from .. import test_build", "tests/helpers/x.py", tests)
     assert not imported_test_modules("from . import test_build", "tests/helpers/x.py", tests)
+
+
+def test_the_check_sees_imports_between_the_tiers():
+    tests = {"tests.unit.train.test_optim", "tests.integration.test_optim", "tests.unit.test_x"}
+    unit = "tests/unit/train/test_optim.py"
+    spellings = {
+        "from tests.integration.test_optim import run": "tests.integration.test_optim",
+        "from tests.integration import test_optim": "tests.integration.test_optim",
+        "from ...integration import test_optim": "tests.integration.test_optim",
+        "from .. import test_x": "tests.unit.test_x",
+        "import tests.unit.test_x": "tests.unit.test_x",
+        "from train import test_optim": "tests.unit.train.test_optim",  # a tier folder on sys.path
+        "from tests.unit.train.test_optim import run": None,  # itself
+        "from tests.unit.train import helpers": None,
+        "from tests.helpers import checkpoints": None,
+    }
+    for source, named in spellings.items():
+        found = imported_test_modules(source, unit, tests)
+        if named is None:
+            assert not found, (source, found)
+        else:
+            assert found == [f"{unit}:1 imports {named}"], (source, found)
+
+
+TIERS = ("unit", "integration")
+
+
+def test_every_test_file_is_in_a_tier_and_every_tier_folder_is_a_package():
+    """A test file directly under tests/ still runs (pytest's testpaths is tests/), but it has no
+    tier: this names it and the command that finds its tier."""
+    untiered = sorted(p.name for p in TESTS.glob("test_*.py"))
+    assert not untiered, (
+        f"test files directly under tests/: {untiered}. Run each under the unit guard, "
+        "`.venv/bin/python -m pytest -p tests.helpers.inprocess_guard -q tests/FILE`: a file "
+        "none of whose tests fails with 'unit tier:' moves (git mv) to tests/unit/<package path "
+        "it tests>/, one whose tests all fail so moves to tests/integration/, and one with both "
+        "is split in two files of the same name, one in each tier"
+    )
+    folders = {p.parent for tier in TIERS for p in (TESTS / tier).glob("**/*.py")}
+    not_packages = sorted(str(f.relative_to(REPO)) for f in folders if not (f / "__init__.py").exists())
+    assert not not_packages, f"tier folders without __init__.py: {not_packages}"
+
+
+def test_the_unit_tier_mirrors_the_package_tree():
+    """tests/unit/A/B/test_x.py tests the package folder A/B/ of the repository (the project-wide
+    checks, such as this file, lie at tests/unit/ itself)."""
+    stray = sorted(
+        str(p.relative_to(REPO))
+        for p in (TESTS / "unit").glob("**/test_*.py")
+        if not (REPO / p.parent.relative_to(TESTS / "unit")).is_dir()
+    )
+    assert not stray, f"unit test folders that mirror no folder of the repository: {stray}"
+
+
+def test_the_unit_tier_is_guarded():
+    """tests/unit/conftest.py takes the guard's hooks, so a unit test cannot start a process."""
+    from tests.helpers import inprocess_guard
+
+    conftest = (TESTS / "unit" / "conftest.py").read_text()
+    hooks = [n for n in dir(inprocess_guard) if n.startswith("pytest_")]
+    assert len(hooks) == 3
+    assert all(hook in conftest for hook in hooks), hooks

@@ -334,14 +334,6 @@ def test_each_flag_is_its_config_fields_declaration():
         PreprocessConfig("books", "x", "y", "t", tokenize_batch_bytes=0)  # a setting, no flag
 
 
-def test_help_lists_our_options_and_points_to_beams(capsys):
-    from pipelines.preprocess import main
-
-    assert main(["--help"]) == 0
-    text = capsys.readouterr().out
-    assert "--shard-tokens" in text and "--no-dedup" in text and "--direct_num_workers" in text
-
-
 def test_a_run_that_submitted_nothing_says_so():
     # Dataflow's --dry_run and --template_location return without a job; "submitted" was wrong.
     from apache_beam.options.pipeline_options import PipelineOptions

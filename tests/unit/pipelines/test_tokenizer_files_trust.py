@@ -10,53 +10,24 @@ import base64
 import gzip
 import json
 import logging
-import resource
-import subprocess
-import sys
 
-import apache_beam as beam
 import pytest
-from apache_beam.testing.util import assert_that, equal_to
 
 from dataset_format import tokenizer_files
-from dataset_format.tokenizer import TextTokenizer, gpt2_byte_to_unicode, load_tokenizer
+from dataset_format.tokenizer import TextTokenizer, load_tokenizer
 from dataset_format.tokenizer_files import MAX_TOKEN_BYTES, MAX_TOKENIZER_VOCAB
 from pipelines.document import Document
-from tests.conftest import BERT_VOCAB, CORPORA, REPO
+from tests.conftest import BERT_VOCAB, CORPORA
 from tests.conftest import GPT2_VOCAB as GPT2
+from tests.helpers.tokenizer_files_trust import BOOK, gpt2_copy, tiktoken_from_vocab_json
 from train.data import tokenizer_info_from_file
 
-BOOK = CORPORA / "books" / "pg1080.txt"
 CAP = rf"\[0, {MAX_TOKENIZER_VOCAB:,}\) \(the vocabulary cap, MAX_TOKENIZER_VOCAB\)$"
 
 
 @pytest.fixture(scope="module")
 def gpt2() -> TextTokenizer:
     return load_tokenizer(str(GPT2))
-
-
-def _gpt2_copy(directory, vocab_edit=None, merges_edit=None) -> str:
-    """A copy of the shared GPT-2 vocab.json + merges.txt in `directory`, edited."""
-    vocab = json.loads((GPT2 / "vocab.json").read_text("utf-8"))
-    if vocab_edit:
-        vocab_edit(vocab)
-    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), "utf-8")
-    merges = (GPT2 / "merges.txt").read_bytes().decode("utf-8")
-    (directory / "merges.txt").write_bytes((merges_edit or str)(merges).encode("utf-8"))
-    return str(directory)
-
-
-def _tiktoken_from_vocab_json(path) -> list[str]:
-    """GPT-2's vocab.json written as a tiktoken ranks file: each token's bytes (through GPT-2's
-    byte alphabet) base64-encoded, with its id as its rank; <|endoftext|> left out as tiktoken
-    leaves it out."""
-    byte_of_char = {char: byte for byte, char in gpt2_byte_to_unicode().items()}
-    vocab = json.loads((GPT2 / "vocab.json").read_text("utf-8"))
-    del vocab["<|endoftext|>"]
-    return [
-        f"{base64.b64encode(bytes(byte_of_char[c] for c in token)).decode()} {rank}"
-        for token, rank in sorted(vocab.items(), key=lambda item: item[1])
-    ]
 
 
 def _refused(spec: str, message: str) -> str:
@@ -68,83 +39,36 @@ def _refused(spec: str, message: str) -> str:
 
 def test_two_tokens_on_one_id_are_refused_at_load_before_any_record(tmp_path, gpt2):
     """'Ġthe' given the id of 'the' loaded, then failed every record (a traceback each)."""
-    spec = _gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", v["the"]))
+    spec = gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", v["the"]))
     _refused(spec, r"vocab.json: tokens 'Ġthe' and 'the' both have id 1169 \(an id names one")
     most = tmp_path / "most"
     most.mkdir()
-    spec = _gpt2_copy(most, lambda v: v.update({t: 5 for t in list(v)[:40_000]}))
+    spec = gpt2_copy(most, lambda v: v.update({t: 5 for t in list(v)[:40_000]}))
     _refused(spec, r"most/vocab.json: tokens '!' and '\"' both have id 5")
     # The shared GPT-2 vocabulary itself has 50,257 ids, one token each.
     assert gpt2.vocab_size == 50257
 
 
-def test_preprocess_refuses_a_tokenizer_with_two_tokens_on_one_id_in_one_line(tmp_path, capsys):
-    from pipelines.preprocess import main
-
-    spec = _gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", v["the"]))
-    code = main(["--source=books", f"--input={BOOK}", f"--output={tmp_path}/o",
-                 f"--tokenizer={spec}", "--direct_running_mode=in_memory"])  # fmt: skip
-    err = capsys.readouterr().err
-    assert code == 2
-    assert err.strip().splitlines() == [
-        f"preprocess: error: {spec}/vocab.json: tokens 'Ġthe' and 'the' both have id 1169 "
-        "(an id names one token)"
-    ]
-
-
 def test_vocab_json_ids_past_the_cap_are_refused_naming_it(tmp_path):
-    spec = _gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", 2**40))
+    spec = gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", 2**40))
     _refused(spec, r"vocab.json: token 'Ġthe' has id 1099511627776: an id is an int in " + CAP)
-    spec = _gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", "12"))
+    spec = gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", "12"))
     _refused(spec, "token 'Ġthe' has id 12: an id is an int in")
 
 
-def _load_in_a_bounded_process(spec: str) -> subprocess.CompletedProcess:
-    """load_tokenizer(spec) in a child with 3 GB of address space: an id near 2^31 has
-    tokenizers allocate gigabytes and abort, which must not take the test run with it."""
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-
-    code = (
-        "import sys; from dataset_format.tokenizer import load_tokenizer\n"
-        "try:\n    load_tokenizer(sys.argv[1])\n"
-        "except ValueError as e:\n    print(e); sys.exit(2)\n"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code, spec], cwd=REPO, capture_output=True, text=True,
-        timeout=120, preexec_fn=limit,
-    )  # fmt: skip
-
-
-def test_ids_and_ranks_near_2_to_the_31_are_refused_before_tokenizers_sees_them(tmp_path):
-    (tmp_path / "json").mkdir()
-    spec = _gpt2_copy(tmp_path / "json", lambda v: v.__setitem__("Ġthe", 2**31 - 2))
-    lines = _tiktoken_from_vocab_json(GPT2 / "vocab.json")
-    token = lines[50255].split()[0]
-    lines[50255] = f"{token} {2**31 - 2}"
-    ranks = tmp_path / "gpt2.tiktoken"
-    ranks.write_text("\n".join(lines) + "\n")
-    for path, where in ((spec, "vocab.json: token 'Ġthe' has id"), (str(ranks), "tiktoken:50256: rank")):
-        done = _load_in_a_bounded_process(path)
-        assert (done.returncode, done.stderr) == (2, ""), done.stderr[-2000:]
-        assert done.stdout.strip().splitlines() == [done.stdout.strip()]
-        assert where in done.stdout and "2147483646" in done.stdout and "MAX_TOKENIZER_VOCAB" in done.stdout
-
-
 def test_merges_naming_tokens_the_vocabulary_lacks_are_refused_by_line(tmp_path):
-    spec = _gpt2_copy(tmp_path, merges_edit=lambda m: m.replace("\nĠ t\n", "\nĠ zzqx\n", 1))
+    spec = gpt2_copy(tmp_path, merges_edit=lambda m: m.replace("\nĠ t\n", "\nĠ zzqx\n", 1))
     _refused(spec, r"merges.txt:2: the merge 'Ġ zzqx' names 'zzqx', which the vocabulary .*vocab.json lacks$")
     # The pair's parts known, their concatenation not: tokenizers cannot build that merge either.
-    spec = _gpt2_copy(tmp_path, lambda v: v.pop("Ġthe"))
+    spec = gpt2_copy(tmp_path, lambda v: v.pop("Ġthe"))
     _refused(spec, r"merges.txt:\d+: the merge 'Ġt he' names 'Ġthe', which the vocabulary")
     # A pair listed again further down (tokenizers would rank it by its later line).
-    spec = _gpt2_copy(tmp_path, merges_edit=lambda m: m + "Ġ t\n")
+    spec = gpt2_copy(tmp_path, merges_edit=lambda m: m + "Ġ t\n")
     _refused(spec, r"merges.txt:50002: the merge 'Ġ t' is listed twice \(also line 2\)$")
 
 
 def test_merges_with_crlf_line_ends_are_the_same_merges(tmp_path, gpt2):
-    spec = _gpt2_copy(tmp_path, merges_edit=lambda m: m.replace("\n", "\r\n"))
+    spec = gpt2_copy(tmp_path, merges_edit=lambda m: m.replace("\n", "\r\n"))
     assert b"\r\n" in (tmp_path / "merges.txt").read_bytes()
     crlf = load_tokenizer(spec)
     assert crlf.identity() == gpt2.identity()
@@ -154,7 +78,7 @@ def test_merges_with_crlf_line_ends_are_the_same_merges(tmp_path, gpt2):
 
 def test_a_tiktoken_file_built_from_the_gpt2_vocabulary_loads_as_gpt2(tmp_path, gpt2):
     ranks = tmp_path / "gpt2.tiktoken"
-    ranks.write_text("\n".join(_tiktoken_from_vocab_json(GPT2 / "vocab.json")) + "\n")
+    ranks.write_text("\n".join(tiktoken_from_vocab_json(GPT2 / "vocab.json")) + "\n")
     assert load_tokenizer(str(ranks)).identity() == gpt2.identity()
     # The training side reads it by the same reader: GPT-2's size and end-of-document id.
     info = tokenizer_info_from_file(str(ranks))
@@ -177,7 +101,7 @@ def test_a_tiktoken_file_built_from_the_gpt2_vocabulary_loads_as_gpt2(tmp_path, 
     ],
 )  # fmt: skip
 def test_hostile_tiktoken_files_are_refused_by_line(tmp_path, edit, message):
-    lines = _tiktoken_from_vocab_json(GPT2 / "vocab.json")
+    lines = tiktoken_from_vocab_json(GPT2 / "vocab.json")
     edit(lines)
     (tmp_path / "gpt2.tiktoken").write_text("\n".join(lines) + "\n")
     _refused(str(tmp_path / "gpt2.tiktoken"), message)
@@ -301,56 +225,13 @@ def test_a_tokenizer_json_with_ids_shared_or_past_the_cap_is_refused(tmp_path, g
 def test_the_training_side_refuses_what_the_pipeline_refuses(tmp_path):
     """--tokenizer FILE (train.data) reads through the pipeline's readers: a vocab.json with
     two tokens on one id was taken, its vocabulary size counted from the largest id."""
-    _gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", v["the"]))
+    gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", v["the"]))
     with pytest.raises(ValueError, match=r"^--tokenizer .*vocab.json: tokens 'Ġthe' and 'the'"):
         tokenizer_info_from_file(str(tmp_path / "vocab.json"))
     bom = tmp_path / "vocab.txt"
     bom.write_bytes(b"\xef\xbb\xbf" + BERT_VOCAB.read_bytes())
     info = tokenizer_info_from_file(str(bom))
     assert (info.vocab_size, info.special_ids["pad"], info.special_ids["cls"]) == (30522, 0, 101)
-
-
-class _BrokenTokenizer(TextTokenizer):
-    """A tokenizer whose every encode raises (a bug, or a tokenizer that cannot encode)."""
-
-    def encode_batch(self, texts):
-        raise RuntimeError("cannot encode\n  a second line of detail")
-
-
-class _BrokenRef:
-    def __init__(self, tokenizer_json: str) -> None:
-        self.json = tokenizer_json
-        self.special_ids = {}
-        self.kind = "byte_level_bpe"
-
-    def load(self):
-        return _BrokenTokenizer(self.json)
-
-
-def test_a_failure_on_every_record_is_counted_and_logged_in_few_lines(gpt2, caplog, monkeypatch):
-    """1,000 documents that each fail to tokenize: each is counted, the log holds a line per
-    doubling, not a traceback each (2.7 MB of log for 1,000 documents)."""
-    from pipelines import stage
-    from pipelines.reason_log import FIRST, ReasonLog
-    from pipelines.stats import merge_counts
-    from pipelines.tokenize.transforms import Tokenize
-
-    paragraphs = [p for p in BOOK.read_text("utf-8").split("\n\n") if p.strip()]
-    docs = [Document(f"pg1080#{i}", "books", paragraphs[i % len(paragraphs)]) for i in range(1000)]
-    monkeypatch.setattr(stage, "_FAILURES", ReasonLog(stage.LOG))  # this test's counts alone
-    caplog.set_level(logging.WARNING)
-    with beam.Pipeline(runner="DirectRunner") as pipeline:
-        out = pipeline | beam.Create(docs) | Tokenize(_BrokenRef(gpt2.to_json()), batch_docs=64)
-        counts = out["counts"] | beam.combiners.ToList() | beam.Map(merge_counts)
-        assert_that(
-            counts | beam.Map(lambda c: (c.get("failed_tokenize_error"), c.get("docs_tokenized"))),
-            equal_to([(1000, None)]),
-        )
-    logged = [r for r in caplog.records if r.name == "pipelines.stage"]
-    assert 0 < len(logged) <= FIRST + 11  # the first ones, then one line per doubling
-    assert not any(r.exc_info for r in logged)
-    assert all("\n" not in r.getMessage() for r in logged)
-    assert "RuntimeError: cannot encode" in logged[0].getMessage()
 
 
 def test_train_tokenizer_counts_every_skipped_record_and_logs_few(tmp_path, caplog, monkeypatch):

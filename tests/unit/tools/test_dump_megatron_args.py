@@ -4,12 +4,9 @@ line and exit 1, where it printed made-up paths (gpt2/vocab.json) as if they wer
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import GPT2_VOCAB, REPO
+from tests.conftest import GPT2_VOCAB
 
 
 @pytest.fixture(scope="module")
@@ -17,17 +14,6 @@ def gpt_set(tmp_path_factory) -> str:
     from tests.shard_fixtures import make_gpt_shards
 
     return make_gpt_shards(tmp_path_factory.mktemp("megatron-args"), 20)
-
-
-def test_without_a_tokenizer_folder_it_says_what_to_pass(gpt_set):
-    done = subprocess.run([sys.executable, str(REPO / "tools" / "dump"), gpt_set,
-                           "--megatron-args"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == (
-        f"tools/dump: {gpt_set}: Megatron-LM reads this tokenizer from vocab.json and "
-        "merges.txt, which the set does not hold: pass the folder holding them, "
-        "--megatron-args TOKENIZER_DIR\n"
-    )
 
 
 def test_a_folder_without_the_files_is_refused_and_one_with_them_is_named(gpt_set, tmp_path):

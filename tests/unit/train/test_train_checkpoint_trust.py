@@ -12,8 +12,6 @@ import io
 import json
 import os
 import pickle
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -21,27 +19,15 @@ import torch
 from torch.distributed.checkpoint import filesystem as dcp_filesystem
 
 from common.safe_io import UnsafeInputError
-from tests.conftest import REPO
 from tests.helpers.checkpoints import load_path_errors as _every_load_path
 from tests.helpers.checkpoints import rehash as _rehash
 from tests.helpers.checkpoints import save_step as _save
 from tests.helpers.checkpoints import trained_gpt as _trained
+from tests.helpers.train_checkpoint_trust import RunsCode
 from train import checkpoint as ckpt
 from train import checkpoint_io
 from train.eval.load import LoadError, load_model
 from train.export import main as export_main
-
-ROOT = str(REPO)
-
-
-class _RunsCode:
-    """Unpickles as a call to os.system: touches ``marker`` if anything unpickles it."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
 
 
 def _read_metadata(path: str):
@@ -58,7 +44,7 @@ def _write_metadata(path: str, metadata) -> None:
 def test_a_metadata_pickle_that_runs_code_is_refused_everywhere(gpt_checkpoint, tmp_path, capsys):
     marker = tmp_path / "ran"
     with open(os.path.join(gpt_checkpoint, ".metadata"), "wb") as f:
-        pickle.dump(_RunsCode(str(marker)), f)
+        pickle.dump(RunsCode(str(marker)), f)
     _rehash(gpt_checkpoint, ".metadata")
     for message in _every_load_path(gpt_checkpoint, tmp_path):
         assert "\n" not in message
@@ -69,28 +55,13 @@ def test_a_metadata_pickle_that_runs_code_is_refused_everywhere(gpt_checkpoint, 
     assert not marker.exists() and not (tmp_path / "out.pt").exists()
 
 
-def test_tools_convert_refuses_it_with_one_line_and_exit_1(gpt_checkpoint, tmp_path):
-    marker = tmp_path / "ran"
-    with open(os.path.join(gpt_checkpoint, ".metadata"), "wb") as f:
-        pickle.dump(_RunsCode(str(marker)), f)
-    _rehash(gpt_checkpoint, ".metadata")
-    run = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "convert"), "checkpoint-to-torch",
-         gpt_checkpoint, str(tmp_path / "out.pt")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert run.returncode == 1
-    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: ")
-    assert "refused" in run.stderr and not marker.exists()
-
-
 def test_a_non_tensor_entry_that_runs_code_is_refused(gpt_checkpoint, tmp_path):
     """DCP itself loads non-tensor entries (an optimizer's lr) with weights_only=False: point
     one at a pickle that runs code, appended to the data file, everything re-hashed."""
     marker = tmp_path / "ran"
     data_file = os.path.join(gpt_checkpoint, "__0_0.distcp")
     blob = io.BytesIO()
-    torch.save(_RunsCode(str(marker)), blob)
+    torch.save(RunsCode(str(marker)), blob)
     offset = os.path.getsize(data_file)
     with open(data_file, "ab") as f:
         f.write(blob.getvalue())
@@ -149,7 +120,7 @@ def test_the_restricted_unpickler_reads_real_metadata_and_refuses_the_rest(gpt_c
     # BUILD on a class object would set attributes on torch's own class for the whole process
     on_class = b"\x80\x02ctorch.distributed.checkpoint.metadata\nStorageMeta\nN}U\x01xK\x01s\x86b."
     for data, fault in [
-        (pickle.dumps(_RunsCode("/nonexistent/x")), "posix.system"),
+        (pickle.dumps(RunsCode("/nonexistent/x")), "posix.system"),
         (on_class, "sets attributes on a class"),
         (b"\x80\x04\x8c\x01x\x94Q.", "BINPERSID opcode"),
         (pickle.dumps([1, 2]), "holds a list"),
@@ -218,33 +189,6 @@ def test_a_full_disk_while_committing_is_one_line_and_keeps_the_last_checkpoint(
         _save(tmp_path, 2, model, optimizer)
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["step-00000001"]
     assert ckpt.load_checkpoint(first, *_trained(seed=1))["step"] == 1
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A real 200 kB filesystem (tmpfs), where a checkpoint save runs out of space; skipped
-    where this process may not mount one."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip()})")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
-
-
-def test_a_save_onto_a_really_full_disk_says_so_in_one_line(small_disk):
-    """Issue 27.7: on a real full disk torch's writer fails with "[enforce fail at
-    inline_container.cc] unexpected pos", not ENOSPC; the line now names the full disk."""
-    model, optimizer = _trained()
-    with pytest.raises(ckpt.CheckpointError) as caught:
-        _save(small_disk / "run", 1, model, optimizer)
-    message = str(caught.value)
-    assert "\n" not in message and "step 1 not saved (no space left on device" in message
-    assert os.listdir(small_disk / "run" / "checkpoints") == []
 
 
 def test_stale_temporary_directories_are_swept(tmp_path):

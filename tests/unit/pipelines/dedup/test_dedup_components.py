@@ -8,9 +8,6 @@ import random
 
 import apache_beam as beam
 import pytest
-from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,66 +17,11 @@ from pipelines.dedup.components import (
     ConnectedComponents,
     large_star,
     rounds_for,
-    settle_messages,
-    settle_star,
     settles_after,
     small_star,
     star_center,
 )
-from tests.measure import find_root
-
-
-def node(i: int) -> tuple[int, str]:
-    return (i % 2, f"doc{i:05d}")
-
-
-def union_find_min(edges):
-    """Reference: each node of an edge -> the smallest node of its component."""
-    parent = {}
-    for u, v in edges:
-        ru, rv = find_root(parent, u), find_root(parent, v)
-        if ru != rv:
-            parent[max(ru, rv)] = min(ru, rv)
-    return {x: find_root(parent, x) for x in list(parent)}
-
-
-def neighbours(edges) -> dict:
-    """node -> the nodes its edges point to, as a GroupByKey hands them to a star step."""
-    groups = collections.defaultdict(list)
-    for u, v in edges:
-        groups[u].append(v)
-    return groups
-
-
-def run_rounds(edges, max_rounds, settle_after=()):
-    """The Beam graph's rounds, in memory: returns ({leaf: centre}, rounds that changed edges).
-    After each round in settle_after, finished stars leave (settle)."""
-    edges = [e for u, v in edges for e in ((u, v), (v, u))]
-    changed_rounds = 0
-    result = {}
-    for r in range(1, max_rounds + 1):
-        changes = 0
-        stepped = []
-        for u, nbrs in neighbours(edges).items():
-            for e, c in large_star(u, nbrs):
-                stepped.append(e)
-                changes += c
-        edges = []
-        for u, nbrs in neighbours(stepped).items():
-            for e, c in small_star(u, nbrs):
-                edges += [e, (e[1], e[0])]
-                changes += c
-        changed_rounds += changes > 0
-        if r in settle_after:
-            finished, edges = settle(edges)
-            result.update(finished)
-        if not changes:
-            break
-    for u, nbrs in neighbours(edges).items():
-        center = star_center(u, nbrs, max_rounds)
-        if center is not None:
-            result[u] = center
-    return result, changed_rounds
+from tests.helpers.dedup_components import neighbours, node, run_rounds, settle, union_find_min
 
 
 @settings(max_examples=60, deadline=None)
@@ -206,25 +148,6 @@ def test_settle_passes_run_after_powers_of_two_and_never_after_the_last_round(ma
     assert settled == [r for r in (1, 2, 4, 8, 16, 32) if r < max_rounds]
 
 
-def settle(edges):
-    """One settle pass in memory over directed edges: ({leaf: centre} finished, open edges)."""
-    by_node, by_key = collections.defaultdict(list), collections.defaultdict(list)
-    for u, v in edges:
-        by_node[u].append(v)
-    for u, nbrs in by_node.items():
-        for key, message in settle_messages(u, nbrs):
-            by_key[key].append(message)
-    finished, still_open = {}, []
-    for key, messages in by_key.items():
-        done, others = settle_star(key, messages)
-        for other in others:
-            if done:
-                finished[other] = key
-            else:
-                still_open += [(other, key), (key, other)]
-    return finished, still_open
-
-
 def test_settle_finishes_whole_stars_and_keeps_every_other_edge():
     a, b, c, d, e, f, g = (node(i) for i in (0, 2, 4, 6, 8, 10, 12))
     star = [(a, b), (a, c), (a, d)]  # a star around its smallest node: finished
@@ -249,49 +172,6 @@ def test_star_center_names_what_did_not_converge():
         star_center(c, [a, b], 3)
     with pytest.raises(ComponentsNotConverged, match="both a centre and a leaf"):
         star_center(b, [a, c], 3)
-
-
-def _beam_components(edges, max_rounds):
-    options = PipelineOptions(["--runner", "DirectRunner"])
-    pipeline = beam.Pipeline(options=options)
-    result = pipeline | beam.Create(edges) | ConnectedComponents(max_rounds)
-    return pipeline, result
-
-
-@pytest.mark.slow
-def test_beam_components_and_their_round_counters():
-    # Two components: a shuffled path of 40 documents, and a hot-bucket star of 30.
-    ids = list(range(40))
-    random.Random(3).shuffle(ids)
-    edges = [(node(ids[i]), node(ids[i + 1])) for i in range(39)]
-    edges += [(node(100), node(100 + k)) for k in range(1, 31)]
-    expected = {x: m for x, m in union_find_min(edges).items() if x != m}
-    pipeline, result = _beam_components(edges, max_rounds=8)
-    assert_that(result, equal_to(list(expected.items())))
-    run = pipeline.run()
-    run.wait_until_finish()
-    counters = collections.Counter()  # summed over the steps that report each name
-    for c in run.metrics().query(MetricsFilter().with_namespace("pipelines"))["counters"]:
-        counters[c.key.metric.name] += c.committed
-    changing = sorted(n for n, value in counters.items() if value and n.startswith("dedup_cc_"))
-    # Rounds are numbered from 1; once a round changes nothing the rest are no-ops.
-    needed = len(changing)
-    assert changing == [f"dedup_cc_round{r:02d}_changes" for r in range(1, needed + 1)]
-    assert needed == run_rounds(edges, 8)[1] <= 6
-    # The star is finished after round 1 and leaves; the path crosses every round (three
-    # elements an edge: both ways to large-star, once to small-star) and the check.
-    path_bytes = counters["dedup_shuffle_bytes_components"]
-    assert 8 * 3 * 39 * 10 < path_bytes < 8 * 3 * len(edges) * 10 * 5
-
-
-@pytest.mark.slow
-def test_beam_components_fail_loudly_when_rounds_are_too_few():
-    ids = list(range(200))
-    random.Random(5).shuffle(ids)
-    edges = [(node(ids[i]), node(ids[i + 1])) for i in range(199)]
-    pipeline, _ = _beam_components(edges, max_rounds=1)
-    with pytest.raises(Exception, match="did not converge in 1 rounds"):
-        pipeline.run().wait_until_finish()
 
 
 def test_every_groupbykey_input_is_counted_with_its_own_coder():

@@ -28,18 +28,13 @@ from pipelines.options import PreprocessConfig
 from pipelines.sources import MIN_TASK_BYTES
 from pipelines.sources.transforms import MIN_EXPANSION_BOUND_BYTES
 from tests.conftest import CORPORA
-
-
-def _paragraphs(count: int) -> list[str]:
-    text = (CORPORA / "books" / "11-0.txt").read_text(encoding="utf-8")
-    paragraphs = [" ".join(p.split()) for p in text.split("\n\n") if len(p.split()) >= 12]
-    return paragraphs[:count]
+from tests.helpers.dedup_sizing import book_paragraphs
 
 
 @pytest.fixture(scope="module")
 def alice_jsonl(tmp_path_factory):
     path = tmp_path_factory.mktemp("sizing") / "alice.jsonl"
-    lines = [json.dumps({"id": f"p{i}", "text": p}) for i, p in enumerate(_paragraphs(40))]
+    lines = [json.dumps({"id": f"p{i}", "text": p}) for i, p in enumerate(book_paragraphs(40))]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -149,20 +144,3 @@ def test_the_plan_sizes_the_rounds_records_and_logs_the_bound(alice_jsonl, tmp_p
         dedup_config=DedupConfig(cc_rounds=9),
     )  # fmt: skip
     assert plan_run(given).config.dedup_config.cc_rounds == 9
-
-
-@pytest.mark.slow
-def test_the_dedup_tool_sizes_its_rounds_from_the_parquet_rows(tmp_path, caplog):
-    from pipelines.dedup.__main__ import main
-
-    texts = _paragraphs(6)
-    table = pa.table({"id": [f"p{i}" for i in range(6)], "text": texts})
-    pq.write_table(table, tmp_path / "docs.parquet")
-    out = tmp_path / "out"
-    with caplog.at_level(logging.INFO, logger="pipelines.dedup.transforms"):
-        assert main(["--input", str(tmp_path / "*.parquet"), "--output", str(out)]) == 0
-    logged = [r.getMessage() for r in caplog.records if r.name == "pipelines.dedup.transforms"]
-    assert logged == ["dedup: 5 connected-components rounds"]
-    stats = json.loads((out / "stats.json").read_text())
-    assert stats["config"]["cc_rounds"] == rounds_for(6) == 5
-    assert stats["kept"] == 6

@@ -15,7 +15,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.document import Document
 from pipelines.inputs import common_base, match_patterns, read_input_list
 from pipelines.options import PreprocessConfig
-from pipelines.preprocess import main
 from pipelines.sources import get_source
 from pipelines.sources.file_source import task_name
 from tests.conftest import REPO
@@ -24,15 +23,7 @@ CORPORA = REPO.parent / "shared" / "corpora"
 BOOKS = CORPORA / "books"
 WIKI = CORPORA / "wikipedia"
 GPT2 = str(CORPORA / "vocab" / "gpt2")
-IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 ALICE, SWIFT, IRVING = (str(BOOKS / n) for n in ("11-0.txt", "pg1080.txt", "41-0.txt"))
-
-
-def _preprocess(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(["--source=books", f"--tokenizer={GPT2}", "--no-dedup",
-                 "--progress-interval=0", *IN_PROCESS, *args])  # fmt: skip
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_a_shell_expanded_glob_plans_the_files_and_ids_of_the_quoted_glob():
@@ -63,28 +54,6 @@ def test_two_wikipedia_dumps_named_separately_are_both_planned():
     assert sorted(t.path for t in tasks) == sorted(str(p) for p in WIKI.glob("*wiki*"))
 
 
-def test_a_pattern_that_matches_nothing_is_named(tmp_path, capsys):
-    with pytest.raises(FileNotFoundError, match=r"no input files match '.*\*\.nope'"):
-        match_patterns([SWIFT, f"{BOOKS}/*.nope"])
-    code, out, err = _preprocess(capsys, "--input", SWIFT, f"{BOOKS}/*.nope",
-                                 f"--output={tmp_path / 'o'}")  # fmt: skip
-    assert code == 2 and out == ""
-    assert err == f"preprocess: error: no input files match '{BOOKS}/*.nope'\n"
-    assert not (tmp_path / "o").exists()
-
-
-def test_a_word_no_option_takes_is_refused(tmp_path, capsys):
-    # `--output out extra`: Beam's parser dropped 'extra' without a word
-    code, out, err = _preprocess(capsys, f"--input={SWIFT}", "--output", str(tmp_path / "o"),
-                                 "extra")  # fmt: skip
-    assert code == 2 and out == ""
-    assert err.splitlines() == [
-        "preprocess: error: unexpected argument(s) 'extra': no option takes them "
-        "(inputs go after --input)"
-    ]
-    assert not (tmp_path / "o").exists()
-
-
 def test_input_flags_collect_every_word_and_each_repeat():
     argv = ["--source=books", "--output=o", f"--tokenizer={GPT2}", "--input", SWIFT, IRVING,
             "--input", ALICE]  # fmt: skip
@@ -113,20 +82,6 @@ def test_an_input_list_skips_comments_and_resolves_paths_from_its_own_folder(tmp
     monkeypatch.setattr("pipelines.inputs.MAX_LIST_BYTES", len(SWIFT) + 4)
     with pytest.raises(ValueError, match=rf"inputs.txt: over {len(SWIFT) + 4} bytes: not a list of inputs$"):
         read_input_list(str(listing))
-
-
-def test_input_and_input_list_together_read_every_book_once(tmp_path, capsys):
-    listing = tmp_path / "inputs.txt"
-    listing.write_text(f"{ALICE}\n{BOOKS}/pg*.txt\n")  # pg1080.txt is also named by --input
-    out = tmp_path / "out"
-    code, _, err = _preprocess(capsys, "--input", SWIFT, IRVING, "--input", SWIFT,
-                               f"--input-list={listing}", f"--output={out}")  # fmt: skip
-    assert code == 0, err
-    stats = json.loads((out / "stats.json").read_text())
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert stats["documents_read"] == stats["tasks_read"] == 3
-    assert manifest["source"]["files"] == 3
-    assert manifest["source"]["input"] == [SWIFT, IRVING, ALICE, f"{BOOKS}/pg*.txt"]
 
 
 @pytest.mark.slow

@@ -5,18 +5,16 @@ the Gutenberg books."""
 
 from __future__ import annotations
 
-import bz2
 import dataclasses
 import gzip
 import io
-import json
 import logging
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from pipelines.document import INPUT_META, Document, Failure
+from pipelines.document import Document, Failure
 from pipelines.sources.books import books
 from pipelines.sources.files import jsonl
 from pipelines.sources.ranges import (
@@ -26,50 +24,13 @@ from pipelines.sources.ranges import (
     byte_ranges,
     iter_range_lines,
 )
-from tests.conftest import REPO
-
-CORPORA = REPO.parent / "shared" / "corpora"
-WEBTEXT = sorted((CORPORA / "web" / "text" / "webtext_train_10").glob("*.txt"))
-
-
-def _greek() -> str:
-    with bz2.open(CORPORA / "wikipedia" / "elwiki-pages-articles-head933.xml.bz2", "rt",
-                  encoding="utf-8") as f:
-        xml = f.read(200_000)
-    return xml[xml.index("<text"):][:6000]
-
-
-def _texts() -> list[str]:
-    """Short and long texts with 1-, 2- and 3-byte characters; one of them longer than the
-    ranges the tests cut."""
-    french = (CORPORA / "books" / "Candide-fr.txt").read_text(encoding="utf-8")
-    greek = _greek()
-    texts = [path.read_text(encoding="utf-8")[:400] for path in WEBTEXT]
-    texts += [french[i * 700:(i + 1) * 700] for i in range(4)]
-    texts += [greek[i * 500:(i + 1) * 500] for i in range(4)]
-    texts.insert(5, greek)  # ~10 KB of 2-byte characters on one line
-    return texts
-
-
-def _write_jsonl(path: Path, texts: list[str], bad_line: int | None = None) -> Path:
-    lines = [json.dumps({"text": t, "url": f"https://example.org/{i}"}, ensure_ascii=False)
-             for i, t in enumerate(texts)]
-    if bad_line is not None:
-        lines.insert(bad_line, '{"text": "no closing brace"')
-    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
-    return path
-
-
-def _as_read_stage_yields(record, path: str):
-    """A source's record as the read stage passes it on: a Document with its input file."""
-    if not isinstance(record, Document):
-        return record
-    return dataclasses.replace(record, meta={**record.meta, INPUT_META: path})
-
-
-def _read_all(module, pattern: str, **options: str) -> tuple[list, int]:
-    tasks = [split for task in module.plan(pattern, options) for split in module.split(task)]
-    return [record for task in tasks for record in module.read(task)], len(tasks)
+from tests.helpers.sources_ranges import (
+    CORPORA,
+    _texts,
+    as_read_stage_yields,
+    read_all,
+    write_jsonl,
+)
 
 
 def test_byte_ranges_cover_the_file_once():
@@ -94,13 +55,13 @@ def test_range_lines_read_every_line_exactly_once(range_bytes):
 
 def test_a_big_jsonl_file_is_read_by_several_tasks_with_the_same_documents(tmp_path):
     texts = _texts()
-    path = _write_jsonl(tmp_path / "owt.jsonl", texts, bad_line=3)
-    whole, whole_tasks = _read_all(jsonl, str(path))
+    path = write_jsonl(tmp_path / "owt.jsonl", texts, bad_line=3)
+    whole, whole_tasks = read_all(jsonl, str(path))
     assert whole_tasks == 1
     docs = [r for r in whole if isinstance(r, Document)]
     assert [d.text for d in docs] == texts  # the 10 KB Greek line included
     for range_bytes in ("1000", "4KiB", "5555"):
-        split, tasks = _read_all(jsonl, str(path), task_bytes=range_bytes)
+        split, tasks = read_all(jsonl, str(path), task_bytes=range_bytes)
         assert tasks >= 3
         assert split == whole  # same ids, same texts, same failure, each exactly once
     (bad,) = [r for r in whole if isinstance(r, Failure)]
@@ -112,14 +73,14 @@ def test_a_big_jsonl_file_is_read_by_several_tasks_with_the_same_documents(tmp_p
 
 def test_a_compressed_jsonl_file_is_one_task_and_the_log_says_so(tmp_path, caplog):
     texts = _texts()
-    plain = _write_jsonl(tmp_path / "owt.jsonl", texts)
+    plain = write_jsonl(tmp_path / "owt.jsonl", texts)
     packed = tmp_path / "owt.jsonl.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     with caplog.at_level(logging.INFO, logger="pipelines.sources.ranges"):
-        records, tasks = _read_all(jsonl, str(packed), task_bytes="1000")
+        records, tasks = read_all(jsonl, str(packed), task_bytes="1000")
     assert tasks == 1 and "one gzip stream" in caplog.text
     # the same ids as the uncompressed file's: offsets count decompressed bytes
-    plain_records, _ = _read_all(jsonl, str(plain), task_bytes="1000")
+    plain_records, _ = read_all(jsonl, str(plain), task_bytes="1000")
     assert [d.id.replace(".gz", "") for d in records] == [d.id for d in plain_records]
 
 
@@ -135,9 +96,9 @@ BOOKS = ["11-0.txt", "1952-0.txt", "41-0.txt", "46-0.txt", "Candide-fr.txt", "pg
 
 def test_an_uncompressed_tar_is_read_as_member_ranges(tmp_path):
     path = _tar(tmp_path / "books.tar", BOOKS)
-    whole, whole_tasks = _read_all(books, str(path))
+    whole, whole_tasks = read_all(books, str(path))
     assert whole_tasks == 1 and len(whole) == len(BOOKS)
-    split, tasks = _read_all(books, str(path), task_bytes="100KB")
+    split, tasks = read_all(books, str(path), task_bytes="100KB")
     assert tasks >= 3
     assert split == whole
     task_options = [t.options.get(RANGE_OPTION) for t in
@@ -149,7 +110,7 @@ def test_a_cut_tar_still_reports_its_truncation_when_split(tmp_path):
     path = _tar(tmp_path / "books.tar", BOOKS)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 30_000])  # inside the last member
-    split, tasks = _read_all(books, str(path), task_bytes="100KB")
+    split, tasks = read_all(books, str(path), task_bytes="100KB")
     assert tasks >= 3
     failures = [r for r in split if isinstance(r, Failure)]
     assert [f.reason for f in failures] == ["truncated_input"]
@@ -159,12 +120,12 @@ def test_a_cut_tar_still_reports_its_truncation_when_split(tmp_path):
 def test_tars_that_cannot_be_split_are_one_task(tmp_path, caplog):
     pax = _tar(tmp_path / "global.tar", BOOKS, format=tarfile.PAX_FORMAT,
                pax_headers={"comment": "applies to every member"})
-    assert len(_read_all(books, str(pax), task_bytes="100KB")[0]) == len(BOOKS)
-    assert _read_all(books, str(pax), task_bytes="100KB")[1] == 1
+    assert len(read_all(books, str(pax), task_bytes="100KB")[0]) == len(BOOKS)
+    assert read_all(books, str(pax), task_bytes="100KB")[1] == 1
     packed = tmp_path / "books.tar.gz"
     packed.write_bytes(gzip.compress(_tar(tmp_path / "b.tar", BOOKS).read_bytes()))
     with caplog.at_level(logging.INFO, logger="pipelines.sources.ranges"):
-        records, tasks = _read_all(books, str(packed), task_bytes="100KB")
+        records, tasks = read_all(books, str(packed), task_bytes="100KB")
     assert tasks == 1 and len(records) == len(BOOKS) and "one gzip stream" in caplog.text
 
 
@@ -172,7 +133,7 @@ def test_a_big_plain_book_is_one_task(tmp_path, caplog):
     path = tmp_path / "moby.txt"
     path.write_bytes((CORPORA / "books" / "2701-0.txt").read_bytes())
     with caplog.at_level(logging.INFO, logger="pipelines.sources.ranges"):
-        records, tasks = _read_all(books, str(path), task_bytes="100KB")
+        records, tasks = read_all(books, str(path), task_bytes="100KB")
     assert tasks == 1 and len(records) == 1 and "one document" in caplog.text
 
 
@@ -188,7 +149,7 @@ def test_a_big_wikipedia_dump_without_an_index_is_one_task_and_the_log_says_so(t
 
 
 def test_split_tasks_say_how_they_are_read(tmp_path):
-    path = _write_jsonl(tmp_path / "owt.jsonl", _texts())
+    path = write_jsonl(tmp_path / "owt.jsonl", _texts())
     (task,) = jsonl.plan(str(path), {"task_bytes": "4KiB"})
     tasks = jsonl.split(task)
     assert {t.options[RANGE_OPTION] for t in tasks} == {RANGE_LINES}
@@ -198,28 +159,6 @@ def test_split_tasks_say_how_they_are_read(tmp_path):
         jsonl.plan(str(path), {"task_bytes": "0"})
 
 
-@pytest.mark.slow
-def test_the_pipeline_reads_one_big_jsonl_file_with_several_tasks(tmp_path):
-    import apache_beam as beam
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-    from apache_beam.testing.util import assert_that, equal_to
-
-    from pipelines.sources.transforms import ReadSource
-    from pipelines.stats import MergeCounts
-
-    path = _write_jsonl(tmp_path / "owt.jsonl", _texts())
-    expected, _ = _read_all(jsonl, str(path))
-    expected = [_as_read_stage_yields(record, str(path)) for record in expected]
-    with beam.Pipeline(runner=FnApiRunner()) as p:
-        read = p | ReadSource("jsonl", str(tmp_path / "*.jsonl"), {"task_bytes": "4KiB"})
-        assert_that(read["documents"], equal_to(expected), label="documents")
-        counts = read["counts"] | beam.CombineGlobally(MergeCounts())
-        assert_that(
-            counts | beam.Map(lambda c: (c["files_planned"], c["tasks_planned"] > 3,
-                                         c["tasks_read"] == c["tasks_planned"])),
-            equal_to([(1, True, True)]), label="tasks")
-
-
 def test_a_bad_source_option_fails_on_the_launcher(tmp_path):
     """Tasks are planned on the workers, so the launcher checks the source options itself."""
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -227,7 +166,7 @@ def test_a_bad_source_option_fails_on_the_launcher(tmp_path):
     from pipelines.graph import plan_run
     from pipelines.options import PreprocessConfig
 
-    path = _write_jsonl(tmp_path / "owt.jsonl", _texts()[:2])
+    path = write_jsonl(tmp_path / "owt.jsonl", _texts()[:2])
     for option, message in (("json_keys= , ", "json_keys"), ("task_bytes=0", "task_bytes")):
         argv = ["--source=jsonl", f"--input={path}", f"--output={tmp_path / 'out'}",
                 "--tokenizer=gpt2", f"--source-option={option}"]
@@ -269,7 +208,7 @@ def test_split_tasks_count_their_own_bytes_not_the_whole_file(tmp_path):
     from pipelines.sources.transforms import task_input_bytes
     from pipelines.sources.wikipedia import wikipedia
 
-    line_file = _write_jsonl(tmp_path / "owt.jsonl", _texts())
+    line_file = write_jsonl(tmp_path / "owt.jsonl", _texts())
     tar_file = _tar(tmp_path / "books.tar", BOOKS)
     wiki_dump = _wiki_multistream(tmp_path)
     cases = [
@@ -306,7 +245,7 @@ def test_max_expansion_bounds_a_parquet_task_by_its_own_bytes(tmp_path, monkeypa
     outputs = [output for task in tasks for output in dofn.process(task)]
     assert [o for o in outputs if hasattr(o, "tag")] == []  # no expansion_limit failure
     expected = [
-        _as_read_stage_yields(record, task.path) for task in tasks for record in parquet.read(task)
+        as_read_stage_yields(record, task.path) for task in tasks for record in parquet.read(task)
     ]
     assert outputs == expected
 
@@ -347,7 +286,7 @@ def test_a_40_mb_jsonl_on_two_workers_is_split_by_default(tmp_path):
     from pipelines.graph import plan_run
     from pipelines.options import PreprocessConfig
 
-    block = _write_jsonl(tmp_path / "one.jsonl", _texts()).read_bytes()
+    block = write_jsonl(tmp_path / "one.jsonl", _texts()).read_bytes()
     path = tmp_path / "big.jsonl"
     path.write_bytes(block * (40_000_000 // len(block) + 1))
     argv = ["--source=jsonl", f"--input={path}", f"--output={tmp_path / 'out'}",
@@ -356,25 +295,3 @@ def test_a_40_mb_jsonl_on_two_workers_is_split_by_default(tmp_path):
     assert _split_tasks(jsonl, str(path), **plan.read_options()) == _split_tasks(jsonl, str(path))
     split = _split_tasks(jsonl, str(path), **dataclasses.replace(plan, workers=2).read_options())
     assert len(split) == 8
-
-
-@pytest.mark.slow
-def test_the_same_shards_whatever_the_task_count(tmp_path, capsys):
-    from pipelines.preprocess import main
-
-    (tmp_path / "in").mkdir()
-    path = _write_jsonl(tmp_path / "in" / "owt.jsonl", _texts() * 3)
-    outputs = {}
-    for label, options in (("default", []), ("small", ["--source-option=task_bytes=4KiB"])):
-        outputs[label] = tmp_path / label
-        code = main(["--source=jsonl", f"--input={path}", f"--output={outputs[label]}",
-                     f"--tokenizer={CORPORA / 'vocab' / 'gpt2'}", "--append-eod", "--no-dedup",
-                     "--language=any", "--progress-interval=0", "--num-buckets=2",
-                     "--shard-tokens=2000", *options])
-        assert code == 0, capsys.readouterr().err
-    stats = {label: json.loads((out / "stats.json").read_text()) for label, out in outputs.items()}
-    assert stats["default"]["tasks_read"] == 1 and stats["small"]["tasks_read"] > 10
-    assert stats["small"]["empty_tasks"] == 0  # a range no line starts in is no empty input
-    shards = {label: {p.name: p.read_bytes() for p in sorted(out.glob("shard-*"))}
-              for label, out in outputs.items()}
-    assert len(shards["default"]) > 2 and shards["small"] == shards["default"]

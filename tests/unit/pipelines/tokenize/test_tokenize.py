@@ -5,8 +5,6 @@ import hashlib
 import json
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +20,7 @@ from dataset_format.tokenizer import (
 from pipelines.document import Document
 from pipelines.sentences import split_sentences
 from pipelines.tokenize.encode import tokenize_batch
-from tests.conftest import BERT_VOCAB, CORPORA, REPO
+from tests.conftest import BERT_VOCAB, CORPORA
 from tests.conftest import GPT2_VOCAB as GPT2
 
 BOOKS = CORPORA / "books"
@@ -297,19 +295,6 @@ def test_tokenizer_without_padding_keeps_its_json_bytes(bert):
     assert TextTokenizer(bert.to_json()).identity() == bert.identity()
 
 
-def test_identity_is_the_same_in_another_process(gpt2):
-    code = (
-        "import json, sys; from dataset_format.tokenizer import load_tokenizer; "
-        "print(json.dumps(load_tokenizer(sys.argv[1]).identity()))"
-    )
-    env = {**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONHASHSEED": "123"}
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(GPT2)], cwd=REPO, env=env, capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == gpt2.identity()
-
-
 def test_decode_round_trip(gpt2):
     for text in _webtext():
         assert gpt2.decode(gpt2.encode_batch([text])[0]) == text
@@ -357,17 +342,6 @@ def test_hostile_tokenizer_json_is_one_line(tmp_path):
     binary.write_bytes(b"\xff\xfe{}")
     with pytest.raises(ValueError, match="binary.json: not UTF-8"):
         load_tokenizer(str(binary))
-
-
-def test_preprocess_refuses_dev_zero_as_its_tokenizer_in_one_line(tmp_path, capsys):
-    from pipelines.preprocess import main
-
-    code = main(["--source=books", f"--input={BOOKS}/pg1080.txt", f"--output={tmp_path}/o",
-                 "--tokenizer=/dev/zero", "--direct_running_mode=in_memory"])  # fmt: skip
-    err = capsys.readouterr().err
-    assert code == 2 and err.strip().splitlines() == [
-        "preprocess: error: tokenizer file /dev/zero is a character device, not a regular file"
-    ]
 
 
 # --- sentences -----------------------------------------------------------------------------

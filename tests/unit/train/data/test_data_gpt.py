@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -19,7 +16,6 @@ from dataset_format import (
     TokenizerInfo,
     write_shard_set_manifest,
 )
-from tests.conftest import REPO
 from tests.shard_fixtures import GPT2_EOD, gpt_documents, make_bert_shards, make_gpt_shards
 from train.data import build_gpt_datasets, parse_data_spec
 from train.data import gpt_dataset as gpt_module
@@ -242,40 +238,6 @@ def test_sentence_level_sets_read_as_whole_documents(tmp_path):
     shard_set = ShardSet(bert_set)
     stream = split_stream(shard_set, np.asarray(dataset.document_index))
     assert np.array_equal(dataset.sample_tokens(3), stream[48:65])
-
-
-@pytest.mark.slow
-def test_distributed_ranks_build_once_per_node(gpt_set, tmp_path):
-    """Two gloo ranks: local rank 0 builds the index, rank 1 waits and reads the same files."""
-    script = textwrap.dedent(
-        f"""
-        import json, os, sys
-        sys.path.insert(0, {str(REPO)!r})
-        import torch.distributed as dist
-        from train.data import build_gpt_datasets, gpt_dataset
-        calls = []
-        real = gpt_dataset.build_gpt_indices
-        gpt_dataset.build_gpt_indices = lambda *a, **k: calls.append(1) or real(*a, **k)
-        dist.init_process_group("gloo", init_method="file://{tmp_path}/rendezvous",
-                                rank=int(os.environ["RANK"]), world_size=2)
-        ds = build_gpt_datasets([(1.0, {gpt_set!r})], seq_len=32, split="1", seed=11,
-                                num_samples={{"train": 500}}, cache_dir={str(tmp_path / "c")!r})
-        out = {{"builds": len(calls), "first": ds["train"][0]["input_ids"].tolist()}}
-        json.dump(out, open(os.path.join({str(tmp_path)!r}, os.environ["RANK"] + ".json"), "w"))
-        dist.destroy_process_group()
-        """
-    )
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", script],
-            env={**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-        )
-        for rank in range(2)
-    ]
-    assert [p.wait(timeout=300) for p in processes] == [0, 0]
-    results = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(2)]
-    assert [r["builds"] for r in results] == [1, 0]
-    assert results[0]["first"] == results[1]["first"]
 
 
 # -- documents run together, ids past the vocabulary (hostile sets built from the real one) ------

@@ -24,12 +24,16 @@ from warcio.warcwriter import WARCWriter
 
 from pipelines.document import Document, Failure, ReadTask
 from pipelines.sources.web import webtext
-from tests.conftest import REPO
+from tests.helpers.sources_webtext import (
+    HTML_DIR,
+    WARC_DIR,
+    WEB,
+    http_headers_of,
+    page_bytes,
+    wget_style_crawl,
+)
 
-WEB = REPO.parent / "shared" / "corpora" / "web"
 WEBTEXT_DIR = WEB / "text" / "webtext_train_10"
-WARC_DIR = WEB / "warc"
-HTML_DIR = WEB / "html"
 DOC_NAMES = [f"{i}.txt" for i in range(10)]
 
 
@@ -367,12 +371,8 @@ def _warc(path: Path, records: list[tuple[str, str, str, bytes]]) -> None:
                 url, "response", payload=io.BytesIO(body), http_headers=headers))
 
 
-def _page(prefix: str) -> bytes:
-    return gzip.decompress(next((HTML_DIR / "html").glob(f"{prefix}*.html.gz")).read_bytes())
-
-
 def test_pages_that_cannot_be_read_are_failures(tmp_path: Path) -> None:
-    page = _page("14cc")
+    page = page_bytes("14cc")
     path = tmp_path / "crawl.warc.gz"
     _warc(path, [("https://a.example/story", "200 OK", "text/html; charset=utf-8", page),
                  ("https://a.example/zip", "200 OK", "text/html", zlib.compress(page))])
@@ -383,67 +383,9 @@ def test_pages_that_cannot_be_read_are_failures(tmp_path: Path) -> None:
     assert _read(path, max_document_bytes="1KiB")[0].reason == "too_large"
 
 
-def _http(status: str, content_type: str, *extra: tuple[str, str]) -> StatusAndHeaders:
-    return StatusAndHeaders(status, [("Content-Type", content_type), *extra], protocol="HTTP/1.1")
-
-
-def _wget_style_crawl(path: Path) -> None:
-    """A crawl laid out as GNU wget (`--warc-file`, `--page-requisites`) and wpull write one:
-    warcinfo first, a request + response pair per fetch (robots.txt, the page, its CSS, script,
-    image and font, a 301 and a 404), a revisit for a re-fetched duplicate, then the crawler's
-    own records: wget's `metadata://gnu.org/software/wget/warc/MANIFEST.txt` (a metadata
-    record), `wget_arguments.txt` and `wget.log` (resource records) and wpull's
-    `urn:X-wpull:log` resource record, all text/plain. The page is a real benchmark page."""
-    with path.open("wb") as stream:
-        writer = WARCWriter(stream, gzip=True)
-        writer.write_record(writer.create_warcinfo_record(
-            "crawl.warc.gz", {"software": "Wget/1.21.4 (linux-gnu)", "format": "WARC File Format 1.0"}))
-
-        def fetch(url: str, status: str, content_type: str, body: bytes, *extra) -> None:
-            request = StatusAndHeaders(f"GET /{url.split('/', 3)[-1]} HTTP/1.1",
-                                       [("Host", "a.example")], is_http_request=True)
-            writer.write_record(writer.create_warc_record(
-                url, "request", payload=io.BytesIO(b""), http_headers=request))
-            writer.write_record(writer.create_warc_record(
-                url, "response", payload=io.BytesIO(body),
-                http_headers=_http(status, content_type, *extra)))
-
-        fetch("https://a.example/robots.txt", "200 OK", "text/plain",
-              b"User-agent: *\nDisallow: /private/\n")
-        fetch("https://a.example/story", "200 OK", "text/html; charset=utf-8", _page("14cc"))
-        fetch("https://a.example/site.css", "200 OK", "text/css",
-              b"body { font-family: sans-serif; }\n" * 20)
-        fetch("https://a.example/app.js", "200 OK", "application/javascript; charset=utf-8",
-              b"document.addEventListener('load', function () { return 1; });\n" * 20)
-        fetch("https://a.example/logo.png", "200 OK", "image/png", b"\x89PNG\r\n\x1a\n" + bytes(300))
-        fetch("https://a.example/font.woff2", "200 OK", "font/woff2", b"wOF2" + bytes(300))
-        fetch("https://a.example/old", "301 Moved Permanently", "text/html",
-              b"<html><body><h1>Moved Permanently</h1><p>The document has moved "
-              b"<a href='https://a.example/story'>here</a>.</p></body></html>",
-              ("Location", "https://a.example/story"))
-        fetch("https://a.example/missing", "404 Not Found", "text/html", _page("359f"))
-        writer.write_record(writer.create_revisit_record(
-            "https://a.example/story?again", "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-            "https://a.example/story", "2024-05-18T00:00:00Z",
-            http_headers=_http("200 OK", "text/html; charset=utf-8")))
-        log = (b"--2024-05-18 10:00:00--  https://a.example/story\n"
-               b"Resolving a.example... 93.184.216.34\nHTTP request sent, awaiting response... "
-               b"200 OK\nLength: 7442 (7.3K) [text/html]\nSaving to: 'a.example/story'\n") * 5
-        for kind, uri, body in [
-            ("metadata", "metadata://gnu.org/software/wget/warc/MANIFEST.txt",
-             b"<urn:uuid:0a5d0f4e-4d2f-4a6e-9a4f-6e0d1c1d2e3f>\n"),
-            ("resource", "metadata://gnu.org/software/wget/warc/wget_arguments.txt",
-             b"\"wget\" \"--page-requisites\" \"--warc-file=crawl\" \"https://a.example/\"\n"),
-            ("resource", "metadata://gnu.org/software/wget/warc/wget.log", log),
-            ("resource", "urn:X-wpull:log", b"INFO Fetching 'https://a.example/story'.\n" * 20),
-        ]:
-            writer.write_record(writer.create_warc_record(
-                uri, kind, payload=io.BytesIO(body), warc_content_type="text/plain"))
-
-
 def test_crawl_records_that_are_not_pages_are_skipped_not_failed(tmp_path: Path) -> None:
     path = tmp_path / "crawl.warc.gz"
-    _wget_style_crawl(path)
+    wget_style_crawl(path)
     out = _read(path)
     assert [type(x).__name__ for x in out] == ["Document"], out
     assert out[0].url == "https://a.example/story" and "Europa" in out[0].text
@@ -485,40 +427,12 @@ def test_record_skip_kind(record_type: str, url: str, status: str, mime: str,
     assert webtext.record_skip_kind(record_type, url, status, mime) == kind
 
 
-@pytest.mark.slow
-def test_crawl_passes_the_default_failure_rate_and_counts_skips_by_kind(tmp_path: Path,
-                                                                         capsys) -> None:
-    from pipelines.preprocess import main
-
-    crawl = tmp_path / "crawl"
-    crawl.mkdir()
-    _wget_style_crawl(crawl / "wget.warc.gz")
-    for name in ("example.warc.gz", "whirlwind.warc.gz", "example-iana.org-chunked.warc"):
-        shutil.copy(WARC_DIR / name, crawl / name)
-    code = main(["--source=webtext", f"--input={crawl}/*", f"--output={tmp_path / 'out'}",
-                 f"--tokenizer={WEB.parent / 'vocab' / 'gpt2'}", "--no-dedup", "--language=any",
-                 "--progress-interval=0", "--direct_running_mode=in_memory",
-                 "--direct_num_workers=1"])
-    report = capsys.readouterr().out
-    assert code == 0, report
-    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
-    assert stats["failed_total"] == 0 and stats["read"] == 4, stats  # the 4 pages
-    skipped = dict(re.findall(r"webtext_skipped_(\w+)=(\d+)", report))
-    # wget crawl: 8 requests, robots.txt, CSS, JS, image, font, 301, 404, revisit, MANIFEST
-    # (metadata) and 3 log/argument resource records; the real WARCs add their warcinfo (4),
-    # request (4), revisit (1) and metadata (1) records
-    assert skipped == {"warcinfo": "5", "request": "12", "robots_txt": "1", "style": "1",
-                       "script": "1", "image": "1", "font": "1", "redirect": "1",
-                       "http_error": "1", "revisit": "2", "metadata": "2",
-                       "crawler_record": "3"}, report
-
-
 def _record_bytes(url: str, body: bytes) -> bytes:
     buffer = io.BytesIO()
     writer = WARCWriter(buffer, gzip=False)
     writer.write_record(writer.create_warc_record(
         url, "response", payload=io.BytesIO(body),
-        http_headers=_http("200 OK", "text/html; charset=utf-8")))
+        http_headers=http_headers_of("200 OK", "text/html; charset=utf-8")))
     return buffer.getvalue()
 
 
@@ -534,8 +448,8 @@ def test_record_whose_content_length_is_wrong_is_a_failure(tmp_path: Path, compr
                                                            delta: int) -> None:
     # Two real benchmark pages; the first record's Content-Length is made short (the text would
     # stop mid-sentence) or long (the text would take in the next record's WARC and HTTP headers)
-    first = _with_length_off_by(_record_bytes("https://a.example/one", _page("14cc")), delta)
-    second = _record_bytes("https://a.example/two", _page("359f"))
+    first = _with_length_off_by(_record_bytes("https://a.example/one", page_bytes("14cc")), delta)
+    second = _record_bytes("https://a.example/two", page_bytes("359f"))
     path = tmp_path / ("bad.warc.gz" if compressed else "bad.warc")
     path.write_bytes(b"".join(gzip.compress(r) for r in (first, second)) if compressed
                      else first + second)
@@ -546,7 +460,7 @@ def test_record_whose_content_length_is_wrong_is_a_failure(tmp_path: Path, compr
     assert "record 1" in out[0].detail and "Content-Length" in out[0].detail
     assert out[0].lost_from is None and out[1].url == "https://a.example/two"
     # the same two records with their true lengths are two documents
-    path.write_bytes(_record_bytes("https://a.example/one", _page("14cc")) + second)
+    path.write_bytes(_record_bytes("https://a.example/one", page_bytes("14cc")) + second)
     assert [type(x).__name__ for x in _read(path)] == ["Document", "Document"]
 
 
@@ -559,7 +473,7 @@ def test_a_bad_content_length_halfway_costs_one_record(tmp_path: Path, delta: in
     (tmp_path / "real.warc").write_bytes(real)
     expected = _read(tmp_path / "real.warc")
     assert len(expected) == 3 and not [x for x in expected if isinstance(x, Failure)]
-    bad = _with_length_off_by(_record_bytes("https://a.example/one", _page("14cc")), delta)
+    bad = _with_length_off_by(_record_bytes("https://a.example/one", page_bytes("14cc")), delta)
     path = tmp_path / "crawl.warc.gz"
     path.write_bytes(gzip.compress(real + bad + real))
     out = _read(path)
@@ -586,7 +500,7 @@ def test_page_declaring_utf8_but_written_in_cp1251(tmp_path: Path) -> None:
     # the benchmark's Russian page (gto-normativy.ru), re-encoded in cp1251 while its
     # <meta charset="UTF-8"> and the HTTP header still say UTF-8, as a misconfigured server
     # sends it; the text must be the same Russian text as from the UTF-8 original
-    original = _page("c4a3")
+    original = page_bytes("c4a3")
     cp1251 = original.decode("utf-8").encode("cp1251")
     assert b'<meta charset="UTF-8">' in cp1251
     (tmp_path / "utf8.html").write_bytes(original)
@@ -604,7 +518,7 @@ def test_page_declaring_utf8_but_written_in_cp1251(tmp_path: Path) -> None:
 def test_utf8_page_with_a_few_damaged_bytes_stays_utf8(tmp_path: Path) -> None:
     # the same real page in UTF-8 with two stray bytes: one broken character must not turn
     # every Cyrillic letter into mojibake
-    original = _page("c4a3")
+    original = page_bytes("c4a3")
     cut = original.index("Характеристики бега".encode()) + 2
     (tmp_path / "damaged.html").write_bytes(original[:cut] + b"\xff\xfe" + original[cut:])
     (doc,) = _read(tmp_path / "damaged.html")

@@ -699,33 +699,6 @@ def test_missing_file_is_a_failure_not_an_exception(tmp_path: Path):
     assert len(items) == 1 and items[0].reason == "unreadable_file"
 
 
-# --- Beam counters -----------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_skips_are_counted_in_beam_metrics():
-    import apache_beam as beam
-    from apache_beam.metrics.metric import MetricsFilter
-
-    pipeline = beam.Pipeline(runner="DirectRunner")
-    _ = (
-        pipeline
-        | beam.Create(plan(str(ENWIKI_BZ2), {}))
-        | beam.FlatMap(read)
-        | beam.Filter(lambda item: isinstance(item, Document))
-    )
-    result = pipeline.run()
-    result.wait_until_finish()
-    counters = {
-        c.key.metric.name: c.committed
-        for c in result.metrics().query(MetricsFilter().with_namespace("pipelines"))["counters"]
-    }
-    assert counters["wikipedia_pages"] == 206
-    assert counters["wikipedia_skipped_redirect"] == 99
-    assert counters["wikipedia_skipped_namespace"] == 1
-    assert counters["wikipedia_skipped_disambiguation"] == 8
-
-
 def test_index_cutting_a_page_in_two_gives_failures_not_wrong_pages(tmp_path: Path):
     """Streams that split a page (not how Wikimedia writes them) are caught at both ends."""
     xml = bz2.open(SIMPLEWIKI).read()
