@@ -4,9 +4,13 @@ holds the in-process ones and says what they cover)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from pipelines.document import Document
 from pipelines.inputs import match_patterns
 from pipelines.preprocess import main
 from tests.conftest import REPO
@@ -59,3 +63,31 @@ def test_input_and_input_list_together_read_every_book_once(tmp_path, capsys):
     assert stats["documents_read"] == stats["tasks_read"] == 3
     assert manifest["source"]["files"] == 3
     assert manifest["source"]["input"] == [SWIFT, IRVING, ALICE, f"{BOOKS}/pg*.txt"]
+
+
+@pytest.mark.slow
+def test_dedup_reads_every_parquet_input_once(tmp_path, capsys):
+    from pipelines.dedup.__main__ import main as dedup_main
+    from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row
+
+    paragraphs = [p for p in Path(ALICE).read_text().split("\n\n") if len(p) > 400][:12]
+    files = []
+    for part in range(2):
+        docs = [Document(f"books:alice:{part}-{i}", "books", text)
+                for i, text in enumerate(paragraphs[part * 6:(part + 1) * 6])]  # fmt: skip
+        files.append(tmp_path / f"part-{part}.parquet")
+        table = pa.Table.from_pylist([document_to_row(d) for d in docs], schema=DOCUMENT_SCHEMA)
+        pq.write_table(table, files[-1])
+    listing = tmp_path / "list.txt"
+    listing.write_text("part-1.parquet\n")
+    code = dedup_main(["--input", str(files[0]), str(files[1]), "--input-list", str(listing),
+                       "--output", str(tmp_path / "out")])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["documents_in"] == 12
+    code = dedup_main(["--input", str(files[0]), str(tmp_path / "*.nope"),
+                       "--output", str(tmp_path / "o2")])  # fmt: skip
+    assert code == 2
+    assert capsys.readouterr().err.endswith(
+        "no input files match '" + str(tmp_path / "*.nope") + "'\n"
+    )

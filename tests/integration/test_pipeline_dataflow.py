@@ -458,3 +458,9 @@ def test_a_local_dataflow_launch_names_the_missing_flag_before_writing(tmp_path,
         f"preprocess: error: the DataflowRunner's workers cannot reach {CORPORA}/books/"
         "pg1080.txt on this machine: give --input and --output as gs:// URLs"])  # fmt: skip
     assert not out.exists()
+
+
+def test_dataflow_validation_names_what_is_missing():
+    options = PipelineOptions(dataflow_argv(temp_location="/tmp/local", region=None))
+    errors = " ".join(PipelineOptionsValidator(options, DataflowRunner()).validate())
+    assert "temp_location" in errors and "region" in errors

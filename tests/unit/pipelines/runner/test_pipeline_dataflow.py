@@ -10,8 +10,6 @@ import os
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
-from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
 from dataset_format.tokenizer import load_tokenizer
 from pipelines.runner.runners import tokenizer_threads
@@ -46,12 +44,6 @@ def test_the_tokenize_dofn_sizes_the_pool_before_its_first_call(monkeypatch, tmp
                         progress_dir=None, threads=3)
     dofn.setup()
     assert os.environ["RAYON_NUM_THREADS"] == "3"
-
-
-def test_dataflow_validation_names_what_is_missing():
-    options = PipelineOptions(dataflow_argv(temp_location="/tmp/local", region=None))
-    errors = " ".join(PipelineOptionsValidator(options, DataflowRunner()).validate())
-    assert "temp_location" in errors and "region" in errors
 
 
 # -- a launch without reach: one line naming the location, in seconds --------------------------

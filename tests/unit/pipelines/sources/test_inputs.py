@@ -7,12 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.document import Document
 from pipelines.inputs import common_base, match_patterns, read_input_list
 from pipelines.options import PreprocessConfig
 from pipelines.sources import get_source
@@ -82,34 +79,6 @@ def test_an_input_list_skips_comments_and_resolves_paths_from_its_own_folder(tmp
     monkeypatch.setattr("pipelines.inputs.MAX_LIST_BYTES", len(SWIFT) + 4)
     with pytest.raises(ValueError, match=rf"inputs.txt: over {len(SWIFT) + 4} bytes: not a list of inputs$"):
         read_input_list(str(listing))
-
-
-@pytest.mark.slow
-def test_dedup_reads_every_parquet_input_once(tmp_path, capsys):
-    from pipelines.dedup.__main__ import main as dedup_main
-    from pipelines.dedup.parquet import DOCUMENT_SCHEMA, document_to_row
-
-    paragraphs = [p for p in Path(ALICE).read_text().split("\n\n") if len(p) > 400][:12]
-    files = []
-    for part in range(2):
-        docs = [Document(f"books:alice:{part}-{i}", "books", text)
-                for i, text in enumerate(paragraphs[part * 6:(part + 1) * 6])]  # fmt: skip
-        files.append(tmp_path / f"part-{part}.parquet")
-        table = pa.Table.from_pylist([document_to_row(d) for d in docs], schema=DOCUMENT_SCHEMA)
-        pq.write_table(table, files[-1])
-    listing = tmp_path / "list.txt"
-    listing.write_text("part-1.parquet\n")
-    code = dedup_main(["--input", str(files[0]), str(files[1]), "--input-list", str(listing),
-                       "--output", str(tmp_path / "out")])  # fmt: skip
-    assert code == 0, capsys.readouterr().err
-    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
-    assert stats["documents_in"] == 12
-    code = dedup_main(["--input", str(files[0]), str(tmp_path / "*.nope"),
-                       "--output", str(tmp_path / "o2")])  # fmt: skip
-    assert code == 2
-    assert capsys.readouterr().err.endswith(
-        "no input files match '" + str(tmp_path / "*.nope") + "'\n"
-    )
 
 
 def test_the_url_filter_and_train_tokenizer_take_inputs_by_the_same_rule(tmp_path, capsys):
