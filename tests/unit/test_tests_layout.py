@@ -130,7 +130,12 @@ def test_the_check_sees_every_spelling_of_such_an_import():
 
 
 def test_the_check_sees_imports_between_the_tiers():
-    tests = {"tests.unit.train.test_optim", "tests.integration.test_optim", "tests.unit.test_x"}
+    tests = {
+        "tests.unit.train.test_optim",
+        "tests.unit.train.test_plan",
+        "tests.integration.test_optim",
+        "tests.unit.test_x",
+    }
     unit = "tests/unit/train/test_optim.py"
     spellings = {
         "from tests.integration.test_optim import run": "tests.integration.test_optim",
@@ -138,7 +143,7 @@ def test_the_check_sees_imports_between_the_tiers():
         "from ...integration import test_optim": "tests.integration.test_optim",
         "from .. import test_x": "tests.unit.test_x",
         "import tests.unit.test_x": "tests.unit.test_x",
-        "from train import test_optim": "tests.unit.train.test_optim",  # a tier folder on sys.path
+        "from train import test_plan": "tests.unit.train.test_plan",  # a tier folder on sys.path
         "from tests.unit.train.test_optim import run": None,  # itself
         "from tests.unit.train import helpers": None,
         "from tests.helpers import checkpoints": None,
