@@ -33,14 +33,3 @@ def test_identity_is_the_same_in_another_process(gpt2):
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == gpt2.identity()
-
-
-def test_preprocess_refuses_dev_zero_as_its_tokenizer_in_one_line(tmp_path, capsys):
-    from pipelines.preprocess import main
-
-    code = main(["--source=books", f"--input={BOOKS}/pg1080.txt", f"--output={tmp_path}/o",
-                 "--tokenizer=/dev/zero", "--direct_running_mode=in_memory"])  # fmt: skip
-    err = capsys.readouterr().err
-    assert code == 2 and err.strip().splitlines() == [
-        "preprocess: error: tokenizer file /dev/zero is a character device, not a regular file"
-    ]

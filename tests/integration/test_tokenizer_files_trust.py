@@ -24,20 +24,6 @@ def gpt2() -> TextTokenizer:
     return load_tokenizer(str(GPT2))
 
 
-def test_preprocess_refuses_a_tokenizer_with_two_tokens_on_one_id_in_one_line(tmp_path, capsys):
-    from pipelines.preprocess import main
-
-    spec = gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", v["the"]))
-    code = main(["--source=books", f"--input={BOOK}", f"--output={tmp_path}/o",
-                 f"--tokenizer={spec}", "--direct_running_mode=in_memory"])  # fmt: skip
-    err = capsys.readouterr().err
-    assert code == 2
-    assert err.strip().splitlines() == [
-        f"preprocess: error: {spec}/vocab.json: tokens 'Ġthe' and 'the' both have id 1169 "
-        "(an id names one token)"
-    ]
-
-
 def _load_in_a_bounded_process(spec: str) -> subprocess.CompletedProcess:
     """load_tokenizer(spec) in a child with 3 GB of address space: an id near 2^31 has
     tokenizers allocate gigabytes and abort, which must not take the test run with it."""

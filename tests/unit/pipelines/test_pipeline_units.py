@@ -346,3 +346,11 @@ def test_a_run_that_submitted_nothing_says_so():
     assert line("--dry_run=True") == "dry run: the job was built and nothing was submitted"
     assert "nothing was submitted" in line("--template_location=gs://b/t")
     assert line() == line("--dry_run=False") == "submitted; stats.json will appear in gs://b/out"
+
+
+def test_help_lists_our_options_and_points_to_beams(capsys):
+    from pipelines.preprocess import main
+
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert "--shard-tokens" in text and "--no-dedup" in text and "--direct_num_workers" in text

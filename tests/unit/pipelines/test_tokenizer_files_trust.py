@@ -325,3 +325,17 @@ def test_a_token_given_twice_in_a_json_vocabulary_is_refused(tmp_path, gpt2):
     _refused(str(tmp_path / "tokenizer.json"), r"tokenizer.json: 'Ġthe' is a key twice in one JSON")
     with pytest.raises(ValueError, match=r"^--tokenizer .*tokenizer.json: 'Ġthe' is a key twice"):
         tokenizer_info_from_file(str(tmp_path / "tokenizer.json"))
+
+
+def test_preprocess_refuses_a_tokenizer_with_two_tokens_on_one_id_in_one_line(tmp_path, capsys):
+    from pipelines.preprocess import main
+
+    spec = gpt2_copy(tmp_path, lambda v: v.__setitem__("Ġthe", v["the"]))
+    code = main(["--source=books", f"--input={BOOK}", f"--output={tmp_path}/o",
+                 f"--tokenizer={spec}", "--direct_running_mode=in_memory"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"preprocess: error: {spec}/vocab.json: tokens 'Ġthe' and 'the' both have id 1169 "
+        "(an id names one token)"
+    ]

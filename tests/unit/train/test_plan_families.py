@@ -13,7 +13,7 @@ from tests.helpers.plan_families import built
 from tests.measure import saved_activation_bytes
 from train.models.presets import get_preset
 from train.models.registry import SPECS, get_spec
-from train.plan import MASK_PROB, Layout, activation_bytes, plan, plan_counts
+from train.plan import MASK_PROB, Layout, activation_bytes, main, plan, plan_counts
 
 SMALL = [name for spec in SPECS.values() for name in spec.presets if "tiny" in name or "cpu" in name]
 
@@ -54,3 +54,13 @@ def test_planned_activations_agree_with_what_autograd_keeps(name):
     batch = _batch(name, config, seq, 2)
     measured = saved_activation_bytes(model, lambda: model(**batch))
     assert abs(measured - predicted) / measured < 0.15, (measured, predicted)
+
+
+@pytest.mark.parametrize("name", ["llama-small-cpu", "bert-large"])
+def test_the_cli_plans_every_family(name, capsys):
+    assert main(["--preset", name, "--gpu", "a100-40gb"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    config = get_preset(name).config
+    params = sum(p.numel() for p in built(config).parameters())
+    assert out[0].startswith(f"{name}: {params / 1e9:.3f}B parameters (L={config.n_layer}, ")
+    assert out[-2].startswith("a100-40gb: fits")

@@ -485,3 +485,14 @@ def test_byte_pieces_of_a_byte_fallback_model_count_as_unknown_text():
     assert unknown_tokens(tokenized, tokenizer) == greek == 14
     plain = TextTokenizer(Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>")).to_str())
     assert plain.unknown_ids == (0,)
+
+
+def test_preprocess_refuses_dev_zero_as_its_tokenizer_in_one_line(tmp_path, capsys):
+    from pipelines.preprocess import main
+
+    code = main(["--source=books", f"--input={BOOKS}/pg1080.txt", f"--output={tmp_path}/o",
+                 "--tokenizer=/dev/zero", "--direct_running_mode=in_memory"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines() == [
+        "preprocess: error: tokenizer file /dev/zero is a character device, not a regular file"
+    ]

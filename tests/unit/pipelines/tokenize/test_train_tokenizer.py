@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import pytest
+
 from pipelines.clean import CleanConfig
-from pipelines.tokenize.train_tokenizer import SampleStats, sample_texts, spread_indices
+from pipelines.tokenize.train_tokenizer import SampleStats, main, sample_texts, spread_indices
 from tests.conftest import REPO
 
 ROOT = REPO
@@ -34,3 +36,21 @@ def test_spread_indices():
     assert spread_indices(8, 2) == [0, 4]
     assert spread_indices(3, 5) == [0, 1, 2]
     assert spread_indices(10, 3) == [0, 3, 6]
+
+
+def test_nothing_left_after_cleaning_is_a_clear_error(tmp_path, capsys):
+    argv = ["--kind", "byte-level-bpe", "--source", "books", "--vocab-size", "500"]
+    code = main(
+        [*argv, "--input", str(BOOKS / "Candide-fr.txt"), "--output", str(tmp_path / "t.json")]
+    )
+    assert code == 2 and "no text" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+    code = main([*argv, "--input", str(BOOKS / "*.txt"), "--output", "x.json", "--language", "xx"])
+    assert code == 2 and "unknown language code" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("size", ["200"])
+def test_too_small_vocabulary_is_rejected(tmp_path, capsys, size):
+    argv = ["--kind", "byte-level-bpe", "--source", "books", "--input", str(BOOKS / "11-0.txt")]
+    assert main([*argv, "--vocab-size", size, "--output", str(tmp_path / "t.json")]) == 2
+    assert "needs more than 257" in capsys.readouterr().err

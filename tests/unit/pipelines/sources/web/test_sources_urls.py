@@ -13,6 +13,7 @@ from pipelines.sources.web.urls import (
     dedup_key,
     filter_urls,
     is_blacklisted,
+    main,
     normalize_url,
     read_url_lines,
     registered_domain_label,
@@ -125,3 +126,24 @@ def test_cli_glob_over_several_files(tmp_path: Path) -> None:
     (tmp_path / "b.txt.gz").write_bytes(gzip.compress(TXT.read_bytes()))
     kept, rejected = write_filtered_urls(str(tmp_path / "*.txt*"), str(tmp_path / "out.txt"))
     assert kept == 2090 and rejected["duplicate"] == 2090
+
+
+def test_cli_writes_the_filtered_list(tmp_path: Path, capsys) -> None:
+    output = tmp_path / "kept.txt"
+    assert main(["--input", str(GZ), "--output", str(output)]) == 0
+    printed = capsys.readouterr().out
+    assert "kept: 2090" in printed
+    assert "blacklisted_domain: 53" in printed and "blacklisted_extension: 36" in printed
+    kept, _ = filter_urls(read_url_lines(str(TXT)))
+    assert output.read_text(encoding="utf-8").splitlines() == kept
+
+
+def test_cli_refuses_a_list_cut_short_in_one_line(tmp_path: Path, capsys) -> None:
+    cut = tmp_path / "cut.json.gz"
+    data = GZ.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    output = tmp_path / "kept.txt"
+    assert main(["--input", str(cut), "--output", str(output)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"urls: error: {cut}: truncated_input: gzip data ends")
+    assert not output.exists() and sorted(tmp_path.iterdir()) == [cut]
