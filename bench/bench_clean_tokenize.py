@@ -194,7 +194,7 @@ def main() -> None:
         f"{ratio(tik, hf, 'books'):.1f}x (English books), {ratio(tik, hf, 'candide'):.1f}x "
         f"(Candide), {ratio(tik, hf, 'webtext'):.1f}x (webtext).",
         f"- language id, our vectorised walk vs py3langid's own (same samples, same scores bit "
-        f"for bit: tests/test_clean_speed_cuts.py): {ratio(ours, theirs, 'books'):.1f}x (English "
+        f"for bit: tests/unit/pipelines/clean/test_clean_speed_cuts.py): {ratio(ours, theirs, 'books'):.1f}x (English "
         f"books), {ratio(ours, theirs, 'candide'):.1f}x (Candide), "
         f"{ratio(ours, theirs, 'webtext'):.1f}x (webtext).",
         "",

@@ -3,7 +3,7 @@ means (a comparison flipped, an operator swapped, a constant moved by one, a `no
 `and` made `or`) make at least one of the tests fail. Type annotations are no sites in a module
 with `from __future__ import annotations`, which never evaluates them.
 
-    python bench/mutate.py dataset_format/indexed.py tests/test_dataset_format.py \\
+    python bench/mutate.py dataset_format/indexed.py tests/unit/dataset_format/test_dataset_format.py \\
         [--limit 60 --seed 1] [--results bench/results/mutation.md]
 
 Each mutant is written into a private copy of the repository (never into the working tree:

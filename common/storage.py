@@ -162,7 +162,7 @@ class OutputDir:
     Every write is atomic: to a temporary name first, then renamed, so a reader (or a retried
     attempt) never sees half a file under a final name. Every write of a pipeline run goes
     through this class, which makes it the seam where tests inject storage faults (a full disk
-    at a named file: tests/test_pipeline_output.py), as `train.loop.TrainHooks` is the trainer's.
+    at a named file: tests/unit/pipelines/write/test_pipeline_output.py), as `train.loop.TrainHooks` is the trainer's.
     """
 
     def __init__(self, url: str, backend_name: str | None = None):

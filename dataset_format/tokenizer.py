@@ -9,8 +9,8 @@ Every tokenizer is held as a Hugging Face `tokenizers` JSON string: that is what
 Beam workers (a few hundred KB, no Rust object) and what is saved inside a shard set; the Rust
 tokenizer is built lazily, once per process. For plain GPT-2-style byte-level BPE the ids come
 from a `tiktoken.Encoding` built from the same vocabulary and merges (no download), which is
-several times faster than `tokenizers` and gives identical ids (tests/test_tokenize.py checks
-this on every sample corpus).
+several times faster than `tokenizers` and gives identical ids
+(tests/unit/pipelines/tokenize/test_tokenize.py checks this on every sample corpus).
 
 A tokenizer's files are untrusted input: each format's reader (dataset_format.tokenizer_files)
 checks what it reads, within named caps, before `tokenizers` sees it, so a tokenizer that loads

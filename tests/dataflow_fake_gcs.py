@@ -2,7 +2,7 @@
 the pipeline on DataflowRunner from a machine that cannot reach Google.
 
 Run with a Python that has `gcp-storage-emulator` (the fresh launcher venv of
-tests/test_pipeline_dataflow.py):
+tests/integration/test_pipeline_dataflow.py):
 
     python tests/dataflow_fake_gcs.py DATA_DIR PORT_FILE BUCKET...
 

@@ -57,7 +57,8 @@ def _mojibake_suspects() -> str:
     ellipsis): those three only ever occur next to a rarer character. So text without any of
     the remaining characters cannot be bad, and text with some can only be bad near them.
     The set is read from the installed ftfy's regex so it follows ftfy upgrades;
-    tests/test_clean_normalize.py checks `needs_ftfy` against `ftfy.badness.is_bad`.
+    tests/unit/pipelines/clean/test_clean_normalize.py checks `needs_ftfy` against
+    `ftfy.badness.is_bad`.
     """
     pattern = badness.BADNESS_RE.pattern
     suspects: set[str] = {c for c in pattern if not c.isascii()}

@@ -20,7 +20,7 @@ How many rounds (`rounds_for`): every round and settle pass is a few Beam stages
 stage costs ~20-25 ms even when it moves nothing, so the launcher unrolls as many rounds as the
 largest possible component needs, not a fixed count: a component has at most as many nodes as
 there are documents, which the launcher bounds from the input's size (DedupConfig.cc_rounds).
-tests/test_dedup_components.py simulates `large_star` / `small_star` on adversarial families
+tests/unit/.../test_dedup_components.py simulates `large_star` / `small_star` on adversarial families
 (paths with sorted, reversed, random and bit-reversed labels, complete binary trees, caterpillars,
 random sparse graphs; n = 2 .. 2^14): a path with sorted labels is the slowest, halving per
 round, ceil(log2 n) rounds; none needs more than n.bit_length() = floor(log2 n) + 1 (a random

@@ -23,8 +23,8 @@ costs ~7 ms of CPU to build and start on the DirectRunner whatever it processes 
 each DoFn's methods several times), and dedup has ~30 shuffles (the connected components'
 unrolled rounds ~20). A producer that counts must declare the element type Beam inferred for
 its output when a `counted` step sat behind it, so that the coder, and every figure, is the
-same (tests/test_dedup_pipeline.py checks each counter against the encoded size of what
-enters its shuffle).
+same (tests/integration/test_dedup_pipeline.py checks each counter against the encoded size of
+what enters its shuffle).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What several test modules share: builders of real inputs, runs of the commands and checks.
 
 A test module imports its shared helpers from here (or takes them as fixtures from
-tests/conftest.py), never from another test module (tests/test_tests_layout.py checks it).
+tests/conftest.py), never from another test module (tests/unit/test_tests_layout.py checks it).
 """
