@@ -28,6 +28,10 @@ from pipelines.dedup.transforms import (
 from pipelines.document import Document
 from tests.helpers.dedup_corpus import paragraphs_of_book
 
+# The exact step's DoFns are private to Deduplicate; they are driven here directly (why: a
+# run through Deduplicate shows only the kept documents, not that the batched decision equals
+# the one-group-per-fingerprint one, nor what crosses the shuffle). A whole run of the step:
+# tests/integration/test_dedup_exact_batches.py.
 CLEARED = {"fingerprint": b"", "url_key": ""}
 
 

@@ -208,6 +208,7 @@ def test_apply_streams_its_buckets_stash_files(tmp_path):
         names = [out.value[1] for out in stash.finish_bundle()]
         decision = transforms._Decision("exact_duplicate", "books:000000", "books:000000", 1.0)
         values = [*names, *(("dec", (f"books:{i:06d}", decision)) for i in range(1, n_docs, 10))]
+        # the apply DoFn driven directly (why: its memory is measured alone, without a runner's)
         fn = transforms._ApplyFn(str(work))
         fn.setup()
 

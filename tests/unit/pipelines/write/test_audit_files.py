@@ -22,7 +22,9 @@ def test_a_parts_removed_record_keeps_the_cut_text_bounded_and_says_so():
 
 
 def _bundle_files(records_by_bundle, output: str, num_files: int) -> dict:
-    """What WriteRejects' GroupByKey hands on: each bundle's ((kind, bucket), file name)s."""
+    """What WriteRejects' GroupByKey hands on: each bundle's ((kind, bucket), file name)s.
+    WriteRejects' DoFns are driven directly (why: the bundles a runner cuts cannot be chosen
+    through the public transform, and the test needs them cut in several ways)."""
     from pipelines.write.rejects import _SpillRejectsDoFn
 
     spill = _SpillRejectsDoFn(output, num_files)
