@@ -9,8 +9,8 @@ counted in order of first occurrence (one row-wise sort of feature and position 
 integer, then the first occurrences marked in text order), py3langid's normalisation per row.
 The last step stays per text and unchanged: the gathered feature rows (into one buffer reused
 for the whole chunk) times their weights, the same BLAS product on the same numbers, so the
-scores are the same bits as `classify`'s (tests/unit/pipelines/clean/test_language_batch.py checks it on the shared
-corpora).
+scores are the same bits as `classify`'s (tests/unit/pipelines/clean/test_language_batch.py
+checks it on the shared corpora).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ of its own:
 - Templates `{{...}}` are dropped whole, nested to any depth; an opening `{{` that is never
   closed stays as text, as MediaWiki shows it. A few templates that write prose inline are
   rendered instead of dropped (`{{lang|fr|mot}}` -> "mot", `{{convert|5|km}}` -> "5 km",
-  `{{nowrap|...}}`; see `render_template`), so sentences keep their words, and so do the
-  templates that lay out a list (`{{columns-list|...}}`, `{{plainlist|...}}`, `{{ubl|a|b}}`):
-  their items stay, a line each. Tables `{| ... |}` keep their text, a line per row
+  `{{nowrap|...}}`; see `wiki_templates.render_template`), so sentences keep their words,
+  and so do the templates that lay out a list (`{{columns-list|...}}`, `{{plainlist|...}}`,
+  `{{ubl|a|b}}`): their items stay, a line each. Tables `{| ... |}` keep their text, a line per row
   (`wiki_blocks.render_table`).
 - `<ref>`, `<gallery>`, `<math>` (no placeholder: a formula's TeX is not prose, and a fake token
   like "formula_7" teaches the model nothing), `<syntaxhighlight>`/`<source>` code, HTML
@@ -45,6 +45,14 @@ from collections.abc import Iterable
 
 from pipelines.sources.wikipedia import wiki_back_matter, wiki_blocks
 from pipelines.sources.wikipedia.wiki_blocks import DROPPED_SECTIONS
+from pipelines.sources.wikipedia.wiki_templates import (
+    SIMPLE_TEMPLATE,
+    is_list_template,
+    is_rendered,
+    render_template,
+    simple_template,
+    split_arguments,
+)
 
 # Names under which every wiki accepts its File/Media and Category namespaces, besides the
 # localized names siteinfo lists: MediaWiki's canonical names and its standard "Image" alias.
@@ -190,33 +198,7 @@ def _at_line_start(text: str, position: int) -> bool:
     return position < 0 or text[position] == "\n"
 
 
-# Templates whose output is prose, rendered from their arguments instead of dropped (the rest
-# are citations, infoboxes, navigation and maintenance tags, and are dropped):
-# name -> how to render the positional arguments.
-_FIRST_ARGUMENT = frozenset(
-    "nowrap nobr small smaller big larger nihongo abbr math mvar flag quote blockquote cquote "
-    "quotation lang-rtl".split()
-)
-_LAST_ARGUMENT = frozenset("lang transl transliteration sic".split())
-_SYMBOLS = {
-    "nbsp": " ",
-    "ndash": "\u2013",
-    "mdash": "\u2014",
-    "snd": " \u2013 ",
-    "spnd": " \u2013 ",
-}
-# Templates that lay out a list: their items stay, one line each, as the list would without
-# them. _LIST_BLOCK wraps list lines written as wikitext (`{{columns-list|colwidth=20em|\n* a\n
-# * b}}`): the arguments holding such lines are kept, a column count is not. _LIST_ITEMS takes
-# each item as an argument (`{{ubl|a|b}}`).
-_LIST_BLOCK = frozenset({"columns-list", "col-list", "plainlist", "plain list", "flatlist"})
-_LIST_ITEMS = frozenset(
-    {"unbulleted list", "ubl", "bulleted list", "bulleted", "hlist", "collapsible list"}
-)
-_LIST_LINE = re.compile(r"^[*#]", re.MULTILINE)
-_RANGE_WORDS = frozenset({"to", "-", "\u2013", "and", "or", "by", "x", "\u00d7", "+/-"})
 _TEMPLATE_HEAD = re.compile(r"\{\{\s*([^{}|\n<:]{1,40}?)\s*(\||\}\})")
-_NAMED_ARGUMENT = re.compile(r"\s*[\w -]{1,30}=")
 # A table holding tables nested this deep (layout tables in layout tables) is dropped whole:
 # each level copies the rendered text of the levels inside it, so the bound keeps the cost
 # linear.
@@ -226,107 +208,18 @@ _MAX_TABLE_NESTING = 3
 _MAX_RENDERED_TEMPLATE = 2000
 
 
-def _split_arguments(content: str) -> list[str]:
-    """Split a template's arguments at `|`, except inside `[[...]]` links."""
-    if "[[" not in content:
-        return content.split("|")
-    arguments = []
-    depth = 0
-    start = 0
-    for token in re.finditer(r"\[\[|\]\]|\|", content):
-        value = token.group()
-        if value == "[[":
-            depth += 1
-        elif value == "]]":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            arguments.append(content[start : token.start()])
-            start = token.end()
-    arguments.append(content[start:])
-    return arguments
-
-
-def render_template(name: str, arguments: list[str]) -> str:
-    """The text a prose template shows ("" for every other template): `{{lang|fr|mot}}` ->
-    "mot", `{{convert|5|km|mi}}` -> "5 km", `{{nowrap|a b}}` -> "a b", `{{as of|2010}}` ->
-    "As of 2010"."""
-    name = " ".join(name.replace("_", " ").split()).casefold()
-    if name in _SYMBOLS:
-        return _SYMBOLS[name]
-    positional = [a.strip() for a in arguments if not _NAMED_ARGUMENT.match(a)]
-    named = dict(
-        (key.strip(), value.strip())
-        for key, _, value in (a.partition("=") for a in arguments if _NAMED_ARGUMENT.match(a))
-    )
-    if name in _FIRST_ARGUMENT or name.startswith("lang-"):
-        return positional[0] if positional else named.get("text", "")
-    if name in _LAST_ARGUMENT:
-        # {{lang|fr|mot}}: the text follows a language code; {{sic|word}} has only the text.
-        enough = 1 if name == "sic" else 2
-        return positional[-1] if len(positional) >= enough else ""
-    if name in ("convert", "cvt") and len(positional) >= 2:
-        words = [positional[0]]
-        i = 1
-        while i + 1 < len(positional) and positional[i] in _RANGE_WORDS:
-            words += positional[i : i + 2]
-            i += 2
-        if i < len(positional):
-            words.append(positional[i])
-        return " ".join(words)
-    if name == "as of" and positional:
-        return "As of " + positional[0]
-    if name in _LIST_BLOCK or name in _LIST_ITEMS:
-        items = [
-            argument if name in _LIST_BLOCK else "* " + argument
-            for argument in positional
-            if (_LIST_LINE.search(argument) if name in _LIST_BLOCK else argument)
-        ]
-        return "\n" + "\n".join(items) + "\n" if items else ""
-    return ""
-
-
-# A template with no braces inside and none next to it: most templates, handled by one regex
-# pass before the general scan (which then sees only nested ones and tables).
-_SIMPLE_TEMPLATE = re.compile(r"\{\{(?<!\{\{\{)([^{}]*)\}\}(?!\})")
-_RENDERED_NAMES = frozenset(
-    _FIRST_ARGUMENT
-    | _LAST_ARGUMENT
-    | _SYMBOLS.keys()
-    | _LIST_BLOCK
-    | _LIST_ITEMS
-    | {"convert", "cvt", "as of"}
-)
-
-
-def _is_rendered(name: str) -> bool:
-    name = " ".join(name.replace("_", " ").split()).casefold()
-    return name in _RENDERED_NAMES or name.startswith("lang-")
-
-
-def _is_list_template(name: str) -> bool:
-    name = " ".join(name.replace("_", " ").split()).casefold()
-    return name in _LIST_BLOCK or name in _LIST_ITEMS
-
-
-def _simple_template(match: re.Match[str]) -> str:
-    name, pipe, arguments = match.group(1).partition("|")
-    if ":" in name or not _is_rendered(name):
-        return ""
-    return render_template(name, _split_arguments(arguments) if pipe else [])
-
-
 def strip_templates_and_tables(text: str) -> str:
     """Remove every balanced `{{...}}` (templates, `{{{parameters}}}`, parser functions), nested
-    to any depth; the few prose templates `render_template` knows are replaced by their text
-    instead, and each `{| ... |}` table by its rows (`wiki_blocks.render_table`; a table that
-    holds tables nested `_MAX_TABLE_NESTING` deep is dropped whole).
+    to any depth; the few prose templates `wiki_templates.render_template` knows are replaced
+    by their text instead, and each `{| ... |}` table by its rows (`wiki_blocks.render_table`;
+    a table that holds tables nested `_MAX_TABLE_NESTING` deep is dropped whole).
 
     One regex pass takes the templates with no braces inside; then a single scan pairs each
     remaining close with its opener on a stack (a depth counter that remembers where each level
     opened). An opener that is never closed is left as literal text, as MediaWiki renders it.
     """
     if "{{" in text:
-        text = _SIMPLE_TEMPLATE.sub(_simple_template, text)
+        text = SIMPLE_TEMPLATE.sub(simple_template, text)
     if "{" not in text:
         return text
     # Open constructs: [kind, start, width]; kind "t" template (width = braces still open, 2 or
@@ -360,18 +253,18 @@ def strip_templates_and_tables(text: str) -> str:
                 replacement = "\n" + wiki_blocks.render_table(with_inner(start, end, inner_start))
                 replacement += "\n"
         head = _TEMPLATE_HEAD.match(text, start) if is_template else None
-        if head and not _is_rendered(head.group(1)):
+        if head and not is_rendered(head.group(1)):
             head = None
-        is_list = head and _is_list_template(head.group(1))
+        is_list = head and is_list_template(head.group(1))
         if is_list and head.group(2) == "|":
             # Counted with tables: a list template copies what it holds, as a table does.
             depth += 1
             if depth <= _MAX_TABLE_NESTING:
                 arguments = with_inner(head.end(), end - 2, inner_start)
-                replacement = render_template(head.group(1), _split_arguments(arguments))
+                replacement = render_template(head.group(1), split_arguments(arguments))
         elif head and head.group(2) == "|" and end - start <= _MAX_RENDERED_TEMPLATE:
             arguments = with_inner(head.end(), end - 2, inner_start)
-            replacement = render_template(head.group(1), _split_arguments(arguments))
+            replacement = render_template(head.group(1), split_arguments(arguments))
         elif head:
             replacement = render_template(head.group(1), [])
         del spans[inner_start:]
