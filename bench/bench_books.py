@@ -132,7 +132,8 @@ def _line_keys(paragraph: str) -> list[str]:
 
 def measures(book: dict[str, str]) -> dict[str, object]:
     sys.path.insert(0, str(ROOT))
-    from pipelines.sources.books.book_front_matter import is_prose, paragraphs
+    from pipelines.sources.books.book_front_matter import is_prose
+    from pipelines.sources.books.book_text import paragraphs
 
     body, kept = book["body"], book["kept"]
     found, audit = _normalised(kept), _normalised(book["audit"])

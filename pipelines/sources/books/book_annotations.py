@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import re
 
-from pipelines.sources.books.book_front_matter import FrontMatter, paragraphs
+from pipelines.sources.books.book_front_matter import FrontMatter
+from pipelines.sources.books.book_text import paragraphs
 
 # A footnote's first line: its label in brackets, then its text.
 _NOTE_LABEL = re.compile(r"^([ \t]*)\[(\d{1,3}|[A-Za-z]|[*†‡§]{1,3})\][ \t]+\S")

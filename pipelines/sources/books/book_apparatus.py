@@ -46,8 +46,8 @@ from pipelines.sources.books.book_front_matter import (
     is_chapter_heading,
     is_imprint,
     is_prose,
-    paragraphs,
 )
+from pipelines.sources.books.book_text import paragraphs
 
 # An entry line: its title, then dot leaders or a run of spaces, then a page number.
 _ENTRY_LINE = re.compile(r"^\s*(\S.*?\w.*?)(?:\s*\.{2,}\s*|\s{2,})(\d{1,4}|[ivxlc]{1,7})\s*$")

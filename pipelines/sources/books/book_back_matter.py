@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 
-from pipelines.sources.books.book_front_matter import FrontMatter, is_imprint, is_prose, paragraphs
+from pipelines.sources.books.book_front_matter import FrontMatter, is_imprint, is_prose
+from pipelines.sources.books.book_text import paragraphs
 
 # A transcriber's or producer's note: "Transcriber's Note:", "[Transcriber’s Notes", "Original
 # Transcriber's Notes:", "Note from the transcriber", "Producer's note".

@@ -25,12 +25,8 @@ from __future__ import annotations
 
 import re
 
-from pipelines.sources.books.book_front_matter import (
-    FrontMatter,
-    is_chapter_heading,
-    is_prose,
-    paragraphs,
-)
+from pipelines.sources.books.book_front_matter import FrontMatter, is_chapter_heading, is_prose
+from pipelines.sources.books.book_text import front_end, paragraphs
 
 # How a note on the making of the e-text opens, in the languages of the shared books and
 # their neighbours.
@@ -57,8 +53,6 @@ _EDITION_WORDS = re.compile(
     re.IGNORECASE,
 )
 _NOTE_MAX_WORDS = 120
-_FRONT_SHARE = 0.1
-_FRONT_MIN_LINES = 200
 
 _BIBLIOGRAPHY_HEADING = re.compile(
     r"^\W*(?:(?:select(?:ed)?|short)\s+)?(?:bibliograph(?:y|ie)|bibliograf[íi]a|bibliografia"
@@ -80,20 +74,9 @@ _BIBLIOGRAPHY_MIN_ENTRIES = 2
 _BIBLIOGRAPHY_MAX_SHARE = 0.2
 
 
-def _front_end(text: str) -> int:
-    """The offset where the book's front (its first tenth, or _FRONT_MIN_LINES lines) ends."""
-    lines = max(_FRONT_MIN_LINES, int(text.count("\n") * _FRONT_SHARE))
-    position = -1
-    for _ in range(lines):
-        position = text.find("\n", position + 1)
-        if position < 0:
-            return len(text)
-    return position
-
-
 def _making_notes(text: str, spans: list[tuple[int, int]]) -> set[int]:
     """Indices of the paragraphs of the notes on the making of the e-text in the front."""
-    end = _front_end(text)
+    end = front_end(text)
     found: set[int] = set()
     in_note = False
     for i, (start, stop) in enumerate(spans):

@@ -34,12 +34,13 @@ page after a preface). Everything cut is returned too, for the rejects audit; ba
 the end of a book is `book_back_matter`'s.
 """
 
-
 from __future__ import annotations
 
 import dataclasses
 import functools
 import re
+
+from pipelines.sources.books.book_text import front_end, offset_of_line, paragraphs
 
 # Classes in the order they are reported.
 CLASSES = (
@@ -139,9 +140,6 @@ _CONTENTS_MIN_ENTRIES = 3
 # entries, a blank line between each, end at line 290 of its text).
 _CONTENTS_LINES = 2000
 _SENTENCE_END = re.compile(r"[.!?;:][\"'”’)»]*(?:\s|$)")
-# The first chapter must start within this share of the book's lines (or this many lines).
-_FRONT_SHARE = 0.1
-_FRONT_MIN_LINES = 200
 # A byline ends the title page when it is among the first this many paragraphs and none before
 # it is this long (a subtitle such as A Modest Proposal's "For preventing the children of poor
 # people in Ireland, ..." is a sentence, but part of the title page).
@@ -166,23 +164,6 @@ class FrontMatter:
     def summary(self) -> str:
         """ "contents 1, title_page 3" (classes in CLASSES order), or ""."""
         return ", ".join(f"{name} {self.removed[name]}" for name in CLASSES if name in self.removed)
-
-
-def paragraphs(text: str) -> list[tuple[int, int]]:
-    """(start, end) offsets of the blank-line separated paragraphs of `text`."""
-    spans = []
-    start = None
-    position = 0
-    for line in text.split("\n"):
-        if line.strip():
-            start = position if start is None else start
-        elif start is not None:
-            spans.append((start, position - 1))
-            start = None
-        position += len(line) + 1
-    if start is not None:
-        spans.append((start, len(text)))
-    return spans
 
 
 # The rules look at a paragraph and its neighbours, so the same paragraph is asked about a few
@@ -536,11 +517,9 @@ def strip_front_matter(body: str) -> FrontMatter:
     if markers:
         removed["page_markers"] = markers
     spans = paragraphs(text)
-    line_count = text.count("\n") + 1
-    front_lines = max(_FRONT_MIN_LINES, int(line_count * _FRONT_SHARE))
-    front_end = _offset_of_line(text, front_lines)
-    classes = _classify(text, spans, front_end)
-    contents = _contents_runs(text, spans, min(front_end, _offset_of_line(text, _CONTENTS_LINES)))
+    front = front_end(text)
+    classes = _classify(text, spans, front)
+    contents = _contents_runs(text, spans, min(front, offset_of_line(text, _CONTENTS_LINES)))
     if contents:
         # Short paragraphs after the run that _classify took for entries are the text's own
         # headings ("ETYMOLOGY." after Moby-Dick's contents): the run ends the list.
@@ -588,12 +567,3 @@ def strip_front_matter(body: str) -> FrontMatter:
         # is not laid out as a book, and its text is kept whole rather than lost.
         return FrontMatter(body)
     return FrontMatter("".join(kept), removed, "\n\n".join(cut))
-
-
-def _offset_of_line(text: str, line: int) -> int:
-    position = -1
-    for _ in range(line):
-        position = text.find("\n", position + 1)
-        if position < 0:
-            return len(text)
-    return position

@@ -41,7 +41,8 @@ from pipelines.sources.books.book_annotations import strip_annotations
 from pipelines.sources.books.book_apparatus import strip_apparatus
 from pipelines.sources.books.book_back_matter import TRANSCRIBER_NOTE, strip_back_matter
 from pipelines.sources.books.book_editorial import strip_editorial
-from pipelines.sources.books.book_front_matter import paragraphs, strip_front_matter
+from pipelines.sources.books.book_front_matter import strip_front_matter
+from pipelines.sources.books.book_text import paragraphs
 from pipelines.sources.compression import open_decompressed
 from pipelines.sources.file_source import FileSource, task_name
 from pipelines.sources.input_errors import (

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.sources.books import book_apparatus
-from pipelines.sources.books.book_front_matter import FrontMatter, is_prose, paragraphs
+from pipelines.sources.books.book_front_matter import FrontMatter, is_prose
+from pipelines.sources.books.book_text import paragraphs
 from pipelines.sources.books.books import (
     PARTS_REMOVED,
     PARTS_REMOVED_TEXT,

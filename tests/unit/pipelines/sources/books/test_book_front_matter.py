@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.document import INPUT_META, PARTS_REMOVED, Document, ReadTask
-from pipelines.sources.books.book_front_matter import is_prose, paragraphs, strip_front_matter
+from pipelines.sources.books.book_front_matter import is_prose, strip_front_matter
+from pipelines.sources.books.book_text import paragraphs
 from pipelines.sources.books.books import strip_gutenberg
 from tests.conftest import REPO
 

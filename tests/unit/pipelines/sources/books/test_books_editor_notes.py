@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.sources.books.book_front_matter import FrontMatter, paragraphs
+from pipelines.sources.books.book_front_matter import FrontMatter
+from pipelines.sources.books.book_text import paragraphs
 from pipelines.sources.books.books import PARTS_REMOVED, PARTS_REMOVED_TEXT, book_document
 from tests.conftest import CORPORA
 
