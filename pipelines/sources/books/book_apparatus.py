@@ -47,7 +47,7 @@ from pipelines.sources.books.book_front_matter import (
     is_imprint,
     is_prose,
 )
-from pipelines.sources.books.book_text import paragraphs
+from pipelines.sources.books.book_text import cut_paragraphs, paragraphs
 
 # An entry line: its title, then dot leaders or a run of spaces, then a page number.
 _ENTRY_LINE = re.compile(r"^\s*(\S.*?\w.*?)(?:\s*\.{2,}\s*|\s{2,})(\d{1,4}|[ivxlc]{1,7})\s*$")
@@ -267,17 +267,6 @@ def strip_apparatus(front: FrontMatter, title: str = "") -> FrontMatter:
         dropped.update(dict.fromkeys(range(adverts, len(spans)), "advertisements"))
     if not dropped and not marks:
         return front
-    kept, position = [], 0
-    for i in sorted(dropped):
-        if not (i - 1 in dropped and dropped[i - 1] == dropped[i]):
-            removed[dropped[i]] = removed.get(dropped[i], 0) + 1
-        kept.append(text[position : spans[i][0]])
-        cut.append(text[spans[i][0] : spans[i][1]])
-        position = spans[i][1]
-        while position < len(text) and text[position] == "\n":
-            position += 1
-    kept.append(text[position:])
-    removed_text = "\n\n".join(part for part in (front.removed_text, *cut) if part)
-    return FrontMatter(
-        "".join(kept).rstrip("\n") + "\n" * text.endswith("\n"), removed, removed_text
-    )
+    kept, paragraphs_cut = cut_paragraphs(text, spans, dropped, removed)
+    removed_text = "\n\n".join(part for part in (front.removed_text, *cut, *paragraphs_cut) if part)
+    return FrontMatter(kept.rstrip("\n") + "\n" * text.endswith("\n"), removed, removed_text)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from pipelines.sources.books.book_front_matter import FrontMatter, is_chapter_heading, is_prose
-from pipelines.sources.books.book_text import front_end, paragraphs
+from pipelines.sources.books.book_text import cut_paragraphs, front_end, paragraphs
 
 # How a note on the making of the e-text opens, in the languages of the shared books and
 # their neighbours.
@@ -133,19 +133,8 @@ def strip_editorial(front: FrontMatter) -> FrontMatter:
     if not dropped:
         return front
     removed = dict(front.removed)
-    kept, cut, position = [], [], 0
-    for i in sorted(dropped):
-        if not (i - 1 in dropped and dropped[i - 1] == dropped[i]):
-            removed[dropped[i]] = removed.get(dropped[i], 0) + 1
-        kept.append(text[position : spans[i][0]])
-        cut.append(text[spans[i][0] : spans[i][1]])
-        position = spans[i][1]
-        while position < len(text) and text[position] == "\n":
-            position += 1
-    kept.append(text[position:])
-    if not "".join(kept).strip():
+    kept, cut = cut_paragraphs(text, spans, dropped, removed)
+    if not kept.strip():
         return front  # nothing but such notes: not laid out as a book, kept whole
     removed_text = "\n\n".join(part for part in (front.removed_text, *cut) if part)
-    return FrontMatter(
-        "".join(kept).rstrip("\n") + "\n" * text.endswith("\n"), removed, removed_text
-    )
+    return FrontMatter(kept.rstrip("\n") + "\n" * text.endswith("\n"), removed, removed_text)

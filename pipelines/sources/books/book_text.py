@@ -40,3 +40,22 @@ def offset_of_line(text: str, line: int) -> int:
         if position < 0:
             return len(text)
     return position
+
+
+def cut_paragraphs(
+    text: str, spans: list[tuple[int, int]], dropped: dict[int, str], removed: dict[str, int]
+) -> tuple[str, list[str]]:
+    """`text` without the paragraphs `dropped` names (paragraph index -> the kind of part), with
+    the blank lines after each; each run of paragraphs of one kind is counted once in `removed`
+    (updated in place). Returns the kept text and the text of each cut paragraph."""
+    kept, cut, position = [], [], 0
+    for i in sorted(dropped):
+        if not (i - 1 in dropped and dropped[i - 1] == dropped[i]):
+            removed[dropped[i]] = removed.get(dropped[i], 0) + 1
+        kept.append(text[position : spans[i][0]])
+        cut.append(text[spans[i][0] : spans[i][1]])
+        position = spans[i][1]
+        while position < len(text) and text[position] == "\n":
+            position += 1
+    kept.append(text[position:])
+    return "".join(kept), cut
