@@ -1,6 +1,7 @@
 """Every dedup step's memory is bounded by its batch (or streams its group), not by the corpus:
 the traced peak stays flat when the input grows 4x. (bench/bench_dedup_speed.py shows the same
-for the worker process of a whole pipeline run.)"""
+for the worker process of a whole pipeline run.) The steps' DoFns are private to Deduplicate and
+are driven here directly: why, a DoFn's own peak is measured without a runner's memory around it."""
 
 from __future__ import annotations
 
@@ -208,7 +209,6 @@ def test_apply_streams_its_buckets_stash_files(tmp_path):
         names = [out.value[1] for out in stash.finish_bundle()]
         decision = transforms._Decision("exact_duplicate", "books:000000", "books:000000", 1.0)
         values = [*names, *(("dec", (f"books:{i:06d}", decision)) for i in range(1, n_docs, 10))]
-        # the apply DoFn driven directly (why: its memory is measured alone, without a runner's)
         fn = transforms._ApplyFn(str(work))
         fn.setup()
 

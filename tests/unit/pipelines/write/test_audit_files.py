@@ -43,7 +43,8 @@ def _bundle_files(records_by_bundle, output: str, num_files: int) -> dict:
 
 def test_audit_files_are_sorted_whatever_the_bundles(tmp_path):
     """Each audit file holds its records sorted by key, equal keys (a record read twice) by
-    their line, however the bundles that wrote them were cut."""
+    their line, however the bundles that wrote them were cut (the DoFn driven directly, as in
+    _bundle_files)."""
     from pipelines.write.rejects import _WriteRejectFileDoFn
 
     drops = dropped_records()
