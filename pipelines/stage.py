@@ -173,6 +173,41 @@ class CountingDoFn(beam.DoFn):
         yield windowed(pvalue.TaggedOutput("counts", self.counts.drain()))
 
 
+class BatchingDoFn(CountingDoFn):
+    """A CountingDoFn that handles its documents a batch at a time (one call for many: language
+    identification, a tokenizer's batch encode): a batch closes at `batch_docs` documents or
+    `batch_chars` characters of text (a document over them is a batch alone), and a bundle's last
+    one at its end. A subclass sets the two bounds and writes `handle_batch(docs)` (not Beam's
+    `process_batch`, which makes a DoFn a batched one)."""
+
+    batch_docs: int
+    batch_chars: int
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._batch: list = []
+        self._batch_chars = 0
+
+    def process(self, doc) -> Iterator:
+        self._batch.append(doc)
+        self._batch_chars += len(doc.text)
+        if len(self._batch) >= self.batch_docs or self._batch_chars >= self.batch_chars:
+            yield from self._flush()
+
+    def handle_batch(self, docs: list) -> Iterator:
+        raise NotImplementedError
+
+    def _flush(self) -> Iterator:
+        docs, self._batch, self._batch_chars = self._batch, [], 0
+        if docs:
+            yield from self.handle_batch(docs)
+
+    def finish_bundle(self) -> Iterator:
+        for output in self._flush():
+            yield windowed(output)
+        yield from super().finish_bundle()
+
+
 class CountRejectsDoFn(CountingDoFn):
     def __init__(self, keep_rejects: bool):
         self.keep_rejects = keep_rejects

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import apache_beam as beam
 
 from pipelines.document import Document, Reject
-from pipelines.stage import CountingDoFn, stage_error, windowed
+from pipelines.stage import BatchingDoFn, stage_error
 from pipelines.stats import seen_key
 
 # A batch of documents cleaned together (their languages identified in one call: a short web
@@ -17,10 +17,11 @@ BATCH_DOCS = 256
 BATCH_CHARS = 1 << 20
 
 
-class CleanDoFn(CountingDoFn):
+class CleanDoFn(BatchingDoFn):
     """Buffers documents and cleans them a batch at a time (`clean_documents`)."""
 
     STAGE = "clean"
+    batch_docs, batch_chars = BATCH_DOCS, BATCH_CHARS
 
     def __init__(self, config, keep_rejects: bool):
         self.config = config
@@ -33,21 +34,7 @@ class CleanDoFn(CountingDoFn):
 
         self.clean_documents, self.language_seen = clean_documents, language_seen
 
-    def start_bundle(self) -> None:
-        super().start_bundle()
-        self.batch: list[Document] = []
-        self.batch_chars = 0
-
-    def process(self, doc: Document) -> Iterator:
-        self.batch.append(doc)
-        self.batch_chars += len(doc.text)
-        if len(self.batch) >= BATCH_DOCS or self.batch_chars >= BATCH_CHARS:
-            yield from self._flush()
-
-    def _flush(self) -> Iterator:
-        docs, self.batch, self.batch_chars = self.batch, [], 0
-        if not docs:
-            return
+    def handle_batch(self, docs: list[Document]) -> Iterator:
         results = self.clock.call(self.clean_documents, docs, self.config)
         for doc, result in zip(docs, results):
             if isinstance(result, Exception):
@@ -60,11 +47,6 @@ class CleanDoFn(CountingDoFn):
                 yield from self._reject(result, self.keep_rejects)
             else:
                 yield result
-
-    def finish_bundle(self) -> Iterator:
-        for output in self._flush():
-            yield windowed(output)
-        yield from super().finish_bundle()
 
 
 class Clean(beam.PTransform):

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import apache_beam as beam
 
 from pipelines.document import Document
-from pipelines.stage import CountingDoFn, stage_error, windowed
+from pipelines.stage import BatchingDoFn, stage_error
 from pipelines.stats import TOKENS_UNKNOWN
 from pipelines.tokenize.tokenizer_ref import TokenizerRef
 
 
-class TokenizeDoFn(CountingDoFn):
+class TokenizeDoFn(BatchingDoFn):
     """Buffers documents and tokenizes them with one encode_batch call per batch."""
 
     STAGE = "tokenize"
@@ -38,7 +38,7 @@ class TokenizeDoFn(CountingDoFn):
         self.append_eod = append_eod
         self.min_tokens = min_tokens
         self.batch_docs = batch_docs
-        self.batch_bytes = batch_bytes
+        self.batch_chars = batch_bytes  # characters: a cheap stand-in for bytes
         self.keep_rejects = keep_rejects
         self.progress_dir = progress_dir
 
@@ -50,17 +50,6 @@ class TokenizeDoFn(CountingDoFn):
             os.environ.setdefault("RAYON_NUM_THREADS", str(self.threads))
         self.tokenizer = self.tokenizer_ref.load()
         super().setup()
-
-    def start_bundle(self) -> None:
-        super().start_bundle()
-        self.batch: list[Document] = []
-        self.batch_chars = 0
-
-    def process(self, doc: Document) -> Iterator:
-        self.batch.append(doc)
-        self.batch_chars += len(doc.text)  # characters: a cheap stand-in for bytes
-        if len(self.batch) >= self.batch_docs or self.batch_chars >= self.batch_bytes:
-            yield from self._flush()
 
     def _tokenize(self, docs: list[Document]):
         from pipelines.tokenize.encode import tokenize_batch
@@ -74,10 +63,7 @@ class TokenizeDoFn(CountingDoFn):
             min_tokens=self.min_tokens,
         )
 
-    def _flush(self) -> Iterator:
-        docs, self.batch, self.batch_chars = self.batch, [], 0
-        if not docs:
-            return
+    def handle_batch(self, docs: list[Document]) -> Iterator:
         try:
             results = [self._tokenize(docs)]
         except Exception:
@@ -102,11 +88,6 @@ class TokenizeDoFn(CountingDoFn):
                 yield doc
             self.stat_update("docs_tokenized", len(tokenized))
         self.stat_update("tokens_tokenized", tokens)
-
-    def finish_bundle(self) -> Iterator:
-        for output in self._flush():
-            yield windowed(output)
-        yield from super().finish_bundle()
 
 
 class Tokenize(beam.PTransform):
