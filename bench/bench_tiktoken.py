@@ -23,10 +23,8 @@ the rest of the process tree's CPU.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +35,13 @@ from tiktoken.load import load_tiktoken_bpe
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from bench_language import CORPORA, documents, short_documents, write_corpus  # noqa: E402
+from bench_language import (  # noqa: E402
+    CORPORA,
+    documents,
+    preprocess_stats,
+    short_documents,
+    write_corpus,
+)
 
 BARE = ["--no-dedup", "--language=any"]
 # tiktoken's own GPT-2 encoding (tiktoken_ext.openai_public.gpt2), built from the shared ranks
@@ -62,24 +66,8 @@ def bare_run(corpus: Path) -> tuple[float, dict]:
     """(CPU seconds of the command's process tree, its stats.json)."""
     with tempfile.TemporaryDirectory() as out:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pipelines.preprocess",
-                "--source=jsonl",
-                f"--input={corpus}/*.jsonl",
-                f"--output={out}/run",
-                f"--tokenizer={CORPORA / 'vocab' / 'gpt2'}",
-                "--progress-interval=0",
-                *BARE,
-            ],
-            cwd=REPO,
-            check=True,
-            capture_output=True,
-        )
+        stats = preprocess_stats("jsonl", f"{corpus}/*.jsonl", out, BARE)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        stats = json.loads(Path(out, "run", "stats.json").read_text())
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), stats
 
 
